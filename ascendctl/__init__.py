@@ -1,0 +1,42 @@
+"""ascendctl: cluster launcher and ops CLI for multi-node Ascend NPU (and GPU) training.
+
+The core is a library: `from ascendctl import load_inventory, run_command` works in a
+script or notebook. Names are imported lazily so `ascendctl --version` stays fast and
+Paramiko and Rich load only when needed.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "load_inventory": "inventory",
+    "parse_inventory": "inventory",
+    "Inventory": "inventory",
+    "Node": "inventory",
+    "run_command": "execute",
+    "ExecReport": "execute",
+    "fanout": "fanout",
+    "run_on_nodes": "fanout",
+    "TransportFactory": "transport",
+    "Transport": "transport",
+    "CommandResult": "models",
+    "NodeResult": "models",
+    "NodeResults": "models",
+    "NodeStatus": "models",
+    "AscendctlError": "errors",
+    "ExitCode": "errors",
+    "fold": "nodeset",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ascendctl' has no attribute {name!r}")
+    return getattr(import_module(f".{module}", __name__), name)

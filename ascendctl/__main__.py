@@ -1,0 +1,5 @@
+"""`python -m ascendctl` runs the CLI."""
+
+from .cli import main
+
+main()

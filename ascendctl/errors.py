@@ -1,0 +1,125 @@
+"""The one exception tree and the exit codes.
+
+Exceptions mean "ascendctl cannot proceed at all"; a single node's failure is a
+result (see models.NodeResult), never an exception that stops the others.
+Imports nothing from the rest of the package.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes; documented in README.md and tested one by one."""
+
+    OK = 0
+    ERROR = 1  # ascendctl could not do the job
+    USAGE = 2  # bad command line or bad inventory
+    CHECKS_FAILED = 3  # checks (or the remote command) ran and failed on some node
+    NODES_UNREACHABLE = 4  # connect, auth, host key or timeout failures on some node
+    INTERRUPTED = 130  # Ctrl-C
+
+
+# When several codes apply, the one earliest in this tuple wins.
+EXIT_CODE_PRIORITY: tuple[ExitCode, ...] = (
+    ExitCode.INTERRUPTED,
+    ExitCode.ERROR,
+    ExitCode.USAGE,
+    ExitCode.NODES_UNREACHABLE,
+    ExitCode.CHECKS_FAILED,
+    ExitCode.OK,
+)
+
+
+def worst_exit_code(codes: "list[ExitCode] | tuple[ExitCode, ...]") -> ExitCode:
+    """Return the highest-priority code among `codes` (OK when empty)."""
+    present = set(codes)
+    for code in EXIT_CODE_PRIORITY:
+        if code in present:
+            return code
+    return ExitCode.OK
+
+
+class AscendctlError(Exception):
+    """Base of every error ascendctl reports to the user."""
+
+    exit_code: ExitCode = ExitCode.ERROR
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: ExitCode | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class InventoryError(AscendctlError):
+    """The inventory cannot be read; carries every problem found, one per line."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, problems: list[str], *, hint: str | None = None) -> None:
+        super().__init__("\n".join(problems), hint=hint)
+        self.problems = problems
+
+
+class UsageError(AscendctlError):
+    """A command-line value is wrong in a way Typer cannot see."""
+
+    exit_code = ExitCode.USAGE
+
+
+class TemplateError(AscendctlError):
+    """A text template is missing or references an unknown variable."""
+
+
+class Interrupted(AscendctlError):
+    """Ctrl-C: carries the names of the nodes that did not complete."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+    def __init__(self, incomplete: list[str], message: str = "interrupted") -> None:
+        super().__init__(message)
+        self.incomplete = incomplete
+
+
+class TransportError(AscendctlError):
+    """A node could not be reached or talked to; `status` says how."""
+
+    status = "unreachable"
+    exit_code = ExitCode.NODES_UNREACHABLE
+
+
+class ConnectError(TransportError):
+    """TCP connect or SSH handshake failed (refused, no route, timed out, reset)."""
+
+    status = "unreachable"
+
+
+class TransientConnectError(ConnectError):
+    """A connection dropped before the banner: worth retrying (sshd MaxStartups)."""
+
+
+class AuthError(TransportError):
+    """The node refused every key we offered."""
+
+    status = "auth_failed"
+
+
+class HostKeyError(TransportError):
+    """The node's host key is unknown or has changed."""
+
+    status = "host_key"
+
+
+class CommandTimeoutError(TransportError):
+    """A remote command ran past the command timeout."""
+
+    status = "timeout"
+
+    def __init__(self, message: str, *, timeout: float, stdout: str = "", stderr: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.timeout = timeout
+        self.stdout = stdout
+        self.stderr = stderr

@@ -1,0 +1,109 @@
+"""`ascendctl exec`: run one shell command on every node and report each node's outcome.
+
+Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ExitCode, worst_exit_code
+from .fanout import run_on_nodes
+from .inventory import Inventory, Node
+from .models import CommandResult, EventSink, NodeStatus
+from .nodeset import group_by
+from .transport import Transport, TransportFactory
+
+
+@dataclass(frozen=True, slots=True)
+class NodeExec:
+    """One node's outcome of `exec`."""
+
+    name: str
+    host: str
+    status: NodeStatus
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    error: str | None = None
+    hint: str | None = None
+    duration: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "host": self.host,
+            "status": self.status.value,
+            "exit_code": self.exit_code,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "error": self.error,
+            "hint": self.hint,
+            "duration": round(self.duration, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ExecReport:
+    """Every node's outcome, in inventory order."""
+
+    command: str
+    nodes: tuple[NodeExec, ...]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """4 when some node was not reached, else 3 when the command failed somewhere, else 0."""
+        codes = [ExitCode.OK]
+        for node in self.nodes:
+            if node.status == NodeStatus.FAILED:
+                codes.append(ExitCode.CHECKS_FAILED)
+            elif node.status == NodeStatus.ERROR:
+                codes.append(ExitCode.ERROR)
+            elif node.status != NodeStatus.OK:
+                codes.append(ExitCode.NODES_UNREACHABLE)
+        return worst_exit_code(codes)
+
+    def groups(self) -> list[tuple[list[str], NodeExec]]:
+        """Nodes with identical outcomes, in first-appearance order: [(names, sample outcome)]."""
+        by_name = {node.name: node for node in self.nodes}
+        grouped = group_by(
+            self.nodes,
+            key=lambda n: (n.status, n.exit_code, n.stdout, n.stderr, n.error),
+            name=lambda n: n.name,
+        )
+        return [(names, by_name[names[0]]) for _, names in grouped]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"remote_command": self.command, "nodes": [node.to_dict() for node in self.nodes]}
+
+
+def run_command(
+    inventory: Inventory,
+    command: str,
+    *,
+    timeout: float | None = None,
+    on_event: EventSink | None = None,
+    factory: TransportFactory | None = None,
+) -> ExecReport:
+    """Run `command` with /bin/sh on every node in parallel."""
+
+    def work(node: Node, transport: Transport) -> CommandResult:
+        return transport.run(command, timeout=timeout)
+
+    results = run_on_nodes(inventory, work, on_event=on_event, factory=factory)
+    hosts = {node.name: node.host for node in inventory.nodes}
+    outcomes: list[NodeExec] = []
+    for result in results:
+        host = hosts[result.node]
+        if result.value is not None:
+            value = result.value
+            status = NodeStatus.OK if value.ok else NodeStatus.FAILED
+            outcomes.append(NodeExec(result.node, host, status, value.exit_code, value.stdout, value.stderr, duration=value.duration))
+        else:
+            assert result.error is not None
+            err = result.error
+            outcomes.append(
+                NodeExec(result.node, host, err.status, None, err.stdout, err.stderr, err.message, err.hint, result.duration)
+            )
+    return ExecReport(command, tuple(outcomes))

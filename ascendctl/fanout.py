@@ -1,0 +1,109 @@
+"""Bounded fan-out: run one function per node in a thread pool; a node's failure is a result.
+
+Results come back in inventory order. Ctrl-C cancels what has not started, closes
+open connections so blocked reads return, and raises Interrupted naming the nodes
+that did not complete. Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Callable, Sequence, TypeVar
+
+from .errors import CommandTimeoutError, Interrupted, TransportError
+from .inventory import Inventory, Node
+from .models import EventSink, NodeError, NodeEvent, NodeResult, NodeResults, NodeStatus
+from .transport import Transport, TransportFactory
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def fanout(
+    nodes: Sequence[Node],
+    work: Callable[[Node], T],
+    *,
+    max_workers: int = 64,
+    on_event: EventSink | None = None,
+    on_interrupt: Callable[[], None] | None = None,
+) -> NodeResults[T]:
+    """Run `work(node)` for every node, at most `max_workers` at once."""
+    total = len(nodes)
+    results: dict[str, NodeResult[T]] = {}
+    if not nodes:
+        return NodeResults(())
+
+    def guarded(node: Node) -> NodeResult[T]:
+        if on_event:
+            on_event(NodeEvent("started", node.name, total))
+        started = time.monotonic()
+        try:
+            value = work(node)
+        except TransportError as exc:
+            return NodeResult(node.name, error=node_error(exc), duration=time.monotonic() - started)
+        except Exception as exc:  # a bug or garbage on one node must not stop the others
+            log.debug("%s: unexpected error", node.name, exc_info=True)
+            error = NodeError(NodeStatus.ERROR, f"{type(exc).__name__}: {exc}")
+            return NodeResult(node.name, error=error, duration=time.monotonic() - started)
+        return NodeResult(node.name, value=value, duration=time.monotonic() - started)
+
+    executor = ThreadPoolExecutor(max_workers=max(1, min(max_workers, total)), thread_name_prefix="fanout")
+    futures: dict[Future[NodeResult[T]], Node] = {executor.submit(guarded, node): node for node in nodes}
+    pending = set(futures)
+    try:
+        while pending:
+            # A timed wait keeps the main thread responsive to Ctrl-C.
+            done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+            for future in done:
+                result = future.result()
+                results[result.node] = result
+                if on_event:
+                    on_event(NodeEvent("finished", result.node, total, result))
+    except KeyboardInterrupt:
+        for future in pending:
+            future.cancel()
+        if on_interrupt:
+            on_interrupt()
+        executor.shutdown(wait=False, cancel_futures=True)
+        incomplete = [node.name for node in nodes if node.name not in results]
+        raise Interrupted(incomplete) from None
+    executor.shutdown(wait=True)
+    return NodeResults(tuple(results[node.name] for node in nodes))
+
+
+def node_error(exc: TransportError) -> NodeError:
+    """Turn a transport exception into the data a report carries."""
+    if isinstance(exc, CommandTimeoutError):
+        return NodeError(NodeStatus.TIMEOUT, exc.message, exc.hint, stdout=exc.stdout, stderr=exc.stderr)
+    return NodeError(NodeStatus(exc.status), exc.message, exc.hint)
+
+
+def run_on_nodes(
+    inventory: Inventory,
+    work: Callable[[Node, Transport], T],
+    *,
+    nodes: Sequence[Node] | None = None,
+    on_event: EventSink | None = None,
+    factory: TransportFactory | None = None,
+) -> NodeResults[T]:
+    """Connect to each node (bounded by `fanout`), run `work(node, transport)`, disconnect."""
+    own_factory = factory is None
+    factory = factory or TransportFactory(inventory)
+    targets = list(inventory.nodes if nodes is None else nodes)
+
+    def on_node(node: Node) -> T:
+        transport = factory.open(node)
+        try:
+            return work(node, transport)
+        finally:
+            factory.release(transport)
+
+    try:
+        return fanout(targets, on_node, max_workers=inventory.fanout, on_event=on_event, on_interrupt=factory.close_all)
+    finally:
+        if own_factory:
+            factory.close_all()
+
+

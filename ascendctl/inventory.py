@@ -1,0 +1,358 @@
+"""Inventory: YAML file -> validated, range-expanded Inventory of Node records.
+
+Every problem in a file is reported at once, each naming the file, line and key path.
+Must not import typer, rich or paramiko.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from .errors import InventoryError
+from .models import Resolved
+from .settings import CLUSTER_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, env_var_name, resolve_settings
+
+TOP_LEVEL_KEYS = ("defaults", "nodes")
+NODE_ONLY_KEYS = ("host", "name")
+DEFAULT_INVENTORY_FILE = "inventory.yaml"
+BUILTIN_SOURCE = "<built-in: this machine>"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One cluster node with its effective settings."""
+
+    name: str
+    host: str
+    index: int  # position in the inventory; launchers derive node ranks from it
+    transport: str = "ssh"
+    user: str | None = None
+    port: int = 22
+    identity_file: str | None = None
+    known_hosts: str = "~/.ssh/known_hosts"
+    accept_new_host_keys: bool = False
+    jump_host: str | None = None
+    interface: str | None = None
+    slots: int = 8
+    connect_timeout: float = 10.0
+    command_timeout: float = 60.0
+    env: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def address(self) -> str:
+        """How the node appears in messages: user@host:port for SSH, 'local' otherwise."""
+        if self.transport == "local":
+            return "local"
+        user = f"{self.user}@" if self.user else ""
+        port = f":{self.port}" if self.port != 22 else ""
+        return f"{user}{self.host}{port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """The whole cluster: nodes in inventory order plus cluster-wide settings."""
+
+    source: str  # file path, or BUILTIN_SOURCE
+    nodes: tuple[Node, ...]
+    fanout: int = 64
+    connect_retries: int = 3
+    ssh_config: str = "~/.ssh/config"
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def names(self) -> list[str]:
+        return [node.name for node in self.nodes]
+
+    def node(self, name: str) -> Node:
+        """Return the node called `name`; KeyError if there is none."""
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+    @property
+    def master(self) -> Node:
+        """The first node: master address for launchers and the path checks."""
+        return self.nodes[0]
+
+
+def builtin_inventory(*, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Inventory:
+    """One node, this machine, through the local transport: works on a fresh install."""
+    return _build(
+        BUILTIN_SOURCE,
+        defaults={"transport": "local"},
+        raw_nodes=[({"host": "localhost", "name": socket.gethostname() or "localhost"}, "nodes[0]")],
+        flags=flags,
+        environ=environ,
+        errors=[],
+        where=lambda _path: BUILTIN_SOURCE,
+    )
+
+
+def find_inventory(explicit: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """Which inventory file to use: the flag, then ASCENDCTL_INVENTORY, then ./inventory.yaml."""
+    env = os.environ if environ is None else environ
+    if explicit:
+        return explicit
+    if env.get("ASCENDCTL_INVENTORY"):
+        return env["ASCENDCTL_INVENTORY"]
+    if Path(DEFAULT_INVENTORY_FILE).is_file():
+        return DEFAULT_INVENTORY_FILE
+    return None
+
+
+def load_inventory(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Inventory:
+    """Load, validate and expand an inventory; None means the built-in one-node default.
+
+    `flags` are command-line overrides (the highest precedence).
+    """
+    env = os.environ if environ is None else environ
+    located = find_inventory(None if path is None else os.fspath(path), env)
+    if located is None:
+        return builtin_inventory(flags=flags, environ=env)
+    name = located
+    try:
+        text = Path(located).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InventoryError([f"{name}: file not found"], hint="pass -i FILE or set ASCENDCTL_INVENTORY") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InventoryError([f"{name}: cannot read: {exc}"]) from None
+    return parse_inventory(text, source=name, flags=flags, environ=env)
+
+
+def parse_inventory(
+    text: str,
+    *,
+    source: str = "<string>",
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Inventory:
+    """Parse inventory YAML text; raise InventoryError listing every problem."""
+    data, lines = _load_yaml(text, source)
+    errors: list[str] = []
+
+    def where(key_path: str) -> str:
+        line = lines.get(key_path)
+        return f"{source}:{line}: {key_path}" if line else f"{source}: {key_path}"
+
+    if not isinstance(data, dict):
+        raise InventoryError([f"{source}: expected a mapping with `defaults:` and `nodes:` at the top level"])
+    _check_unknown(data, TOP_LEVEL_KEYS, "", where, errors)
+
+    defaults_raw = data.get("defaults") or {}
+    if not isinstance(defaults_raw, dict):
+        errors.append(f"{where('defaults')}: expected a mapping")
+        defaults_raw = {}
+    defaults = _validate_settings(defaults_raw, "defaults", NODE_SETTINGS + CLUSTER_SETTINGS, where, errors)
+
+    raw_nodes: list[tuple[dict[str, Any], str]] = []
+    nodes_raw = data.get("nodes")
+    if nodes_raw is None or nodes_raw == []:
+        errors.append(f"{where('nodes')}: no nodes (expected a list with at least one `- host: ...`)")
+    elif not isinstance(nodes_raw, list):
+        errors.append(f"{where('nodes')}: expected a list of nodes")
+    else:
+        for i, entry in enumerate(nodes_raw):
+            key_path = f"nodes[{i}]"
+            if isinstance(entry, str):  # shorthand: `- 10.0.0.11`
+                entry = {"host": entry}
+            if not isinstance(entry, dict):
+                errors.append(f"{where(key_path)}: expected a mapping like {{host: 10.0.0.11}} or a host name")
+                continue
+            raw_nodes.append((entry, key_path))
+    inventory = _build(source, defaults=defaults, raw_nodes=raw_nodes, flags=flags, environ=environ, errors=errors, where=where)
+    return inventory
+
+
+def _build(
+    source: str,
+    *,
+    defaults: dict[str, Any],
+    raw_nodes: list[tuple[dict[str, Any], str]],
+    flags: Mapping[str, Any] | None,
+    environ: Mapping[str, str] | None,
+    errors: list[str],
+    where: Any,
+) -> Inventory:
+    env_values = _settings_from_environ(os.environ if environ is None else environ, errors)
+    flag_values = dict(flags or {})
+    nodes: list[Node] = []
+    seen_hosts: dict[str, str] = {}
+    seen_names: dict[str, str] = {}
+    for entry, key_path in raw_nodes:
+        _check_unknown(entry, NODE_ONLY_KEYS + NODE_SETTINGS, key_path, where, errors, extra_hint=CLUSTER_SETTINGS)
+        node_settings = _validate_settings(
+            {k: v for k, v in entry.items() if k not in NODE_ONLY_KEYS}, key_path, NODE_SETTINGS, where, errors
+        )
+        pairs = _expand_node(entry, key_path, where, errors)
+        for name, host in pairs:
+            for label, value, seen in (("host", host, seen_hosts), ("name", name, seen_names)):
+                if value in seen:
+                    errors.append(f"{where(key_path + '.' + label)}: duplicate {label} {value!r} (also in {seen[value]})")
+                else:
+                    seen[value] = key_path
+            resolved = resolve_settings(NODE_SETTINGS, defaults=defaults, node=node_settings, environ=env_values, flags=flag_values)
+            nodes.append(_node_from(name, host, len(nodes), resolved))
+    if errors:
+        raise InventoryError(errors)
+    cluster = resolve_settings(CLUSTER_SETTINGS, defaults=defaults, environ=env_values, flags=flag_values)
+    return Inventory(
+        source=source,
+        nodes=tuple(nodes),
+        fanout=cluster["fanout"].value,
+        connect_retries=cluster["connect_retries"].value,
+        ssh_config=cluster["ssh_config"].value,
+        sources={key: item.source for key, item in cluster.items()},
+    )
+
+
+def _node_from(name: str, host: str, index: int, resolved: dict[str, Resolved]) -> Node:
+    values = {key: item.value for key, item in resolved.items()}
+    return Node(name=name, host=host, index=index, sources={k: v.source for k, v in resolved.items()}, **values)
+
+
+def _expand_node(entry: dict[str, Any], key_path: str, where: Any, errors: list[str]) -> list[tuple[str, str]]:
+    """Expand `host`/`name` ranges (ClusterShell NodeSet syntax) into (name, host) pairs."""
+    host = entry.get("host")
+    if host is None:
+        errors.append(f"{where(key_path)}.host: required key missing")
+        return []
+    if not isinstance(host, str) or not host.strip():
+        errors.append(f"{where(key_path + '.host')}: expected a host name, address or range like node[01-16]")
+        return []
+    hosts = _expand_range(host, key_path + ".host", where, errors)
+    name = entry.get("name")
+    if name is None:
+        return [(h, h) for h in hosts]
+    if not isinstance(name, str) or not name.strip():
+        errors.append(f"{where(key_path + '.name')}: expected a name or a range like n[1-16]")
+        return []
+    names = _expand_range(name, key_path + ".name", where, errors)
+    if hosts and names and len(names) != len(hosts):
+        errors.append(
+            f"{where(key_path + '.name')}: {len(names)} name(s) for {len(hosts)} host(s); "
+            "a host range needs a name range of the same length"
+        )
+        return []
+    return list(zip(names, hosts))
+
+
+def _expand_range(pattern: str, key_path: str, where: Any, errors: list[str]) -> list[str]:
+    pattern = pattern.strip()
+    if "[" not in pattern and "]" not in pattern:
+        if "," in pattern or any(c.isspace() for c in pattern):
+            errors.append(f"{where(key_path)}: {pattern!r}: one host per entry (use a range like node[01-16])")
+            return []
+        return [pattern]
+    from ClusterShell.NodeSet import NodeSet, NodeSetException  # imported only for ranges
+
+    try:
+        expanded = list(NodeSet(pattern))
+    except NodeSetException as exc:
+        errors.append(f"{where(key_path)}: malformed range {pattern!r}: {exc}")
+        return []
+    # NodeSet iterates sorted; keep range order stable and reject lists hidden in a range.
+    if "," in pattern.replace("[", "(").split("(")[0]:
+        errors.append(f"{where(key_path)}: {pattern!r}: one range per entry")
+        return []
+    return expanded
+
+
+def _validate_settings(
+    raw: dict[str, Any], key_path: str, allowed: tuple[str, ...], where: Any, errors: list[str]
+) -> dict[str, Any]:
+    """Validate known setting keys; unknown keys are reported by _check_unknown."""
+    out: dict[str, Any] = {}
+    if key_path == "defaults":
+        _check_unknown(raw, allowed, key_path, where, errors)
+    for key, value in raw.items():
+        if key not in allowed:
+            continue
+        try:
+            out[key] = SETTINGS_BY_NAME[key].validate(value)
+        except ValueError as exc:
+            errors.append(f"{where(key_path + '.' + key)}: {exc} (got {value!r})")
+    return out
+
+
+def _check_unknown(
+    mapping: dict[str, Any],
+    allowed: tuple[str, ...],
+    key_path: str,
+    where: Any,
+    errors: list[str],
+    extra_hint: tuple[str, ...] = (),
+) -> None:
+    for key in mapping:
+        if key in allowed:
+            continue
+        full = f"{key_path}.{key}" if key_path else str(key)
+        if key in extra_hint:
+            errors.append(f"{where(full)}: `{key}` can only be set under `defaults:`")
+            continue
+        close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+        suggestion = f" (did you mean {close[0]}?)" if close else f" (expected one of: {', '.join(allowed)})"
+        errors.append(f"{where(full)}: unknown key{suggestion}")
+
+
+def _settings_from_environ(environ: Mapping[str, str], errors: list[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for spec in SETTINGS_BY_NAME.values():
+        var = env_var_name(spec.name)
+        if spec.from_env is None or var not in environ or environ[var] == "":
+            continue
+        try:
+            values[spec.name] = spec.validate(spec.from_env(environ[var]))
+        except ValueError as exc:
+            errors.append(f"environment: {var}={environ[var]!r}: {exc}")
+    return values
+
+
+def _load_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
+    """Safe-load YAML, returning the data and a key-path -> line-number map."""
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        problem = exc.problem or exc.context or "invalid YAML"
+        hint = "quote ranges inside {...}: {host: 'node[01-16]'}" if "'['" in str(exc) or "'{'" in str(exc) else None
+        raise InventoryError([f"{source}{line}: YAML syntax error: {problem}"], hint=hint) from None
+    except yaml.YAMLError as exc:
+        raise InventoryError([f"{source}: YAML syntax error: {exc}"]) from None
+    finally:
+        loader.dispose()
+    lines: dict[str, int] = {}
+    if root is not None:
+        _record_lines(root, "", lines)
+    return data, lines
+
+
+def _record_lines(node: yaml.Node, key_path: str, lines: dict[str, int]) -> None:
+    if key_path:
+        lines[key_path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            child = f"{key_path}.{key}" if key_path else key
+            lines[child] = key_node.start_mark.line + 1
+            _record_lines(value_node, child, lines)
+            lines[child] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _record_lines(item, f"{key_path}[{i}]", lines)

@@ -1,0 +1,124 @@
+"""Frozen records that cross module boundaries: command results and per-node outcomes.
+
+Owns no I/O. Must not import typer, rich, paramiko or any other ascendctl module
+except errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable, Generic, Iterator, TypeVar
+
+T = TypeVar("T")
+
+
+class NodeStatus(str, Enum):
+    """How talking to one node ended."""
+
+    OK = "ok"
+    FAILED = "failed"  # the command ran and exited non-zero
+    UNREACHABLE = "unreachable"
+    AUTH_FAILED = "auth_failed"
+    HOST_KEY = "host_key"
+    TIMEOUT = "timeout"
+    ERROR = "error"  # ascendctl could not evaluate this node (unexpected failure)
+
+    @property
+    def reached(self) -> bool:
+        """True when the node answered (ok or failed), False for transport failures."""
+        return self in (NodeStatus.OK, NodeStatus.FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """What one command did on one node."""
+
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "exit_code": self.exit_code,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "duration": round(self.duration, 6),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeError:
+    """Why a node produced no value: a transport failure kept as data."""
+
+    status: NodeStatus
+    message: str
+    hint: str | None = None
+    stdout: str = ""  # partial output, e.g. before a command timed out
+    stderr: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResult(Generic[T]):
+    """The outcome of running one function against one node."""
+
+    node: str
+    value: T | None = None
+    error: NodeError | None = None
+    duration: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResults(Generic[T]):
+    """Per-node results, always in inventory order."""
+
+    results: tuple[NodeResult[T], ...]
+
+    def __iter__(self) -> Iterator[NodeResult[T]]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    @property
+    def succeeded(self) -> list[NodeResult[T]]:
+        return [r for r in self.results if r.ok]
+
+    @property
+    def failed(self) -> list[NodeResult[T]]:
+        return [r for r in self.results if not r.ok]
+
+    def by_node(self) -> dict[str, NodeResult[T]]:
+        return {r.node: r for r in self.results}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """Progress notification from a fan-out: `started` or `finished` for one node."""
+
+    kind: str
+    node: str
+    total: int
+    result: NodeResult[Any] | None = None
+
+
+EventSink = Callable[[NodeEvent], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A setting's effective value and where it came from."""
+
+    value: Any
+    source: str  # default | inventory | node | env | flag | ssh_config

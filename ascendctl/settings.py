@@ -1,0 +1,161 @@
+"""Setting definitions and the one function that resolves them with their sources.
+
+Precedence, lowest to highest: built-in default < inventory `defaults:` < the node's
+own keys < `ASCENDCTL_<KEY>` environment variables < command-line flags.
+Pure: no I/O beyond reading the mapping it is given. Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .models import Resolved
+
+Validator = Callable[[Any], Any]  # returns the normalised value or raises ValueError(expectation)
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError("expected a non-empty string")
+    return value
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else _str(value)
+
+
+def _int_range(low: int, high: int) -> Validator:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer from {low} to {high}")
+        if not low <= value <= high:
+            raise ValueError(f"expected an integer from {low} to {high}")
+        return value
+
+    return check
+
+
+def _positive_number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError("expected a number of seconds greater than 0")
+    return float(value)
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("expected true or false")
+    return value
+
+
+def _choice(*choices: str) -> Validator:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise ValueError("expected one of " + ", ".join(choices))
+        return str(value)
+
+    return check
+
+
+def _env_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError("expected a mapping of NAME: value")
+    out: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key.replace("_", "a").isalnum() or key[0].isdigit():
+            raise ValueError(f"invalid environment variable name {key!r}")
+        if isinstance(item, (dict, list)) or item is None:
+            raise ValueError(f"{key}: expected a string or number")
+        out[key] = str(item).lower() if isinstance(item, bool) else str(item)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SettingSpec:
+    """One inventory setting: its validator, default, scope and meaning."""
+
+    name: str
+    validate: Validator
+    default: Any
+    doc: str
+    per_node: bool = True  # may a node override it?
+    from_env: Callable[[str], Any] | None = None  # parses ASCENDCTL_<NAME>
+
+
+def _env_int(text: str) -> int:
+    return int(text)
+
+
+def _env_float(text: str) -> float:
+    return float(text)
+
+
+def _env_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+SETTINGS: tuple[SettingSpec, ...] = (
+    SettingSpec("transport", _choice("ssh", "local"), "ssh", "how to reach the node: ssh, or local (this machine, no SSH)", from_env=str),
+    SettingSpec("user", _opt_str, None, "SSH user (default: ~/.ssh/config, else the current user)", from_env=str),
+    SettingSpec("port", _int_range(1, 65535), 22, "SSH port", from_env=_env_int),
+    SettingSpec("identity_file", _opt_str, None, "private key file (default: ~/.ssh/config, ssh-agent and ~/.ssh/id_*)", from_env=str),
+    SettingSpec("known_hosts", _str, "~/.ssh/known_hosts", "known_hosts file that host keys are verified against", from_env=str),
+    SettingSpec("accept_new_host_keys", _bool, False, "accept and record unknown host keys (never changed ones)", from_env=_env_bool),
+    SettingSpec("jump_host", _opt_str, None, "bastion to tunnel through: [user@]host[:port]", from_env=str),
+    SettingSpec("interface", _opt_str, None, "cluster network interface, e.g. eth0", from_env=str),
+    SettingSpec("slots", _int_range(1, 1024), 8, "devices (NPUs/GPUs) per node", from_env=_env_int),
+    SettingSpec("connect_timeout", _positive_number, 10.0, "seconds to connect and authenticate", from_env=_env_float),
+    SettingSpec("command_timeout", _positive_number, 60.0, "seconds a remote command may run", from_env=_env_float),
+    SettingSpec("env", _env_map, {}, "environment variables for jobs (merged: defaults, then node)"),
+    SettingSpec("fanout", _int_range(1, 4096), 64, "nodes contacted at once", per_node=False, from_env=_env_int),
+    SettingSpec("connect_retries", _int_range(0, 20), 3, "retries after a transient connect failure", per_node=False, from_env=_env_int),
+    SettingSpec("ssh_config", _str, "~/.ssh/config", "OpenSSH client config consulted for HostName, User, Port, IdentityFile, ProxyJump", per_node=False, from_env=str),
+)
+
+SETTINGS_BY_NAME: dict[str, SettingSpec] = {spec.name: spec for spec in SETTINGS}
+NODE_SETTINGS: tuple[str, ...] = tuple(spec.name for spec in SETTINGS if spec.per_node)
+CLUSTER_SETTINGS: tuple[str, ...] = tuple(spec.name for spec in SETTINGS if not spec.per_node)
+MERGED_SETTINGS = frozenset({"env"})  # mappings merged across levels instead of replaced
+
+
+def env_var_name(setting: str) -> str:
+    """Environment variable that overrides `setting`."""
+    return "ASCENDCTL_" + setting.upper()
+
+
+def resolve_settings(
+    names: tuple[str, ...],
+    *,
+    defaults: Mapping[str, Any],
+    node: Mapping[str, Any] | None = None,
+    environ: Mapping[str, Any] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> dict[str, Resolved]:
+    """Resolve each named setting through the precedence chain, recording the winning source.
+
+    Values must already be validated; `environ` holds values parsed from ASCENDCTL_* variables.
+    """
+    layers: tuple[tuple[str, Mapping[str, Any]], ...] = (
+        ("inventory", defaults),
+        ("node", node or {}),
+        ("env", environ or {}),
+        ("flag", flags or {}),
+    )
+    resolved: dict[str, Resolved] = {}
+    for name in names:
+        current = Resolved(SETTINGS_BY_NAME[name].default, "default")
+        for source, layer in layers:
+            if name not in layer or layer[name] is None and source in ("env", "flag"):
+                continue
+            if name in MERGED_SETTINGS:
+                merged = {**current.value, **layer[name]}
+                current = Resolved(merged, source)
+            else:
+                current = Resolved(layer[name], source)
+        resolved[name] = current
+    return resolved

@@ -1,0 +1,99 @@
+"""One transport protocol for every way of reaching a node, and the factory that opens them.
+
+`LocalTransport` runs on this machine with subprocess; `SSHTransport` uses Paramiko,
+which is imported only when an SSH node is opened. Tests add a FakeTransport.
+Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from ..models import CommandResult
+
+if TYPE_CHECKING:
+    from ..inventory import Inventory, Node
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """Run commands on and copy files to and from one node."""
+
+    def run(self, command: str, *, timeout: float | None = None, stdin: bytes | None = None) -> CommandResult:
+        """Run `command` with /bin/sh; a non-zero exit is a result, a timeout raises CommandTimeoutError."""
+        ...
+
+    def put(self, local: Path, remote: str) -> None:
+        """Copy a local file to the node."""
+        ...
+
+    def get(self, remote: str, local: Path) -> None:
+        """Copy a file from the node."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection; safe to call twice and from another thread."""
+        ...
+
+
+class TransportFactory:
+    """Opens transports for an inventory's nodes and closes every one of them on demand.
+
+    Shared state (parsed known_hosts, loaded keys, ssh config, jump-host connections)
+    lives here so that a fan-out over 1,000 nodes parses each file once.
+    """
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.inventory = inventory
+        self._lock = threading.Lock()
+        self._open: list[Transport] = []
+        self._ssh: object | None = None  # ssh.SSHConnector, created on first SSH node
+        self._closed = False
+
+    def open(self, node: Node) -> Transport:
+        """Connect to `node` (with retries for transient failures) and return its transport."""
+        transport: Transport
+        if node.transport == "local":
+            from .local import LocalTransport
+
+            transport = LocalTransport(node)
+        else:
+            transport = self._connector().connect(node)
+        with self._lock:
+            if self._closed:
+                transport.close()
+                raise RuntimeError("transport factory closed")
+            self._open.append(transport)
+        return transport
+
+    def _connector(self) -> "SSHConnectorType":
+        from .ssh import SSHConnector
+
+        with self._lock:
+            if self._ssh is None:
+                self._ssh = SSHConnector(self.inventory)
+            return self._ssh  # type: ignore[return-value]
+
+    def close_all(self) -> None:
+        """Close every transport opened so far (unblocks threads stuck in reads)."""
+        with self._lock:
+            self._closed = True
+            transports, self._open = self._open, []
+            connector = self._ssh
+        for transport in transports:
+            transport.close()
+        if connector is not None:
+            connector.close()  # type: ignore[attr-defined]
+
+    def release(self, transport: Transport) -> None:
+        """Close one transport that its caller is done with."""
+        transport.close()
+        with self._lock:
+            if transport in self._open:
+                self._open.remove(transport)
+
+
+if TYPE_CHECKING:
+    from .ssh import SSHConnector as SSHConnectorType

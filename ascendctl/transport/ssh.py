@@ -1,0 +1,476 @@
+"""SSH transport on Paramiko: host-key verification, key auth, timeouts, retries, jump hosts.
+
+Never prompts and never uses passwords: batch mode, as `ssh -oBatchMode=yes`.
+The only module that imports paramiko. Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import random
+import select
+import socket
+import stat
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from ..errors import AuthError, CommandTimeoutError, ConnectError, HostKeyError, TransientConnectError, TransportError
+from ..inventory import Inventory, Node
+from ..models import CommandResult
+
+log = logging.getLogger(__name__)
+
+# Errors that sshd's MaxStartups (or a busy accept queue) produces: the connection
+# is dropped before or during the banner. Retrying after a jittered pause succeeds.
+TRANSIENT_MARKERS = ("Error reading SSH protocol banner", "Connection reset by peer", "EOF during negotiation")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where and as whom to connect, after the inventory and ~/.ssh/config are combined."""
+
+    alias: str  # the name as written (what known_hosts and messages use)
+    hostname: str  # what is actually dialled
+    port: int
+    user: str
+    identity_files: tuple[str, ...]
+    proxy_jump: str | None
+    connect_timeout: float
+
+    @property
+    def known_hosts_name(self) -> str:
+        return self.alias if self.port == 22 else f"[{self.alias}]:{self.port}"
+
+    @property
+    def label(self) -> str:
+        port = "" if self.port == 22 else f":{self.port}"
+        return f"{self.user}@{self.alias}{port}"
+
+
+class SSHConnector:
+    """Connects nodes of one inventory; caches known_hosts, keys, ssh config and jump hosts."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.inventory = inventory
+        self._lock = threading.Lock()
+        self._host_keys: dict[str, paramiko.HostKeys] = {}
+        self._keys: dict[str, paramiko.PKey | Exception] = {}
+        self._agent_keys: list[Any] | None = None
+        self._jumps: dict[tuple[str, int, str], paramiko.Transport] = {}
+        self._jump_locks: dict[tuple[str, int, str], threading.Lock] = {}
+        self._ssh_config = _load_ssh_config(inventory.ssh_config)
+
+    # -- public ---------------------------------------------------------------------------
+    def connect(self, node: Node) -> "SSHTransport":
+        """Connect and authenticate, retrying transient drops with jittered backoff."""
+        endpoint = self.endpoint(node)
+        attempts = self.inventory.connect_retries + 1
+        for attempt in range(attempts):
+            try:
+                transport = self._connect_once(node, endpoint)
+                return SSHTransport(node, transport, endpoint)
+            except TransientConnectError as exc:
+                if attempt + 1 >= attempts:
+                    raise ConnectError(
+                        f"{exc.message} (after {attempts} attempts)",
+                        hint="sshd dropped the connection repeatedly: check MaxStartups on the node or lower `fanout`",
+                    ) from None
+                pause = min(0.25 * 2**attempt, 4.0) * random.uniform(0.5, 1.5)
+                log.debug("%s: transient connect failure (%s); retry %d in %.2fs", node.name, exc.message, attempt + 1, pause)
+                time.sleep(pause)
+        raise AssertionError("unreachable")
+
+    def endpoint(self, node: Node) -> Endpoint:
+        """Combine the node's settings with ~/.ssh/config; explicit inventory values win."""
+        cfg = self._ssh_config.lookup(node.host) if self._ssh_config else {}
+
+        def pick(setting: str, cfg_key: str, fallback: Any) -> Any:
+            explicit = node.sources.get(setting, "default") != "default"
+            if explicit:
+                return getattr(node, setting)
+            if cfg_key in cfg:
+                return cfg[cfg_key]
+            value = getattr(node, setting)
+            return fallback if value is None else value
+
+        user = pick("user", "user", None) or _current_user()
+        port = int(pick("port", "port", 22))
+        identity = pick("identity_file", "identityfile", None)
+        if isinstance(identity, str):
+            identity_files: tuple[str, ...] = (identity,)
+        elif identity:
+            identity_files = tuple(identity)
+        else:
+            identity_files = ()
+        jump = pick("jump_host", "proxyjump", None)
+        if isinstance(jump, str) and jump.lower() == "none":
+            jump = None
+        return Endpoint(
+            alias=node.host,
+            hostname=str(cfg.get("hostname", node.host)),
+            port=port,
+            user=str(user),
+            identity_files=identity_files,
+            proxy_jump=jump,
+            connect_timeout=node.connect_timeout,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            jumps, self._jumps = self._jumps, {}
+        for transport in jumps.values():
+            transport.close()
+
+    # -- connection steps -----------------------------------------------------------------
+    def _connect_once(self, node: Node, ep: Endpoint) -> paramiko.Transport:
+        sock = self._open_socket(node, ep)
+        transport = paramiko.Transport(sock)
+        transport.banner_timeout = ep.connect_timeout
+        transport.handshake_timeout = ep.connect_timeout
+        transport.auth_timeout = ep.connect_timeout
+        known = self._known_keys(node, ep)
+        if known:
+            # Ask for the key types we can verify, as OpenSSH does, so a host with an
+            # ed25519 key in known_hosts is not reported unknown for offering ecdsa first.
+            options = transport.get_security_options()
+            wanted = [t for t in options.key_types if _base_key_type(t) in known]
+            if wanted:
+                options.key_types = wanted + [t for t in options.key_types if t not in wanted]
+        started = time.monotonic()
+        try:
+            transport.start_client(timeout=ep.connect_timeout)
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            transport.close()
+            raise _handshake_error(exc, ep, time.monotonic() - started) from None
+        try:
+            self._verify_host_key(node, ep, transport.get_remote_server_key())
+            self._authenticate(node, ep, transport)
+        except BaseException:
+            transport.close()
+            raise
+        return transport
+
+    def _open_socket(self, node: Node, ep: Endpoint) -> Any:
+        if ep.proxy_jump:
+            return self._jump_channel(node, ep)
+        try:
+            return socket.create_connection((ep.hostname, ep.port), timeout=ep.connect_timeout)
+        except socket.timeout:
+            raise ConnectError(
+                f"connect to {ep.hostname}:{ep.port} timed out after {ep.connect_timeout:g}s",
+                hint="is the node up and the address right? raise connect_timeout for slow networks",
+            ) from None
+        except ConnectionRefusedError:
+            raise ConnectError(
+                f"connection refused by {ep.hostname}:{ep.port}",
+                hint=f"is sshd running on the node and listening on port {ep.port}?",
+            ) from None
+        except socket.gaierror as exc:
+            raise ConnectError(f"cannot resolve {ep.hostname}: {exc.strerror}", hint="check `host` in the inventory") from None
+        except OSError as exc:
+            raise ConnectError(f"cannot connect to {ep.hostname}:{ep.port}: {exc.strerror or exc}") from None
+
+    def _jump_channel(self, node: Node, ep: Endpoint) -> paramiko.Channel:
+        assert ep.proxy_jump
+        # ProxyJump may list several hops; we tunnel through the last, reached via the others.
+        hops = [h.strip() for h in ep.proxy_jump.split(",") if h.strip()]
+        jump_t = self._jump_transport(node, hops)
+        try:
+            return jump_t.open_channel(
+                "direct-tcpip", (ep.hostname, ep.port), ("127.0.0.1", 0), timeout=ep.connect_timeout
+            )
+        except paramiko.ChannelException as exc:
+            raise ConnectError(
+                f"jump host {hops[-1]} could not reach {ep.hostname}:{ep.port}: {exc.text}",
+                hint="check that the jump host can reach the node and allows TCP forwarding",
+            ) from None
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise ConnectError(f"jump host {hops[-1]}: {exc}") from None
+
+    def _jump_transport(self, node: Node, hops: list[str]) -> paramiko.Transport:
+        spec = hops[-1]
+        user, host, port = _parse_jump(spec, default_user=None)
+        cfg = self._ssh_config.lookup(host) if self._ssh_config else {}
+        jump_node = Node(
+            name=f"{node.name} via {spec}",
+            host=host,
+            index=node.index,
+            user=user or cfg.get("user") or node.user,
+            port=port or int(cfg.get("port", 22)),
+            identity_file=node.identity_file,
+            known_hosts=node.known_hosts,
+            accept_new_host_keys=node.accept_new_host_keys,
+            jump_host=",".join(hops[:-1]) or None,
+            connect_timeout=node.connect_timeout,
+            sources={"user": "inventory", "port": "inventory", "identity_file": node.sources.get("identity_file", "default"),
+                     "jump_host": "inventory"},
+        )
+        ep = self.endpoint(jump_node)
+        key = (ep.hostname, ep.port, ep.user)
+        with self._lock:
+            lock = self._jump_locks.setdefault(key, threading.Lock())
+        with lock:  # one connection per jump host, shared by every node behind it
+            existing = self._jumps.get(key)
+            if existing is not None and existing.is_active():
+                return existing
+            try:
+                transport = self.connect(jump_node)._transport
+            except TransportError as exc:
+                raise type(exc)(f"jump host {spec}: {exc.message}", hint=exc.hint) from None
+            self._jumps[key] = transport
+            return transport
+
+    def _known_keys(self, node: Node, ep: Endpoint) -> set[str]:
+        keys = self._host_keys_for(node).lookup(ep.known_hosts_name)
+        return set(keys.keys()) if keys else set()
+
+    def _host_keys_for(self, node: Node) -> paramiko.HostKeys:
+        path = os.path.expanduser(node.known_hosts)
+        with self._lock:
+            cached = self._host_keys.get(path)
+            if cached is None:
+                cached = paramiko.HostKeys()
+                if os.path.exists(path):
+                    try:
+                        cached.load(path)
+                    except (OSError, paramiko.SSHException) as exc:
+                        log.warning("cannot read known_hosts %s: %s", path, exc)
+                self._host_keys[path] = cached
+            return cached
+
+    def _verify_host_key(self, node: Node, ep: Endpoint, key: paramiko.PKey) -> None:
+        host_keys = self._host_keys_for(node)
+        name = ep.known_hosts_name
+        known = host_keys.lookup(name)
+        path = node.known_hosts
+        fingerprint = key.fingerprint
+        if known and key.get_name() in known:
+            if known[key.get_name()] == key:
+                return
+            raise HostKeyError(
+                f"host key for {name} has CHANGED ({key.get_name()} {fingerprint}); refusing to connect",
+                hint=f"if the node was reinstalled, remove the old key: ssh-keygen -R {name} -f {path}",
+            )
+        if known:
+            raise HostKeyError(
+                f"{name} offered a {key.get_name()} key but {path} holds only {', '.join(sorted(known))} for it",
+                hint=f"verify the node, then update {path} (ssh-keygen -R {name} -f {path})",
+            )
+        if not node.accept_new_host_keys:
+            raise HostKeyError(
+                f"unknown host key for {name} ({key.get_name()} {fingerprint}); not in {path}",
+                hint="add it with `ssh-keyscan` after verifying it, or opt in with "
+                "`accept_new_host_keys: true` / --accept-new-host-keys",
+            )
+        self._record_host_key(path, name, key, host_keys)
+
+    def _record_host_key(self, path: str, name: str, key: paramiko.PKey, host_keys: paramiko.HostKeys) -> None:
+        """Append an accepted key to known_hosts; a file lock keeps parallel writers apart."""
+        full = os.path.expanduser(path)
+        os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
+        with self._lock:
+            host_keys.add(name, key.get_name(), key)
+            with open(full, "a", encoding="utf-8") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                handle.write(f"{name} {key.get_name()} {key.get_base64()}\n")
+        log.info("accepted new host key for %s (%s %s) into %s", name, key.get_name(), key.fingerprint, path)
+
+    def _authenticate(self, node: Node, ep: Endpoint, transport: paramiko.Transport) -> None:
+        candidates: list[tuple[str, Any]] = []
+        problems: list[str] = []
+        for path in ep.identity_files or _default_identity_files():
+            loaded = self._load_key(path, explicit=bool(ep.identity_files))
+            if isinstance(loaded, Exception):
+                if ep.identity_files:
+                    problems.append(str(loaded))
+                continue
+            candidates.append((path, loaded))
+        candidates.extend(("ssh-agent", key) for key in self._agent())
+        if not candidates:
+            detail = "; ".join(problems) or "no key files and no ssh-agent keys"
+            raise AuthError(
+                f"no usable SSH key for {ep.label}: {detail}",
+                hint="set `identity_file` in the inventory or load a key into ssh-agent",
+            )
+        tried: list[str] = []
+        for label, key in candidates:
+            try:
+                transport.auth_publickey(ep.user, key)
+            except paramiko.BadAuthenticationType as exc:
+                raise AuthError(
+                    f"{ep.label} does not accept public keys (allows: {', '.join(exc.allowed_types)})",
+                    hint="enable PubkeyAuthentication on the node; ascendctl never uses passwords",
+                ) from None
+            except paramiko.AuthenticationException:
+                tried.append(label)
+                continue
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                raise ConnectError(f"connection to {ep.label} lost during authentication: {exc}") from None
+            if transport.is_authenticated():
+                return
+        raise AuthError(
+            f"ssh auth failed for {ep.label} (tried {', '.join(tried)})",
+            hint=f"check `identity_file`/`user` in the inventory, or run: ssh -i KEY {ep.label} true",
+        )
+
+    def _load_key(self, path: str, *, explicit: bool) -> paramiko.PKey | Exception:
+        full = os.path.expanduser(path)
+        with self._lock:
+            if full in self._keys:
+                return self._keys[full]
+        result: paramiko.PKey | Exception
+        try:
+            result = paramiko.PKey.from_path(full)
+        except FileNotFoundError:
+            result = FileNotFoundError(f"key file {path} not found")
+        except paramiko.PasswordRequiredException:
+            result = PermissionError(f"key {path} is passphrase-protected (load it into ssh-agent; ascendctl never prompts)")
+        except (paramiko.SSHException, OSError, ValueError, TypeError) as exc:
+            result = ValueError(f"cannot load key {path}: {exc}")
+        with self._lock:
+            self._keys[full] = result
+        return result
+
+    def _agent(self) -> list[Any]:
+        with self._lock:
+            if self._agent_keys is None:
+                try:
+                    self._agent_keys = list(paramiko.Agent().get_keys()) if os.environ.get("SSH_AUTH_SOCK") else []
+                except (paramiko.SSHException, OSError):
+                    self._agent_keys = []
+            return self._agent_keys
+
+
+class SSHTransport:
+    """An authenticated Paramiko connection to one node."""
+
+    def __init__(self, node: Node, transport: paramiko.Transport, endpoint: Endpoint) -> None:
+        self.node = node
+        self._transport = transport
+        self.endpoint = endpoint
+
+    def run(self, command: str, *, timeout: float | None = None, stdin: bytes | None = None) -> CommandResult:
+        limit = self.node.command_timeout if timeout is None else timeout
+        started = time.monotonic()
+        deadline = started + limit
+        try:
+            chan = self._transport.open_session(timeout=self.endpoint.connect_timeout)
+            chan.exec_command(command)
+            if stdin:
+                chan.sendall(stdin)
+            chan.shutdown_write()
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise ConnectError(f"lost connection to {self.endpoint.label}: {exc}") from None
+        out: list[bytes] = []
+        err: list[bytes] = []
+        try:
+            while True:
+                if chan.recv_ready():
+                    out.append(chan.recv(65536))
+                    continue
+                if chan.recv_stderr_ready():
+                    err.append(chan.recv_stderr(65536))
+                    continue
+                if chan.exit_status_ready() and chan.eof_received:
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise CommandTimeoutError(
+                        f"command timed out after {limit:g}s",
+                        timeout=limit,
+                        stdout=_text(out),
+                        stderr=_text(err),
+                        hint="raise command_timeout in the inventory or --command-timeout",
+                    )
+                if chan.closed or not self._transport.is_active():
+                    if chan.exit_status_ready():
+                        break
+                    raise ConnectError(f"connection to {self.endpoint.label} closed before the command finished")
+                if chan.eof_received:  # all output read; only the exit status is still on its way
+                    chan.status_event.wait(min(remaining, 0.05))
+                else:
+                    select.select([chan], [], [], min(remaining, 0.5))
+            status = chan.recv_exit_status()
+        finally:
+            chan.close()
+        return CommandResult(command, status, _text(out), _text(err), time.monotonic() - started)
+
+    def put(self, local: Path, remote: str) -> None:
+        with self._transport.open_sftp_client() as sftp:  # type: ignore[union-attr]
+            sftp.put(str(local), remote)
+            mode = os.stat(local).st_mode
+            sftp.chmod(remote, stat.S_IMODE(mode))
+
+    def get(self, remote: str, local: Path) -> None:
+        with self._transport.open_sftp_client() as sftp:  # type: ignore[union-attr]
+            sftp.get(remote, str(local))
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+def _handshake_error(exc: BaseException, ep: Endpoint, elapsed: float) -> TransportError:
+    text = str(exc) or type(exc).__name__
+    if elapsed >= ep.connect_timeout * 0.9:
+        return ConnectError(
+            f"TCP connected to {ep.hostname}:{ep.port} but the SSH handshake stalled for {elapsed:.0f}s",
+            hint="a stall after connect often means an MTU black hole on the path (jumbo frames dropped); "
+            "check the MTU of every hop, or sshd load on the node",
+        )
+    if any(marker in text for marker in TRANSIENT_MARKERS) or isinstance(exc, (EOFError, ConnectionResetError)):
+        return TransientConnectError(f"{ep.hostname}:{ep.port} dropped the connection during the SSH handshake ({text.strip()})")
+    return ConnectError(f"SSH handshake with {ep.hostname}:{ep.port} failed: {text}")
+
+
+def _base_key_type(key_type: str) -> str:
+    return "ssh-rsa" if key_type.startswith("rsa-sha2") else key_type
+
+
+def _parse_jump(spec: str, default_user: str | None) -> tuple[str | None, str, int | None]:
+    """Split `[user@]host[:port]` (ssh -J syntax)."""
+    user = default_user
+    if "@" in spec:
+        user, spec = spec.rsplit("@", 1)
+    port: int | None = None
+    if spec.startswith("["):  # [v6addr]:port
+        host, _, rest = spec[1:].partition("]")
+        if rest.startswith(":") and rest[1:].isdigit():
+            port = int(rest[1:])
+        return user, host, port
+    if spec.count(":") == 1:
+        host, port_text = spec.split(":")
+        if port_text.isdigit():
+            return user, host, int(port_text)
+    return user, spec, port
+
+
+def _load_ssh_config(path: str) -> paramiko.SSHConfig | None:
+    full = os.path.expanduser(path)
+    if not os.path.isfile(full):
+        return None
+    try:
+        return paramiko.SSHConfig.from_path(full)
+    except (OSError, paramiko.SSHException, ValueError) as exc:
+        log.warning("ignoring unreadable ssh config %s: %s", full, exc)
+        return None
+
+
+def _default_identity_files() -> tuple[str, ...]:
+    return tuple(f"~/.ssh/{name}" for name in ("id_ed25519", "id_ecdsa", "id_rsa") if Path(f"~/.ssh/{name}").expanduser().exists())
+
+
+def _current_user() -> str:
+    import getpass
+
+    return getpass.getuser()
+
+
+def _text(chunks: list[bytes]) -> str:
+    return b"".join(chunks).decode("utf-8", errors="replace")

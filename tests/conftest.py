@@ -1,0 +1,49 @@
+"""Hermetic test environment: no user ssh config, known_hosts, agent or ascendctl state."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO.parent / "shared" / "samples" / "ascend"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden files from current output")
+
+
+@pytest.fixture(autouse=True)
+def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point HOME and XDG dirs at a temp dir and drop variables that leak the user's setup."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("ASCENDCTL_NO_PROGRESS", "1")
+    for name in list(os.environ):
+        if name.startswith("ASCENDCTL_") and name != "ASCENDCTL_NO_PROGRESS" or name == "SSH_AUTH_SOCK":
+            monkeypatch.delenv(name, raising=False)
+    return home
+
+
+@pytest.fixture
+def write_inventory(tmp_path: Path) -> Callable[[str, str], Path]:
+    """Write inventory text to a temp file and return its path."""
+
+    def write(text: str, name: str = "inventory.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))

@@ -1,0 +1,91 @@
+"""One test per ExitCode member, through the real CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ascendctl import cli
+from ascendctl.errors import ExitCode
+
+runner = CliRunner()
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_ok_is_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli.app, ["exec", "--", "true"], catch_exceptions=False)
+    assert result.exit_code == ExitCode.OK == 0
+
+
+def test_error_is_1_for_an_internal_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ValueError("something broke")
+
+    monkeypatch.setattr("ascendctl.execute.run_command", broken)
+    result = runner.invoke(cli.app, ["exec", "--", "true"])
+    assert result.exit_code == ExitCode.ERROR == 1
+    assert "ascendctl: internal error: ValueError: something broke (details: " in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_usage_is_2_for_bad_flags_and_bad_inventory(write_inventory) -> None:  # type: ignore[no-untyped-def]
+    assert runner.invoke(cli.app, ["exec", "--no-such-flag", "--", "true"]).exit_code == ExitCode.USAGE == 2
+    path = write_inventory("nodes:\n  - {host: a, slot: 4}\n")
+    result = runner.invoke(cli.app, ["inventory", "validate", "-i", str(path)])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == f"ascendctl: error: {path}:2: nodes[0].slot: unknown key (did you mean slots?)\n"
+
+
+def test_checks_failed_is_3_when_the_command_fails_somewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli.app, ["exec", "--", "exit 7"], catch_exceptions=False)
+    assert result.exit_code == ExitCode.CHECKS_FAILED == 3
+    assert "failed, exit 7" in result.stdout
+
+
+def test_nodes_unreachable_is_4(write_inventory) -> None:  # type: ignore[no-untyped-def]
+    port = closed_port()
+    path = write_inventory(f"defaults: {{port: {port}, connect_timeout: 2, connect_retries: 0}}\nnodes: [127.0.0.1]\n")
+    result = runner.invoke(cli.app, ["exec", "-i", str(path), "--", "true"], catch_exceptions=False)
+    assert result.exit_code == ExitCode.NODES_UNREACHABLE == 4
+    assert f"connection refused by 127.0.0.1:{port}" in result.stdout
+
+
+def test_nodes_unreachable_wins_over_checks_failed(write_inventory) -> None:  # type: ignore[no-untyped-def]
+    port = closed_port()
+    path = write_inventory(
+        f"defaults: {{connect_retries: 0}}\nnodes:\n  - {{host: local1, transport: local}}\n  - {{host: 127.0.0.1, port: {port}}}\n"
+    )
+    result = runner.invoke(cli.app, ["exec", "-i", str(path), "--", "false"], catch_exceptions=False)
+    assert result.exit_code == 4
+
+
+def test_interrupted_is_130_and_names_incomplete_nodes(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).resolve().parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ascendctl", "exec", "--", "sleep 30"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == ExitCode.INTERRUPTED == 130
+    assert "ascendctl: error: interrupted: " in err and "did not complete" in err
+    assert subprocess.run(["pgrep", "-f", "^sleep 30$"], capture_output=True).returncode == 1

@@ -1,0 +1,107 @@
+"""Fan-out with FakeTransport: bounded concurrency, order, per-node failures, timeouts, Ctrl-C."""
+
+from __future__ import annotations
+
+import _thread
+import threading
+import time
+
+import pytest
+
+from ascendctl.errors import AuthError, ConnectError, HostKeyError, Interrupted
+from ascendctl.execute import run_command
+from ascendctl.fanout import fanout, run_on_nodes
+from ascendctl.inventory import Inventory, Node, parse_inventory
+from ascendctl.models import NodeEvent, NodeStatus
+from tests.fakes import FakeFactory, ok
+
+
+def inventory(n: int, **defaults: object) -> Inventory:
+    lines = "".join(f"  {k}: {v}\n" for k, v in {"slots": 8, **defaults}.items())
+    return parse_inventory(f"defaults:\n{lines}nodes:\n  - host: n[01-{n:02d}]\n", environ={})
+
+
+def test_results_come_back_in_inventory_order_whatever_finishes_first() -> None:
+    inv = inventory(6)
+    delays = {name: 0.01 * (6 - i) for i, name in enumerate(inv.names)}
+    factory = FakeFactory(inv, default=[("hostname", lambda cmd: ok("x\n"))], delays=delays)
+    report = run_command(inv, "hostname", factory=factory)
+    assert [n.name for n in report.nodes] == inv.names
+    assert all(n.status == NodeStatus.OK for n in report.nodes)
+
+
+def test_concurrency_is_bounded_by_fanout() -> None:
+    inv = inventory(20, fanout=4)
+    factory = FakeFactory(inv, default=[("true", ok())], delays={name: 0.02 for name in inv.names})
+    run_command(inv, "true", factory=factory)
+    assert factory.max_active == 4
+
+
+def test_each_failure_is_a_result_and_others_are_unaffected() -> None:
+    inv = inventory(5, command_timeout=0.1)
+    factory = FakeFactory(
+        inv,
+        default=[("echo", ok("hi\n"))],
+        rules={"n04": [("echo", ok("", exit_code=3, stderr="boom\n"))]},
+        connect_errors={
+            "n01": ConnectError("connection refused by n01:22", hint="is sshd running?"),
+            "n02": AuthError("ssh auth failed for root@n02"),
+            "n03": HostKeyError("unknown host key for n02"),
+        },
+        delays={"n05": 1.0},
+    )
+    report = run_command(inv, "echo hi", factory=factory)
+    statuses = [(n.name, n.status, n.exit_code) for n in report.nodes]
+    assert statuses == [
+        ("n01", NodeStatus.UNREACHABLE, None),
+        ("n02", NodeStatus.AUTH_FAILED, None),
+        ("n03", NodeStatus.HOST_KEY, None),
+        ("n04", NodeStatus.FAILED, 3),
+        ("n05", NodeStatus.TIMEOUT, None),
+    ]
+    assert report.nodes[0].hint == "is sshd running?"
+    assert report.nodes[4].error == "command timed out after 0.1s"
+
+
+def test_unexpected_exception_on_one_node_becomes_an_error_result() -> None:
+    inv = inventory(3)
+
+    def work(node: Node) -> str:
+        if node.name == "n02":
+            raise ValueError("garbage from remote tool")
+        return "fine"
+
+    results = fanout(list(inv.nodes), work, max_workers=3)
+    assert [r.ok for r in results] == [True, False, True]
+    assert results.failed[0].error is not None
+    assert results.failed[0].error.status == NodeStatus.ERROR
+    assert "garbage from remote tool" in results.failed[0].error.message
+
+
+def test_events_report_start_and_finish_for_every_node() -> None:
+    inv = inventory(4)
+    events: list[NodeEvent] = []
+    lock = threading.Lock()
+
+    def sink(event: NodeEvent) -> None:
+        with lock:
+            events.append(event)
+
+    factory = FakeFactory(inv, default=[("true", ok())])
+    run_on_nodes(inv, lambda node, t: t.run("true"), on_event=sink, factory=factory)
+    assert sorted(e.node for e in events if e.kind == "started") == inv.names
+    assert sorted(e.node for e in events if e.kind == "finished") == inv.names
+    assert {e.total for e in events} == {4}
+
+
+def test_ctrl_c_cancels_pending_closes_transports_and_names_incomplete_nodes() -> None:
+    inv = inventory(8, fanout=2)
+    factory = FakeFactory(inv, default=[("sleep", ok())], delays={name: 5.0 for name in inv.names})
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(Interrupted) as info:
+        run_command(inv, "sleep", factory=factory)
+    assert time.monotonic() - started < 3.0
+    assert info.value.incomplete == inv.names
+    assert all(t.closed for t in factory.transports.values())
