@@ -403,13 +403,13 @@ class SSHTransport:
         return CommandResult(command, status, _text(out), _text(err), time.monotonic() - started)
 
     def put(self, local: Path, remote: str) -> None:
-        with self._transport.open_sftp_client() as sftp:  # type: ignore[union-attr]
+        with self._transport.open_sftp_client() as sftp:
             sftp.put(str(local), remote)
             mode = os.stat(local).st_mode
             sftp.chmod(remote, stat.S_IMODE(mode))
 
     def get(self, remote: str, local: Path) -> None:
-        with self._transport.open_sftp_client() as sftp:  # type: ignore[union-attr]
+        with self._transport.open_sftp_client() as sftp:
             sftp.get(remote, str(local))
 
     def close(self) -> None:

@@ -1,0 +1,56 @@
+"""Command-line interface: the only package that imports Typer.
+
+Each command is parse -> one core call -> render (ui) -> exit code, in one module per
+command group, mounted here. The single error boundary is `common.cli_errors`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from .. import __version__
+from .common import state
+
+app = typer.Typer(
+    name="ascendctl",
+    help="Launch and babysit multi-node training on Ascend NPU (and GPU) clusters.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # locals can hold key paths and secrets
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+inventory_app = typer.Typer(help="Check and show the inventory.", no_args_is_help=True)
+app.add_typer(inventory_app, name="inventory")
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"ascendctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[Optional[bool], typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version and exit.")] = None,
+    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="More log output on stderr (-vv for debug).")] = 0,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for internal errors.")] = False,
+) -> None:
+    """Launch and babysit multi-node training on Ascend NPU (and GPU) clusters."""
+    state["debug"] = debug
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    logging.basicConfig(level=level, format="ascendctl: %(levelname)s: %(name)s: %(message)s", stream=sys.stderr, force=True)
+    logging.getLogger("paramiko").setLevel(logging.DEBUG if verbose >= 3 else logging.WARNING)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+# Command groups register themselves on `app` when imported; the order here is the --help order.
+from . import inventory_cmd, exec_cmd  # noqa: E402,F401  (imported for their commands)

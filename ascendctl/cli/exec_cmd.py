@@ -1,0 +1,35 @@
+"""`ascendctl exec`: run a command on every node."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from . import app
+from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
+                     cli_errors, flags_of)
+
+
+@app.command("exec")
+@cli_errors
+def exec_command(
+    command: Annotated[list[str], typer.Argument(help="Command to run with /bin/sh on every node (after --).", show_default=False)],
+    inventory: InventoryOpt = None,
+    as_json: JsonOpt = False,
+    connect_timeout: ConnectTimeoutOpt = None,
+    command_timeout: CommandTimeoutOpt = None,
+    fanout: FanoutOpt = None,
+    accept_new_host_keys: AcceptKeysOpt = False,
+) -> None:
+    """Run a shell command on every node; identical outputs are folded together."""
+    from ..ui import exec_view, progress
+    from ..execute import run_command
+    from ..inventory import load_inventory
+
+    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout, accept_new_host_keys=accept_new_host_keys)
+    inv = load_inventory(inventory, flags=flags)
+    with progress("exec") as sink:
+        report = run_command(inv, " ".join(command), on_event=sink)
+    exec_view.show_exec(report, as_json=as_json, argv=argv_now())
+    raise typer.Exit(int(report.exit_code))

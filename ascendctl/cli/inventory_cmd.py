@@ -1,0 +1,25 @@
+"""`ascendctl inventory validate|show`."""
+
+from __future__ import annotations
+
+from . import inventory_app
+from .common import InventoryOpt, JsonOpt, argv_now, cli_errors
+
+@inventory_app.command("validate")
+@cli_errors
+def inventory_validate(inventory: InventoryOpt = None) -> None:
+    """Check the inventory file and report every problem at once (exit 2 if any)."""
+    from ..ui import inventory_view
+    from ..inventory import load_inventory
+
+    inventory_view.show_inventory_valid(load_inventory(inventory))
+
+
+@inventory_app.command("show")
+@cli_errors
+def inventory_show(inventory: InventoryOpt = None, as_json: JsonOpt = False) -> None:
+    """Show nodes after range expansion and each effective setting with its source."""
+    from ..ui import inventory_view
+    from ..inventory import load_inventory
+
+    inventory_view.show_inventory(load_inventory(inventory), as_json=as_json, argv=argv_now())

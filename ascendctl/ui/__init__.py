@@ -1,0 +1,82 @@
+"""Terminal and JSON rendering: the only package that imports Rich.
+
+stdout carries results (tables, command output, one JSON document); progress,
+warnings and errors go to stderr. Text that came from nodes is printed with
+markup disabled, so a log line containing `[/]` cannot break rendering.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from rich.console import Console
+
+from ..errors import AscendctlError, ExitCode
+from ..models import EventSink, NodeEvent, NodeStatus
+
+JSON_SCHEMA = 1
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+STATUS_STYLE = {
+    NodeStatus.OK: "green",
+    NodeStatus.FAILED: "red",
+    NodeStatus.UNREACHABLE: "red",
+    NodeStatus.AUTH_FAILED: "red",
+    NodeStatus.HOST_KEY: "red",
+    NodeStatus.TIMEOUT: "yellow",
+    NodeStatus.ERROR: "magenta",
+}
+
+
+def error(message: str, *, subject: str | None = None, hint: str | None = None, level: str = "error") -> None:
+    """Print `ascendctl: <level>: [<subject>: ]<message>` and an optional hint line to stderr."""
+    lines = message.splitlines() or [""]
+    prefix = f"ascendctl: {level}: " + (f"{subject}: " if subject else "")
+    for line in lines:
+        err.print(prefix + line, markup=False)
+    if hint:
+        err.print(f"  hint: {hint}", markup=False)
+
+
+def warning(message: str, *, subject: str | None = None, hint: str | None = None) -> None:
+    error(message, subject=subject, hint=hint, level="warning")
+
+
+def show_exception(exc: AscendctlError) -> None:
+    error(exc.message, hint=exc.hint)
+
+
+def emit_json(command: list[str], exit_code: ExitCode, data: dict[str, Any], errors: list[dict[str, Any]] | None = None) -> None:
+    """Write the one JSON document of a command to stdout: data keys plus the envelope keys."""
+    status = "ok" if exit_code == ExitCode.OK else ("error" if exit_code in (ExitCode.ERROR, ExitCode.USAGE) else "partial")
+    document = {"schema": JSON_SCHEMA, "command": command, "status": status, "exit_code": int(exit_code), **data,
+                "errors": errors or []}
+    sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+@contextmanager
+def progress(label: str) -> Iterator[EventSink | None]:
+    """A progress bar on stderr while nodes are worked on; nothing when stderr is not a terminal."""
+    if not err.is_terminal or os.environ.get("ASCENDCTL_NO_PROGRESS"):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True)
+    task: list[Any] = []
+
+    def sink(event: NodeEvent) -> None:
+        if not task:
+            task.append(bar.add_task(label, total=event.total))
+        if event.kind == "finished":
+            bar.advance(task[0])
+
+    with bar:
+        yield sink

@@ -1,0 +1,79 @@
+"""Rendering of `ascendctl inventory validate|show`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import ExitCode
+from ..inventory import BUILTIN_SOURCE, Inventory
+from ..nodeset import fold, group_by
+from ..settings import CLUSTER_SETTINGS, NODE_SETTINGS
+from . import emit_json, err, out
+
+
+def show_inventory_valid(inventory: Inventory) -> None:
+    names = fold(inventory.names)
+    slots = sum(node.slots for node in inventory.nodes)
+    out.print(f"{inventory.source}: ok, {len(inventory.nodes)} node(s) {names}, {slots} slot(s)", markup=False)
+
+
+def show_inventory(inventory: Inventory, *, as_json: bool, argv: list[str]) -> None:
+    """Nodes after range expansion, then each setting's value and source, folded across nodes."""
+    if as_json:
+        emit_json(argv, ExitCode.OK, inventory_to_dict(inventory))
+        return
+    if inventory.source == BUILTIN_SOURCE:
+        err.print("ascendctl: note: no inventory file: using this machine only (pass -i FILE or create ./inventory.yaml)", markup=False)
+    nodes = Table(title=f"nodes ({inventory.source})", title_justify="left", box=None, pad_edge=False)
+    for column in ("#", "name", "host", "transport", "slots", "interface"):
+        nodes.add_column(column)
+    for node in inventory.nodes:
+        nodes.add_row(str(node.index), escape(node.name), escape(node.host), node.transport, str(node.slots), escape(node.interface or "-"))
+    out.print(nodes)
+    out.print()
+    table = Table(title="effective settings", title_justify="left", box=None, pad_edge=False)
+    for column in ("setting", "value", "source", "nodes"):
+        table.add_column(column)
+    everyone = fold(inventory.names)
+    for key in NODE_SETTINGS:
+        grouped = group_by(inventory.nodes, key=lambda n: (_show(getattr(n, key)), n.sources.get(key, "default")), name=lambda n: n.name)
+        for (value, source), names in grouped:
+            table.add_row(key, escape(value), source, escape(fold(names)))
+    for key in CLUSTER_SETTINGS:
+        table.add_row(key, escape(_show(getattr(inventory, key))), inventory.sources.get(key, "default"), escape(everyone))
+    out.print(table)
+
+
+def inventory_to_dict(inventory: Inventory) -> dict[str, Any]:
+    return {
+        "source": inventory.source,
+        "settings": {key: {"value": getattr(inventory, key), "source": inventory.sources.get(key, "default")} for key in CLUSTER_SETTINGS},
+        "nodes": [
+            {
+                "name": node.name,
+                "host": node.host,
+                "index": node.index,
+                "settings": {key: {"value": _jsonable(getattr(node, key)), "source": node.sources.get(key, "default")} for key in NODE_SETTINGS},
+            }
+            for node in inventory.nodes
+        ],
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) or hasattr(value, "items") else value
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return f"{value:g}"
+    if hasattr(value, "items"):
+        return " ".join(f"{k}={v}" for k, v in value.items()) or "{}"
+    return str(value)
