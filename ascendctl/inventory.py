@@ -201,11 +201,13 @@ def _build(
         )
         pairs = _expand_node(entry, key_path, where, errors)
         for name, host in pairs:
-            for label, value, seen in (("host", host, seen_hosts), ("name", name, seen_names)):
-                if value in seen:
-                    errors.append(f"{where(key_path + '.' + label)}: duplicate {label} {value!r} (also in {seen[value]})")
-                else:
-                    seen[value] = key_path
+            duplicate_host = host in seen_hosts
+            if duplicate_host:
+                errors.append(f"{where(key_path + '.host')}: duplicate host {host!r} (also in {seen_hosts[host]})")
+            seen_hosts.setdefault(host, key_path)
+            if name in seen_names and not duplicate_host:  # one line per problem, not two
+                errors.append(f"{where(key_path + '.name')}: duplicate name {name!r} (also in {seen_names[name]})")
+            seen_names.setdefault(name, key_path)
             resolved = resolve_settings(NODE_SETTINGS, defaults=defaults, node=node_settings, environ=env_values, flags=flag_values)
             nodes.append(_node_from(name, host, len(nodes), resolved))
     if errors:

@@ -1,0 +1,123 @@
+"""CLI contract: help everywhere, README coverage, JSON envelope keys, text output shape."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from ascendctl import __version__
+from ascendctl.cli import app
+
+runner = CliRunner()
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+def all_commands() -> list[list[str]]:
+    """Every leaf command path, e.g. ['exec'], ['inventory', 'show']."""
+    root: Any = get_command(app)
+    paths: list[list[str]] = []
+
+    def walk(group: Any, prefix: list[str]) -> None:
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                walk(command, prefix + [name])
+            else:
+                paths.append(prefix + [name])
+
+    walk(root, [])
+    return paths
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout == f"ascendctl {__version__}\n"
+
+
+@pytest.mark.parametrize("path", all_commands(), ids=lambda p: " ".join(p))
+def test_every_command_has_help_and_a_readme_mention(path: list[str]) -> None:
+    result = runner.invoke(app, [*path, "--help"])
+    assert result.exit_code == 0
+    assert "Usage:" in result.stdout
+    assert re.search(r"\w", result.stdout.split("Usage:")[1])
+    assert f"ascendctl {' '.join(path)}" in README, f"README.md does not mention `ascendctl {' '.join(path)}`"
+
+
+def test_every_exit_code_is_documented_in_readme() -> None:
+    from ascendctl.errors import ExitCode
+
+    for code in ExitCode:
+        assert re.search(rf"\| {int(code)} \| `{code.name}` \|", README), code
+
+
+def test_exec_json_envelope_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["exec", "--json", "--", "echo", "hi"], catch_exceptions=False)
+    doc = json.loads(result.stdout)
+    assert list(doc) == ["schema", "command", "status", "exit_code", "remote_command", "nodes", "errors"]
+    assert doc["schema"] == 1 and doc["status"] == "ok" and doc["exit_code"] == 0
+    assert doc["remote_command"] == "echo hi"
+    (node,) = doc["nodes"]
+    assert set(node) >= {"name", "host", "status", "exit_code", "stdout", "stderr", "error"}
+    assert node["stdout"] == "hi\n" and node["status"] == "ok"
+    assert result.stderr == ""
+
+
+def test_exec_text_output_groups_by_outcome(write_inventory: Any) -> None:
+    path = write_inventory(
+        "defaults: {transport: local}\nnodes:\n  - {host: 'l[1-3]'}\n  - {host: x1}\n"
+    )
+    result = runner.invoke(app, ["exec", "-i", str(path), "--", "echo same; [ $$ -gt 0 ]"], catch_exceptions=False)
+    assert result.exit_code == 0
+    header = "l[1-3],x1 (4) ok, exit 0 "
+    assert result.stdout.splitlines()[:2] == [header + "-" * (100 - len(header)), "same"]
+    result = runner.invoke(app, ["exec", "-i", str(path), "--", "echo $$"], catch_exceptions=False)
+    assert len([line for line in result.stdout.splitlines() if line.endswith("ok, exit 0 " + "-" * 3) or " (1) ok" in line]) == 4
+
+
+def test_node_text_with_markup_is_printed_verbatim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["exec", "--", "echo '[bold]x[/] [/]'"], catch_exceptions=False)
+    assert "[bold]x[/] [/]" in result.stdout
+
+
+def test_inventory_show_lists_sources(write_inventory: Any) -> None:
+    path = write_inventory("defaults: {slots: 4}\nnodes:\n  - {host: 'n[1-3]'}\n  - {host: m1, slots: 2}\n")
+    result = runner.invoke(app, ["inventory", "show", "-i", str(path)], catch_exceptions=False)
+    assert result.exit_code == 0
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert ["slots", "4", "inventory", "n[1-3]"] in rows
+    assert ["slots", "2", "node", "m1"] in rows
+    assert ["port", "22", "default", "m1,n[1-3]"] in rows
+    doc = json.loads(runner.invoke(app, ["inventory", "show", "-i", str(path), "--json"]).stdout)
+    assert [n["name"] for n in doc["nodes"]] == ["n1", "n2", "n3", "m1"]
+    assert doc["nodes"][3]["settings"]["slots"] == {"value": 2, "source": "node"}
+
+
+def test_inventory_validate_reports_every_problem_and_no_traceback(write_inventory: Any) -> None:
+    path = write_inventory("defaults: {prot: 22}\nnodes:\n  - {host: a}\n  - {host: a}\n")
+    result = runner.invoke(app, ["inventory", "validate", "-i", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"ascendctl: error: {path}:1: defaults.prot: unknown key (did you mean port?)",
+        f"ascendctl: error: {path}:4: nodes[1].host: duplicate host 'a' (also in nodes[0])",
+    ]
+    assert "Traceback" not in result.output
+
+
+def test_cli_errors_lets_typer_exit_through() -> None:
+    from ascendctl.cli.common import cli_errors
+
+    @cli_errors
+    def exits() -> None:
+        raise typer.Exit(3)
+
+    with pytest.raises(typer.Exit) as info:
+        exits()
+    assert info.value.exit_code == 3
