@@ -181,7 +181,7 @@ class SSHConnector:
         assert ep.proxy_jump
         # ProxyJump may list several hops; we tunnel through the last, reached via the others.
         hops = [h.strip() for h in ep.proxy_jump.split(",") if h.strip()]
-        jump_t = self._jump_transport(node, hops)
+        jump_t = self._jump_transport(node, hops, ep)
         try:
             return jump_t.open_channel(
                 "direct-tcpip", (ep.hostname, ep.port), ("127.0.0.1", 0), timeout=ep.connect_timeout
@@ -194,7 +194,8 @@ class SSHConnector:
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise ConnectError(f"jump host {hops[-1]}: {exc}") from None
 
-    def _jump_transport(self, node: Node, hops: list[str]) -> paramiko.Transport:
+    def _jump_transport(self, node: Node, hops: list[str], target: Endpoint) -> paramiko.Transport:
+        """The shared connection to the last hop; keys not configured for it default to the target's."""
         spec = hops[-1]
         user, host, port = _parse_jump(spec, default_user=None)
         cfg = self._ssh_config.lookup(host) if self._ssh_config else {}
@@ -204,13 +205,13 @@ class SSHConnector:
             index=node.index,
             user=user or cfg.get("user") or node.user,
             port=port or int(cfg.get("port", 22)),
-            identity_file=node.identity_file,
+            identity_file=target.identity_files[0] if target.identity_files else None,
             known_hosts=node.known_hosts,
             accept_new_host_keys=node.accept_new_host_keys,
             jump_host=",".join(hops[:-1]) or None,
             connect_timeout=node.connect_timeout,
-            sources={"user": "inventory", "port": "inventory", "identity_file": node.sources.get("identity_file", "default"),
-                     "jump_host": "inventory"},
+            # identity_file stays "default": the jump host's own ~/.ssh/config entry wins over it.
+            sources={"user": "inventory", "port": "inventory", "jump_host": "inventory"},
         )
         ep = self.endpoint(jump_node)
         key = (ep.hostname, ep.port, ep.user)

@@ -1,0 +1,180 @@
+"""`ascendctl exec` over real SSH to real test hosts (network namespaces with sshd)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from ascendctl.cli import app
+from ascendctl.execute import run_command
+from ascendctl.inventory import load_inventory
+from ascendctl.models import NodeStatus
+from ascendctl.transport import TransportFactory
+from tests.cluster.harness import Cluster, HostSpec
+
+runner = CliRunner()
+
+
+def exec_json(inventory: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    result = runner.invoke(app, ["exec", "-i", str(inventory), "--json", *args], catch_exceptions=False)
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_exec_on_eight_hosts_reaches_each_and_folds_identical_output(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(8)
+    inventory = cluster.write_inventory(tmp_path / "inv.yaml")
+    code, doc = exec_json(inventory, "--", "hostname")
+    assert code == 0
+    assert [(n["name"], n["status"], n["stdout"]) for n in doc["nodes"]] == [
+        (h.name, "ok", f"{h.name}\n") for h in cluster.hosts
+    ]
+    result = runner.invoke(app, ["exec", "-i", str(inventory), "--", "echo", "same"], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0].startswith("h[01-08] (8) ok, exit 0")
+    assert result.stdout.splitlines()[1] == "same"
+
+
+def test_each_fault_is_reported_as_exactly_that_and_others_are_unaffected(cluster_factory: Any, tmp_path: Path) -> None:
+    specs = [HostSpec("h01"), HostSpec("h02", sshd=False), HostSpec("h03", authorize_key=False),
+             HostSpec("h04", known_host=False), HostSpec("h05"), HostSpec("h06")]
+    cluster: Cluster = cluster_factory(specs)
+    inventory = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"connect_timeout": 5, "connect_retries": 0})
+    hang_on_h05 = 'if [ "$(hostname)" = h05 ]; then sleep 30; fi; echo done'
+    started = time.monotonic()
+    code, doc = exec_json(inventory, "--command-timeout", "2", "--", hang_on_h05)
+    assert time.monotonic() - started < 15
+    assert code == 4
+    by_name = {n["name"]: n for n in doc["nodes"]}
+    assert {name: n["status"] for name, n in by_name.items()} == {
+        "h01": "ok", "h02": "unreachable", "h03": "auth_failed", "h04": "host_key", "h05": "timeout", "h06": "ok",
+    }
+    assert "connection refused" in by_name["h02"]["error"]
+    assert "ssh auth failed for root@" in by_name["h03"]["error"]
+    assert "unknown host key" in by_name["h04"]["error"] and "accept_new_host_keys" in by_name["h04"]["hint"]
+    assert by_name["h05"]["error"] == "command timed out after 2s"
+    assert by_name["h01"]["stdout"] == by_name["h06"]["stdout"] == "done\n"
+    assert {e["node"] for e in doc["errors"]} == {"h02", "h03", "h04", "h05"}
+
+
+def test_accept_new_host_keys_is_an_explicit_opt_in_and_changed_keys_are_refused(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory([HostSpec("h01", known_host=False), HostSpec("h02")])
+    new_host = cluster.host("h01")
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(cluster.known_hosts.read_text())
+    inventory = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"known_hosts": str(known_hosts)})
+    code, doc = exec_json(inventory, "--", "true")
+    assert code == 4 and doc["nodes"][0]["status"] == "host_key"
+    code, doc = exec_json(inventory, "--accept-new-host-keys", "--", "true")
+    assert code == 0
+    assert f"{new_host.ip} ssh-ed25519 " in known_hosts.read_text()
+    code, doc = exec_json(inventory, "--", "true")  # now known, no opt-in needed
+    assert code == 0
+    # Swap h02's recorded key for h01's: a changed key must be refused even with the opt-in.
+    other = cluster.host("h02")
+    lines = known_hosts.read_text().splitlines()
+    h01_key = next(line.split(" ", 1)[1] for line in lines if line.startswith(new_host.ip + " "))
+    known_hosts.write_text("\n".join(
+        f"{other.ip} {h01_key}" if line.startswith(other.ip + " ") else line for line in lines) + "\n")
+    code, doc = exec_json(inventory, "--accept-new-host-keys", "--", "true")
+    assert code == 4
+    assert doc["nodes"][1]["status"] == "host_key" and "CHANGED" in doc["nodes"][1]["error"]
+
+
+def test_ssh_config_and_jump_host_are_honoured(cluster_factory: Any, tmp_path: Path, hermetic_env: Path) -> None:
+    cluster: Cluster = cluster_factory(3)
+    h01, h02, h03 = cluster.hosts
+    ssh_dir = hermetic_env / ".ssh"
+    ssh_dir.mkdir(exist_ok=True)
+    (ssh_dir / "config").write_text(
+        f"Host alpha\n  HostName {h02.ip}\n  User root\n  IdentityFile {cluster.client_key}\n"
+        f"Host beta\n  HostName {h03.ip}\n  User root\n  IdentityFile {cluster.client_key}\n  ProxyJump root@{h01.ip}\n"
+    )
+    # known_hosts entries are by the name as written (the alias), as OpenSSH does.
+    known = tmp_path / "known_hosts"
+    entries = cluster.known_hosts.read_text().splitlines()
+    key_of = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in entries}
+    known.write_text(f"alpha {key_of[h02.ip]}\nbeta {key_of[h03.ip]}\n{h01.ip} {key_of[h01.ip]}\n")
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(f"defaults: {{known_hosts: {known}}}\nnodes: [alpha, beta]\n")
+    code, doc = exec_json(inventory, "--", "hostname")
+    assert code == 0, doc["nodes"]
+    assert [n["stdout"] for n in doc["nodes"]] == ["h02\n", "h03\n"]
+    # The inventory's jump_host works without any ssh config, and explicit values beat the config.
+    (ssh_dir / "config").write_text("Host *\n  User nobody\n  Port 2222\n")
+    inventory.write_text(
+        f"defaults: {{user: root, port: 22, identity_file: {cluster.client_key}, known_hosts: {cluster.known_hosts},"
+        f" jump_host: 'root@{h01.ip}:22'}}\nnodes: [{h02.ip}, {h03.ip}]\n"
+    )
+    code, doc = exec_json(inventory, "--", "hostname")
+    assert code == 0, doc["nodes"]
+    assert [n["stdout"] for n in doc["nodes"]] == ["h02\n", "h03\n"]
+
+
+def test_put_and_get_move_files_over_sftp(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(1)
+    inv = load_inventory(cluster.write_inventory(tmp_path / "inv.yaml"), environ={})
+    factory = TransportFactory(inv)
+    try:
+        transport = factory.open(inv.nodes[0])
+        source = tmp_path / "payload.sh"
+        source.write_text("#!/bin/sh\necho payload $(hostname)\n")
+        source.chmod(0o755)
+        transport.put(source, "/tmp/ascendctl-put-test.sh")
+        assert transport.run("/tmp/ascendctl-put-test.sh").stdout == "payload h01\n"
+        transport.run("echo back > /tmp/ascendctl-get-test.txt")
+        transport.get("/tmp/ascendctl-get-test.txt", tmp_path / "back.txt")
+        assert (tmp_path / "back.txt").read_text() == "back\n"
+        transport.run("rm -f /tmp/ascendctl-put-test.sh /tmp/ascendctl-get-test.txt")
+    finally:
+        factory.close_all()
+
+
+def test_burst_over_64_hosts_with_default_maxstartups(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(64)
+    inventory = cluster.write_inventory(tmp_path / "inv.yaml")
+    code, doc = exec_json(inventory, "--", "hostname")
+    assert code == 0
+    assert [n["stdout"].strip() for n in doc["nodes"]] == [h.name for h in cluster.hosts]
+
+
+def _hold_startups(ip: str, count: int) -> list[socket.socket]:
+    """Open unauthenticated connections, each confirmed by sshd's banner: each holds a MaxStartups slot."""
+    held = []
+    for _ in range(count):
+        sock = socket.create_connection((ip, 22), timeout=5)
+        assert sock.recv(64).startswith(b"SSH-2.0-")
+        held.append(sock)
+    return held
+
+
+def test_connections_dropped_by_maxstartups_are_retried(cluster_factory: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # sshd's default MaxStartups 10:30:100 drops new connections at random once 10 are
+    # unauthenticated; `MaxStartups 3` is the same mechanism made deterministic: with 3
+    # pending, every new connection is dropped ("Error reading SSH protocol banner").
+    cluster: Cluster = cluster_factory([HostSpec("h01", sshd_config_extra=["MaxStartups 3"])])
+    host = cluster.hosts[0]
+    without_retries = load_inventory(cluster.write_inventory(tmp_path / "noretry.yaml", defaults={"connect_retries": 0}), environ={})
+    held = _hold_startups(host.ip, 3)
+    try:
+        report = run_command(without_retries, "true")
+        assert report.nodes[0].status == NodeStatus.UNREACHABLE
+        assert "dropped the connection" in (report.nodes[0].error or "")
+        with_retries = load_inventory(cluster.write_inventory(tmp_path / "retry.yaml", defaults={"connect_retries": 6}), environ={})
+        release = threading.Timer(0.6, lambda: [s.close() for s in held])
+        release.start()
+        with caplog.at_level(logging.DEBUG, logger="ascendctl.transport.ssh"):
+            report = run_command(with_retries, "hostname")
+        release.join()
+    finally:
+        for sock in held:
+            sock.close()
+    assert report.nodes[0].status == NodeStatus.OK and report.nodes[0].stdout == "h01\n"
+    assert any("transient connect failure" in r.getMessage() for r in caplog.records)
