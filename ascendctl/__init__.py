@@ -30,6 +30,16 @@ _EXPORTS = {
     "AscendctlError": "errors",
     "ExitCode": "errors",
     "fold": "nodeset",
+    "render_hostfile": "render",
+    "render_rank_table": "render",
+    "build_rank_table": "render",
+    "check_rank_table": "render",
+    "check_rank_table_file": "render",
+    "render_env": "render",
+    "env_snippet": "render",
+    "RankTableResult": "render",
+    "discover_devices": "devices",
+    "device_ip_probe_cmd": "devices",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

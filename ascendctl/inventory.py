@@ -17,7 +17,8 @@ import yaml
 
 from .errors import InventoryError
 from .models import Resolved
-from .settings import CLUSTER_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, env_var_name, resolve_settings
+from .settings import (CLUSTER_SETTINGS, DEFAULTS_SETTINGS, NODE_ONLY_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, env_var_name,
+                       resolve_settings)
 
 TOP_LEVEL_KEYS = ("defaults", "nodes")
 # libyaml's loader is ~4x faster on 1,000-node files and keeps the marks we need for line numbers.
@@ -46,6 +47,15 @@ class Node:
     connect_timeout: float = 10.0
     command_timeout: float = 60.0
     env: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    # Rank-table inputs (ascendctl render); per-device values are in device-id order.
+    device_ips: tuple[str, ...] | None = None
+    host_ip: str | None = None
+    device_port: int | tuple[int, ...] | None = None
+    host_port: int | tuple[int, ...] | None = None
+    backup_device_ips: tuple[str, ...] | None = None
+    backup_device_port: int | tuple[int, ...] | None = None
+    super_pod_id: str | None = None
+    super_device_ids: tuple[int, ...] | None = None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -158,7 +168,7 @@ def parse_inventory(
     if not isinstance(defaults_raw, dict):
         errors.append(f"{where('defaults')}: expected a mapping")
         defaults_raw = {}
-    defaults = _validate_settings(defaults_raw, "defaults", NODE_SETTINGS + CLUSTER_SETTINGS, where, errors)
+    defaults = _validate_settings(defaults_raw, "defaults", DEFAULTS_SETTINGS, where, errors)
 
     raw_nodes: list[tuple[dict[str, Any], str]] = []
     nodes_raw = data.get("nodes")
@@ -281,7 +291,7 @@ def _validate_settings(
     """Validate known setting keys; unknown keys are reported by _check_unknown."""
     out: dict[str, Any] = {}
     if key_path == "defaults":
-        _check_unknown(raw, allowed, key_path, where, errors)
+        _check_unknown(raw, allowed, key_path, where, errors, node_only=NODE_ONLY_SETTINGS)
     for key, value in raw.items():
         if key not in allowed:
             continue
@@ -299,6 +309,7 @@ def _check_unknown(
     where: Any,
     errors: list[str],
     extra_hint: tuple[str, ...] = (),
+    node_only: tuple[str, ...] = (),
 ) -> None:
     for key in mapping:
         if key in allowed:
@@ -306,6 +317,9 @@ def _check_unknown(
         full = f"{key_path}.{key}" if key_path else str(key)
         if key in extra_hint:
             errors.append(f"{where(full)}: `{key}` can only be set under `defaults:`")
+            continue
+        if key in node_only:
+            errors.append(f"{where(full)}: `{key}` can only be set per node, under `nodes:`")
             continue
         close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
         suggestion = f" (did you mean {close[0]}?)" if close else f" (expected one of: {', '.join(allowed)})"

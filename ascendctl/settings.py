@@ -70,6 +70,32 @@ def _env_map(value: Any) -> dict[str, str]:
     return out
 
 
+def _str_list(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(item, str) and item for item in value):
+        raise ValueError("expected a list of addresses in device-id order, like [192.168.1.8, 192.168.1.9]")
+    return tuple(value)
+
+
+def _int_list(value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
+        raise ValueError("expected a list of non-negative integers in device-id order")
+    return tuple(value)
+
+
+def _port_or_ports(value: Any) -> int | tuple[int, ...]:
+    """One port for every device, or a list with one port per device id."""
+    ports = value if isinstance(value, list) else [value]
+    if not ports or not all(isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535 for p in ports):
+        raise ValueError("expected a port from 1 to 65535, or a list of them in device-id order")
+    return tuple(ports) if isinstance(value, list) else int(value)
+
+
+def _id_str(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value) == "":
+        raise ValueError("expected an id (string or integer)")
+    return str(value)
+
+
 @dataclass(frozen=True, slots=True)
 class SettingSpec:
     """One inventory setting: its validator, default, scope and meaning."""
@@ -80,6 +106,7 @@ class SettingSpec:
     doc: str
     per_node: bool = True  # may a node override it?
     from_env: Callable[[str], Any] | None = None  # parses ASCENDCTL_<NAME>
+    node_only: bool = False  # only under a node, never in `defaults:` (values that differ by nature, like addresses)
 
 
 def _env_int(text: str) -> int:
@@ -115,11 +142,22 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("fanout", _int_range(1, 4096), 64, "nodes contacted at once", per_node=False, from_env=_env_int),
     SettingSpec("connect_retries", _int_range(0, 20), 3, "retries after a transient connect failure", per_node=False, from_env=_env_int),
     SettingSpec("ssh_config", _str, "~/.ssh/config", "OpenSSH client config consulted for HostName, User, Port, IdentityFile, ProxyJump", per_node=False, from_env=str),
+    # Rank-table inputs (ascendctl render): per-device values are lists in device-id order.
+    SettingSpec("device_ips", _str_list, None, "device (NPU NIC) IPs in device-id order; default: ask the node (hccn_tool, /etc/hccn.conf)", node_only=True),
+    SettingSpec("host_ip", _opt_str, None, "host IP written to the rank table as host_ip (A3)", node_only=True),
+    SettingSpec("device_port", _port_or_ports, None, "rank table device_port: one port, or a list per device id", from_env=_env_int),
+    SettingSpec("host_port", _port_or_ports, None, "rank table host_port (A3): one port, or a list per device id", from_env=_env_int),
+    SettingSpec("backup_device_ips", _str_list, None, "rank table v1.2 backup_device_ip per device id", node_only=True),
+    SettingSpec("backup_device_port", _port_or_ports, None, "rank table v1.2 backup_device_port: one port, or a list per device id", from_env=_env_int),
+    SettingSpec("super_pod_id", _id_str, None, "rank table v1.2 super pod of this node; default: ask the node (npu-smi spod-info)"),
+    SettingSpec("super_device_ids", _int_list, None, "rank table v1.2 super_device_id per device id; default: ask the node (npu-smi spod-info SDID)", node_only=True),
 )
 
 SETTINGS_BY_NAME: dict[str, SettingSpec] = {spec.name: spec for spec in SETTINGS}
 NODE_SETTINGS: tuple[str, ...] = tuple(spec.name for spec in SETTINGS if spec.per_node)
 CLUSTER_SETTINGS: tuple[str, ...] = tuple(spec.name for spec in SETTINGS if not spec.per_node)
+NODE_ONLY_SETTINGS: tuple[str, ...] = tuple(spec.name for spec in SETTINGS if spec.node_only)
+DEFAULTS_SETTINGS: tuple[str, ...] = tuple(spec.name for spec in SETTINGS if not spec.node_only)  # allowed under `defaults:`
 MERGED_SETTINGS = frozenset({"env"})  # mappings merged across levels instead of replaced
 
 

@@ -1,0 +1,136 @@
+"""`ascendctl render hostfile|ranktable|env`: the files and exports a multi-node launch needs."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import app
+from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
+                     cli_errors, flags_of)
+
+render_app = typer.Typer(help="Render hostfiles, HCCL rank tables and per-node env exports.", no_args_is_help=True)
+app.add_typer(render_app, name="render")
+
+
+class HostfileFormat(str, Enum):
+    openmpi = "openmpi"
+    deepspeed = "deepspeed"
+    mpich = "mpich"
+    plain = "plain"
+
+
+class RankTableVersion(str, Enum):
+    v1_0 = "1.0"
+    v1_2 = "1.2"
+
+
+class ServerId(str, Enum):
+    host = "host"
+    name = "name"
+
+
+OutputOpt = Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to FILE instead of stdout.", show_default=False)]
+TemplatesOpt = Annotated[
+    Optional[Path], typer.Option("--templates", help="Directory with your own hostfile-<format>.tmpl (else the built-in ones).", show_default=False)
+]
+
+
+def _device_ids(text: str | None) -> list[int] | None:
+    from ..devices import parse_device_range
+    from ..errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        return parse_device_range(text)
+    except ValueError as exc:
+        raise UsageError(f"--devices: {exc}") from None
+
+
+@render_app.command("hostfile")
+@cli_errors
+def hostfile(
+    inventory: InventoryOpt = None,
+    fmt: Annotated[HostfileFormat, typer.Option("--format", "-f", help="openmpi/deepspeed: HOST slots=N; mpich: HOST:N; plain: HOST.")] = HostfileFormat.openmpi,
+    output: OutputOpt = None,
+    templates: TemplatesOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a hostfile with one line per node, from the inventory (no node is contacted)."""
+    from ..inventory import load_inventory
+    from ..render import render_hostfile, write_text_atomic
+    from ..ui import render_view
+
+    inv = load_inventory(inventory)
+    text = render_hostfile(inv, fmt.value, templates=templates)
+    if output is not None:
+        write_text_atomic(output, text)
+    render_view.show_hostfile(text, fmt=fmt.value, nodes=len(inv.nodes), output=output, as_json=as_json, argv=argv_now())
+
+
+@render_app.command("ranktable")
+@cli_errors
+def ranktable(
+    inventory: InventoryOpt = None,
+    version: Annotated[RankTableVersion, typer.Option("--version", help="1.0 (910, A2, A3) or 1.2 (A3 SuperPoD).")] = RankTableVersion.v1_0,
+    devices: Annotated[Optional[str], typer.Option("--devices", help="Device ids on every node, e.g. 0-7 or 0-3,8-11 (default: 0..slots-1).", show_default=False)] = None,
+    output: OutputOpt = None,
+    check: Annotated[Optional[Path], typer.Option("--check", help="Validate this existing rank table against the inventory and the nodes instead.", show_default=False)] = None,
+    server_id: Annotated[ServerId, typer.Option("--server-id", help="What server_id holds: the node's host address or its inventory name.")] = ServerId.host,
+    host_nic_ip: Annotated[bool, typer.Option("--host-nic-ip/--no-host-nic-ip", help="Write host_nic_ip: \"reserve\" per server (v1.0, as hccl_tools.py does).")] = True,
+    as_json: JsonOpt = False,
+    connect_timeout: ConnectTimeoutOpt = None,
+    command_timeout: CommandTimeoutOpt = None,
+    fanout: FanoutOpt = None,
+    accept_new_host_keys: AcceptKeysOpt = False,
+) -> None:
+    """Write the HCCL rank table: device IPs from the inventory or the nodes, validated first (exit 3 if wrong)."""
+    from ..inventory import load_inventory
+    from ..render import check_rank_table_file, render_rank_table, write_text_atomic
+    from ..ui import progress, render_view
+
+    selected = _device_ids(devices)
+    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout, accept_new_host_keys=accept_new_host_keys)
+    inv = load_inventory(inventory, flags=flags)
+    with progress("ranktable") as sink:
+        if check is not None:
+            report = check_rank_table_file(inv, check, on_event=sink)
+        else:
+            result = render_rank_table(inv, version=version.value, devices=selected, server_id=server_id.value,
+                                       host_nic_ip="reserve" if host_nic_ip else None, on_event=sink)
+    if check is not None:
+        render_view.show_check(report, as_json=as_json, argv=argv_now())
+        raise typer.Exit(int(report.exit_code))
+    if result.table is not None and output is not None:
+        write_text_atomic(output, result.text())
+    render_view.show_rank_table(result, output=output, as_json=as_json, argv=argv_now())
+    raise typer.Exit(int(result.exit_code))
+
+
+@render_app.command("env")
+@cli_errors
+def env(
+    inventory: InventoryOpt = None,
+    rank_table_file: Annotated[Optional[str], typer.Option("--rank-table-file", help="RANK_TABLE_FILE as the nodes see it (default: ./rank_table.json, absolute).", show_default=False)] = None,
+    master_port: Annotated[int, typer.Option("--master-port", help="MASTER_PORT.", min=1, max=65535)] = 29500,
+    hccl_connect_timeout: Annotated[int, typer.Option("--hccl-connect-timeout", help="HCCL_CONNECT_TIMEOUT in seconds (HCCL's own default is 120).", min=1)] = 1200,
+    node: Annotated[Optional[str], typer.Option("--node", help="Only this node's exports (for eval on that node).", show_default=False)] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the env exports each node needs (RANK_TABLE_FILE, HCCL_IF_IP, MASTER_ADDR, ...) as sh or --json."""
+    from ..errors import UsageError
+    from ..inventory import load_inventory
+    from ..render import render_env
+    from ..ui import render_view
+
+    envs = render_env(load_inventory(inventory), rank_table_file=rank_table_file, master_port=master_port,
+                      hccl_connect_timeout=hccl_connect_timeout)
+    if node is not None:
+        envs = tuple(e for e in envs if e.node == node)
+        if not envs:
+            raise UsageError(f"--node {node}: no such node in the inventory")
+    render_view.show_env(envs, as_json=as_json, argv=argv_now())

@@ -1,0 +1,91 @@
+"""Rendering of `ascendctl render hostfile|ranktable|env` results.
+
+Rendered files go to stdout byte for byte (no Rich wrapping or markup); notes and problems
+go to stderr, one line each.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import ExitCode
+from ..render import NodeEnv, Problem, RankTableCheck, RankTableResult, env_snippet
+from . import emit_json, err, error
+
+
+def _write_stdout(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _note(message: str) -> None:
+    err.print(f"ascendctl: {message}", markup=False)
+
+
+def show_problems(problems: Sequence[Problem]) -> None:
+    """One `ascendctl: error: <node>: device <N>: <what>` line per problem, in the order found."""
+    for problem in problems:
+        error(problem.message, subject=problem.subject or None, hint=problem.hint)
+
+
+def show_hostfile(text: str, *, fmt: str, nodes: int, output: Path | None, as_json: bool, argv: list[str]) -> None:
+    if as_json:
+        emit_json(argv, ExitCode.OK, {"format": fmt, "file": os.fspath(output) if output else None, "nodes": nodes, "content": text})
+    elif output is None:
+        _write_stdout(text)
+    else:
+        _note(f"wrote {output} ({fmt}, {nodes} node(s))")
+
+
+def show_rank_table(result: RankTableResult, *, output: Path | None, as_json: bool, argv: list[str]) -> None:
+    """The table on stdout (or a note naming the file it went to), else every problem."""
+    if as_json:
+        emit_json(argv, result.exit_code, _rank_table_data(result, output), [p.to_dict() for p in result.problems])
+        return
+    if result.table is None:
+        show_problems(result.problems)
+        error(f"{len(result.problems)} problem(s); nothing written", subject="ranktable")
+        return
+    if output is None:
+        _write_stdout(result.text())
+    else:
+        _note(f"wrote {output} (version {result.table['version']}, {result.table['server_count']} server(s), {result.ranks} rank(s))")
+
+
+def _rank_table_data(result: RankTableResult, output: Path | None) -> dict[str, Any]:
+    nodes = []
+    for item in result.nodes:
+        status = item.error.status.value if item.error else ("failed" if item.value and item.value.failure else "ok")
+        entry: dict[str, Any] = {"name": item.node, "status": status}
+        if item.value is not None:
+            entry["devices"] = [{"device_id": d.device_id, "device_ip": d.ip, "source": d.source or None} for d in item.value.devices]
+            if item.value.super_pod_id is not None:
+                entry["super_pod_id"] = item.value.super_pod_id
+        nodes.append(entry)
+    return {
+        "file": os.fspath(output) if output is not None and result.table is not None else None,
+        "ranks": result.ranks,
+        "rank_table": result.table,
+        "nodes": nodes,
+    }
+
+
+def show_check(report: RankTableCheck, *, as_json: bool, argv: list[str]) -> None:
+    if as_json:
+        emit_json(argv, report.exit_code, report.to_dict(), [p.to_dict() for p in report.problems])
+        return
+    if report.problems:
+        show_problems(report.problems)
+        error(f"{len(report.problems)} problem(s)", subject=report.source)
+        return
+    _write_stdout(f"{report.source}: ok, version {report.version}, {report.servers} server(s), {report.ranks} rank(s) match the cluster\n")
+
+
+def show_env(envs: Sequence[NodeEnv], *, as_json: bool, argv: list[str]) -> None:
+    if as_json:
+        emit_json(argv, ExitCode.OK, {"nodes": [item.to_dict() for item in envs]})
+    else:
+        _write_stdout(env_snippet(envs))
