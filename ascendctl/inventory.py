@@ -17,7 +17,7 @@ import yaml
 
 from .errors import InventoryError
 from .models import Resolved
-from .settings import (CLUSTER_SETTINGS, DEFAULTS_SETTINGS, NODE_ONLY_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, env_var_name,
+from .settings import (CLUSTER_SETTINGS, PreflightConfig, DEFAULTS_SETTINGS, NODE_ONLY_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, env_var_name,
                        resolve_settings)
 
 TOP_LEVEL_KEYS = ("defaults", "nodes")
@@ -47,6 +47,8 @@ class Node:
     connect_timeout: float = 10.0
     command_timeout: float = 60.0
     env: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    accelerator: str = "auto"
+    python: str = "python3"
     # Rank-table inputs (ascendctl render); per-device values are in device-id order.
     device_ips: tuple[str, ...] | None = None
     host_ip: str | None = None
@@ -77,6 +79,7 @@ class Inventory:
     fanout: int = 64
     connect_retries: int = 3
     ssh_config: str = "~/.ssh/config"
+    preflight: PreflightConfig = field(default_factory=PreflightConfig)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -229,6 +232,7 @@ def _build(
         fanout=cluster["fanout"].value,
         connect_retries=cluster["connect_retries"].value,
         ssh_config=cluster["ssh_config"].value,
+        preflight=cluster["preflight"].value,
         sources={key: item.source for key, item in cluster.items()},
     )
 

@@ -97,6 +97,48 @@ def _id_str(value: Any) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class PreflightConfig:
+    """Preflight thresholds (`defaults: preflight:` in the inventory); defaults suit most clusters."""
+
+    min_mtu: int = 9000  # cluster interface MTU and the don't-fragment ping size (min_mtu - 28)
+    max_clock_skew: float = 1.0  # seconds; fail above
+    warn_clock_skew: float = 0.1  # seconds; warn above
+    master_port: int = 29500  # rendezvous port checked on the master (torchrun 29500, msrun 8118)
+    log_dir: str = "/tmp"  # where job logs go; `disk` checks its free space
+    min_free_disk_gb: float = 10.0
+    min_open_files: int = 65536  # `ulimit -n` below this warns
+    section_timeout: float = 20.0  # seconds one probe section (one tool) may take on a node
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> "PreflightConfig":
+        """Validate a `preflight:` mapping; ValueError names the bad key."""
+        if raw is None:
+            return cls()
+        if not isinstance(raw, dict):
+            raise ValueError("expected a mapping of preflight thresholds")
+        fields = {name: getattr(cls(), name) for name in cls.__dataclass_fields__}
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key not in fields:
+                import difflib
+
+                close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
+                raise ValueError(f"unknown key {key!r}" + (f" (did you mean {close[0]}?)" if close else f" (expected one of: {', '.join(fields)})"))
+            default = fields[key]
+            if isinstance(default, str):
+                values[key] = _str(value)
+            elif isinstance(default, int):
+                values[key] = _int_range(1, 1 << 20)(value)
+            else:
+                values[key] = _positive_number(value)
+        return cls(**values)
+
+
+def _preflight(value: Any) -> PreflightConfig:
+    return PreflightConfig.from_dict(value)
+
+
+@dataclass(frozen=True, slots=True)
 class SettingSpec:
     """One inventory setting: its validator, default, scope and meaning."""
 
@@ -139,6 +181,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("connect_timeout", _positive_number, 10.0, "seconds to connect and authenticate", from_env=_env_float),
     SettingSpec("command_timeout", _positive_number, 60.0, "seconds a remote command may run", from_env=_env_float),
     SettingSpec("env", _env_map, {}, "environment variables for jobs (merged: defaults, then node)"),
+    SettingSpec("accelerator", _choice("auto", "ascend", "none"), "auto", "ascend: NPU checks fail without Ascend tools; auto: they are skipped; none: never run", from_env=str),
+    SettingSpec("python", _str, "python3", "the job's Python interpreter on the node (versions check, launchers)", from_env=str),
+    SettingSpec("preflight", _preflight, PreflightConfig(), "preflight thresholds: min_mtu, max_clock_skew, master_port, ...", per_node=False),
     SettingSpec("fanout", _int_range(1, 4096), 64, "nodes contacted at once", per_node=False, from_env=_env_int),
     SettingSpec("connect_retries", _int_range(0, 20), 3, "retries after a transient connect failure", per_node=False, from_env=_env_int),
     SettingSpec("ssh_config", _str, "~/.ssh/config", "OpenSSH client config consulted for HostName, User, Port, IdentityFile, ProxyJump", per_node=False, from_env=str),

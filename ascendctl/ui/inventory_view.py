@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rich.markup import escape
@@ -50,7 +51,7 @@ def show_inventory(inventory: Inventory, *, as_json: bool, argv: list[str]) -> N
 def inventory_to_dict(inventory: Inventory) -> dict[str, Any]:
     return {
         "source": inventory.source,
-        "settings": {key: {"value": getattr(inventory, key), "source": inventory.sources.get(key, "default")} for key in CLUSTER_SETTINGS},
+        "settings": {key: {"value": _jsonable(getattr(inventory, key)), "source": inventory.sources.get(key, "default")} for key in CLUSTER_SETTINGS},
         "nodes": [
             {
                 "name": node.name,
@@ -64,7 +65,11 @@ def inventory_to_dict(inventory: Inventory) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
-    return dict(value) if isinstance(value, dict) or hasattr(value, "items") else value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return dict(value) if hasattr(value, "items") else value
 
 
 def _show(value: Any) -> str:
@@ -74,6 +79,10 @@ def _show(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float) and value.is_integer():
         return f"{value:g}"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, tuple):
+        return ",".join(str(item) for item in value)
     if hasattr(value, "items"):
         return " ".join(f"{k}={v}" for k, v in value.items()) or "{}"
     return str(value)

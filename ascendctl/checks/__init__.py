@@ -1,0 +1,158 @@
+"""Preflight checks: records, the check protocol, and the explicit registry.
+
+A node check names the facts it needs (shell sections gathered in one probe per node)
+and evaluates them with a pure function. A cluster check compares facts across nodes.
+Nothing registers itself at import time: ALL_CHECKS is the list. Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import UsageError
+from ..inventory import Inventory, Node
+from ..settings import PreflightConfig
+
+
+class Status(str, Enum):
+    """Outcome of one check on one node (or the cluster)."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    ERROR = "error"  # could not evaluate
+    SKIP = "skip"  # not applicable here (tool absent where optional, one node, ...)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One check's verdict: a stable id, a status, a one-line summary and the fix."""
+
+    check: str
+    status: Status
+    summary: str
+    hint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.check, "status": self.status.value, "summary": self.summary, "hint": self.hint}
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """What one probe section printed (stdout and stderr together) and its exit status."""
+
+    output: str
+    exit_code: int | None  # None when the section never finished (probe cut short)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeContext:
+    """What command builders and evaluators may know besides the node itself."""
+
+    inventory: Inventory
+    config: PreflightConfig
+
+    def neighbour(self, node: Node) -> Node | None:
+        """The next node in inventory order (ring), or None on a one-node cluster."""
+        nodes = self.inventory.nodes
+        if len(nodes) < 2:
+            return None
+        return nodes[(node.index + 1) % len(nodes)]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCheck:
+    """A check evaluated on each node from the probe sections it `needs`."""
+
+    id: str
+    title: str
+    needs: tuple[str, ...]
+    evaluate: Callable[[Node, Mapping[str, Section], ProbeContext], CheckResult]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterVerdict:
+    """A cross-node check's per-node results plus its one-line cluster summary."""
+
+    per_node: Mapping[str, CheckResult]
+    summary: CheckResult
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """Everything gathered from one reachable node, for cross-node checks."""
+
+    node: Node
+    sections: Mapping[str, Section] = field(default_factory=dict)
+    clock_offset: float | None = None  # node clock minus this host's, seconds
+    clock_uncertainty: float | None = None  # half the round trip of the measurement
+    phase2: Section | None = None  # output of the cross-node round (pings, port)
+    listener: bool | None = None  # on the master: a test listener ran on master_port
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterCheck:
+    """A check that compares facts across nodes (clock skew, path MTU, versions, ...)."""
+
+    id: str
+    title: str
+    needs: tuple[str, ...]
+    evaluate: Callable[[Sequence[NodeFacts], ProbeContext], ClusterVerdict]
+    phase2: bool = False  # needs the cross-node round after the probe
+    clock: bool = False  # needs the clock measurement
+
+
+Check = NodeCheck | ClusterCheck
+
+
+def select_checks(only: Sequence[str] | None = None, skip: Sequence[str] | None = None) -> tuple[Check, ...]:
+    """The checks to run, in registry order; unknown ids are a usage error naming the valid ones."""
+    wanted = _split(only)
+    unwanted = _split(skip)
+    unknown = [cid for cid in wanted + unwanted if cid not in CHECK_IDS]
+    if unknown:
+        raise UsageError(f"unknown check id(s): {', '.join(unknown)}", hint="valid ids: " + ", ".join(CHECK_IDS))
+    return tuple(c for c in ALL_CHECKS if (not wanted or c.id in wanted) and c.id not in unwanted)
+
+
+def _split(ids: Sequence[str] | None) -> list[str]:
+    out: list[str] = []
+    for item in ids or ():
+        out += [part.strip() for part in item.split(",") if part.strip()]
+    return out
+
+
+def result(check: str, status: Status, summary: str, hint: str | None = None) -> CheckResult:
+    """Shorthand used by evaluators."""
+    return CheckResult(check, status, summary, hint)
+
+
+def _registry() -> tuple[Check, ...]:
+    from . import clock, network, npu, system
+
+    return (
+        network.SSH,
+        clock.NTP,
+        clock.CLOCK_SKEW,
+        network.MTU,
+        network.PATH_MTU,
+        network.MASTER_PORT,
+        npu.NPU_COUNT,
+        npu.NPU_HEALTH,
+        npu.NPU_STALE_PROCS,
+        npu.HCCN_LINK,
+        npu.DEVICE_IPS,
+        system.VERSIONS,
+        system.DISK,
+        system.LIMITS,
+    )
+
+
+ALL_CHECKS: tuple[Check, ...] = _registry()
+CHECK_IDS: tuple[str, ...] = tuple(check.id for check in ALL_CHECKS)

@@ -1,0 +1,350 @@
+"""Network checks: ssh, interface MTU, path MTU between nodes, and the master's rendezvous port.
+
+`path_mtu` and `master_port` need a second, cross-node round: the facts of the first
+(interface addresses) decide who pings whom. Command builders and evaluators are pure.
+Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Mapping, Sequence
+
+from ..inventory import Node
+from ..nodeset import fold
+from ..parsers import ParseError
+from ..parsers.system import Address, Link, parse_ip_addr, parse_ip_link, parse_ip_route_get, parse_ss_listeners
+from . import CheckResult, ClusterCheck, ClusterVerdict, NodeCheck, NodeFacts, ProbeContext, Section, Status, result
+
+SMALL_PING = 1372  # fits any 1500-byte path with room for tunnels
+
+
+# -- facts --------------------------------------------------------------------------------
+def net_section(node: Node, ctx: ProbeContext) -> str:
+    """Links, IPv4 addresses, and the route towards the master (or, on the master, its neighbour)."""
+    master = ctx.inventory.master
+    target = master if node.name != master.name else ctx.neighbour(node)
+    lines = ["echo '--links'; ip -o link show 2>/dev/null", "echo '--addrs'; ip -o -4 addr show 2>/dev/null"]  # ip warns on stderr about peer netns
+    if target is not None:
+        host = shlex.quote(target.host)
+        lines.append(
+            f"t=$(getent ahostsv4 {host} 2>/dev/null | awk 'NR==1{{print $1}}'); [ -n \"$t\" ] || t={host}; "
+            "echo '--route'; ip -o route get \"$t\""
+        )
+    return "\n".join(lines)
+
+
+def ports_section(node: Node, ctx: ProbeContext) -> str | None:
+    """Listening TCP ports, on the master only (is the rendezvous port free?)."""
+    return "ss -Hltn" if node.name == ctx.inventory.master.name else None
+
+
+FACTS = {"net": net_section, "ports": ports_section}
+
+
+def _split(output: str) -> dict[str, str]:
+    parts: dict[str, list[str]] = {}
+    current = ""
+    for line in output.splitlines():
+        if line.startswith("--") and line[2:].isalpha():
+            current = line[2:]
+            parts[current] = []
+        elif current:
+            parts[current].append(line)
+    return {key: "\n".join(lines) for key, lines in parts.items()}
+
+
+def cluster_interface(node: Node, net: Section) -> tuple[Link | None, Address | None, str]:
+    """The node's cluster interface (inventory `interface`, else the route to the master) and its address."""
+    parts = _split(net.output)
+    links = parse_ip_link(parts.get("links", ""))
+    addrs = parse_ip_addr(parts.get("addrs", ""))
+    name = node.interface
+    if name is None and parts.get("route"):
+        name = parse_ip_route_get(parts["route"]).dev
+    if name is None:
+        return None, None, "no interface configured and no route found"
+    link = next((item for item in links if item.name == name), None)
+    if link is None:
+        have = ", ".join(item.name for item in links if item.name != "lo")
+        return None, None, f"interface {name} not found (have: {have or 'none'})"
+    address = next((a for a in addrs if a.ifname == name and not a.secondary), None)
+    return link, address, ""
+
+
+# -- ssh ----------------------------------------------------------------------------------
+def _ssh_evaluate(node: Node, sections: Mapping[str, Section], ctx: ProbeContext) -> CheckResult:
+    if node.transport == "local":
+        return result("ssh", Status.PASS, "local transport (this machine)")
+    user = f"{node.user}@" if node.user else ""
+    return result("ssh", Status.PASS, f"key auth as {user}{node.host} without a prompt, host key verified")
+
+
+SSH = NodeCheck("ssh", "SSH reachable, key auth, host key verified", (), _ssh_evaluate)
+
+
+# -- mtu ----------------------------------------------------------------------------------
+def _mtu_evaluate(node: Node, sections: Mapping[str, Section], ctx: ProbeContext) -> CheckResult:
+    want = ctx.config.min_mtu
+    if node.interface is None and len(ctx.inventory.nodes) == 1:
+        return result("mtu", Status.SKIP, "one node and no `interface` set: no cluster traffic to check")
+    net = sections["net"]
+    try:
+        link, _, why = cluster_interface(node, net)
+    except ParseError as exc:
+        return result("mtu", Status.ERROR, f"cannot read `ip` output: {exc}")
+    if link is None:
+        return result("mtu", Status.FAIL, why, "set `interface` in the inventory to the cluster NIC")
+    if link.mtu < want:
+        return result(
+            "mtu", Status.FAIL, f"{link.name} MTU {link.mtu} < {want}",
+            f"ip link set dev {link.name} mtu {want} (and persist it); every switch port on the path must allow jumbo frames too",
+        )
+    if not link.up:
+        return result("mtu", Status.FAIL, f"{link.name} is {link.state}", f"ip link set dev {link.name} up; check the cable and switch port")
+    return result("mtu", Status.PASS, f"{link.name} MTU {link.mtu}")
+
+
+MTU = NodeCheck("mtu", "cluster interface MTU >= min_mtu", ("net",), _mtu_evaluate)
+
+
+# -- path_mtu and master_port: the cross-node round ------------------------------------------
+def node_address(facts: NodeFacts) -> str:
+    """Where other nodes reach this one: its cluster-interface address, else its inventory host."""
+    net = facts.sections.get("net")
+    if net is not None and net.exit_code is not None:
+        try:
+            _, address, _ = cluster_interface(facts.node, net)
+        except ParseError:
+            address = None
+        if address is not None:
+            return address.address
+    return facts.node.host
+
+
+def jumbo_ready(facts: NodeFacts, ctx: ProbeContext) -> bool:
+    """Both ends must be configured for jumbo frames before the path between them is judged."""
+    net = facts.sections.get("net")
+    if net is None or net.exit_code is None:
+        return False
+    try:
+        link, _, _ = cluster_interface(facts.node, net)
+    except ParseError:
+        return False
+    return link is not None and link.mtu >= ctx.config.min_mtu
+
+
+def ping_targets(facts: NodeFacts, reachable: Sequence[NodeFacts], ctx: ProbeContext) -> list[NodeFacts]:
+    """The master and the ring neighbour, when both ends are ready for jumbo frames."""
+    if not jumbo_ready(facts, ctx):
+        return []
+    by_name = {f.node.name: f for f in reachable}
+    targets: list[NodeFacts] = []
+    for other in (ctx.inventory.master, ctx.neighbour(facts.node)):
+        if other is None or other.name == facts.node.name or other.name not in by_name:
+            continue
+        peer = by_name[other.name]
+        if jumbo_ready(peer, ctx) and peer not in targets:
+            targets.append(peer)
+    return targets
+
+
+def phase2_command(facts: NodeFacts, reachable: Sequence[NodeFacts], ctx: ProbeContext, *, path: bool, port: bool,
+                   master_address: str | None, listener: bool) -> str | None:
+    """Pings (don't-fragment jumbo and small) to each target, and a TCP connect to the master port.
+
+    The connect prints 0 (connected), 2 (refused: the packets got there), 3 (timed out or
+    unreachable), 1 (failed, kind unknown) or 99 (no tool to try with).
+    """
+    lines: list[str] = []
+    if path:
+        size = ctx.config.min_mtu - 28  # IPv4 + ICMP headers
+        for peer in ping_targets(facts, reachable, ctx):
+            ip = shlex.quote(node_address(peer))
+            lines.append(
+                f"( ping -n -q -c 2 -i 0.2 -W 1 -M do -s {size} {ip} >/dev/null 2>&1; big=$?; "
+                f"ping -n -q -c 1 -W 1 -s {SMALL_PING} {ip} >/dev/null 2>&1; "
+                f"echo \"ping {peer.node.name} {ip} $big $?\" ) &"
+            )
+        lines.append("command -v ping >/dev/null 2>&1 || echo 'ping missing'")
+    if port and master_address is not None:
+        host, number = shlex.quote(master_address), ctx.config.master_port
+        connect = ("import socket,sys; s=socket.socket(); s.settimeout(2); r=s.connect_ex((sys.argv[1], int(sys.argv[2]))); "
+                   "sys.exit(0 if r == 0 else 2 if r == 111 else 3)")
+        tries = 8 if listener else 1  # the listener may still be starting
+        lines.append(
+            f"tcp() {{ if command -v python3 >/dev/null 2>&1; then python3 -c {shlex.quote(connect)} \"$1\" \"$2\"; "
+            "elif command -v nc >/dev/null 2>&1; then nc -z -w 2 \"$1\" \"$2\"; "
+            "elif command -v bash >/dev/null 2>&1; then timeout 2 bash -c \"exec 3<>/dev/tcp/$1/$2\" 2>/dev/null; else return 99; fi; }; "
+            f"i=0; while :; do tcp {host} {number}; r=$?; i=$((i+1)); "
+            f"{{ [ $r = 0 ] || [ $r = 99 ] || [ $i -ge {tries} ]; }} && break; sleep 0.25; done; echo \"port $r\""
+        )
+    if not lines:
+        return None
+    return "\n".join(lines) + "\nwait\n"
+
+
+def listener_command(port: int, seconds: float) -> str:
+    """A short-lived TCP listener on the master (python3), accepting and closing connections."""
+    script = (
+        "import socket,time\n"
+        "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        f"s.bind(('0.0.0.0', {port})); s.listen(256); s.settimeout(0.2); end=time.time()+{seconds:g}\n"
+        "while time.time() < end:\n"
+        "    try:\n        c, _ = s.accept(); c.close()\n"
+        "    except OSError:\n        pass\n"
+    )
+    return (
+        f"if command -v python3 >/dev/null 2>&1; then nohup python3 -c {shlex.quote(script)} >/dev/null 2>&1 </dev/null & "
+        "echo \"listener $!\"; else echo 'listener none'; fi"
+    )
+
+
+def _parse_phase2(section: Section | None) -> tuple[list[tuple[str, str, bool, bool]], int | None, bool]:
+    pings: list[tuple[str, str, bool, bool]] = []
+    port: int | None = None
+    ping_missing = False
+    if section is None:
+        return pings, port, ping_missing
+    for line in section.output.splitlines():
+        words = line.split()
+        if len(words) == 5 and words[0] == "ping":
+            pings.append((words[1], words[2], words[3] == "0", words[4] == "0"))
+        elif len(words) == 2 and words[0] == "port" and words[1].isdigit():
+            port = int(words[1])
+        elif line.strip() == "ping missing":
+            ping_missing = True
+    return pings, port, ping_missing
+
+
+def _path_mtu_evaluate(facts: Sequence[NodeFacts], ctx: ProbeContext) -> ClusterVerdict:
+    size = ctx.config.min_mtu - 28
+    per_node: dict[str, CheckResult] = {}
+    if len(ctx.inventory.nodes) < 2:
+        summary = result("path_mtu", Status.SKIP, "one node: no path to check")
+        return ClusterVerdict({f.node.name: summary for f in facts}, summary)
+    failures: list[tuple[str, str, bool]] = []  # (src, dst, small ping ok)
+    passed: set[str] = set()  # nodes with at least one pair that carried jumbo frames
+    tested: dict[str, list[str]] = {}
+    for f in facts:
+        if not jumbo_ready(f, ctx):
+            per_node[f.node.name] = result("path_mtu", Status.SKIP, f"interface not configured for MTU {ctx.config.min_mtu} (see mtu)")
+            continue
+        pings, _, missing = _parse_phase2(f.phase2)
+        if missing:
+            per_node[f.node.name] = result("path_mtu", Status.ERROR, "ping not found", "install iputils-ping")
+            continue
+        tested[f.node.name] = []
+        for dst, _ip, big, small in pings:
+            tested[f.node.name].append(dst)
+            tested.setdefault(dst, [])
+            if not big:
+                failures.append((f.node.name, dst, small))
+            else:
+                passed.update((f.node.name, dst))
+    common = _common_endpoints(failures)
+    culprits = [name for name in common if name not in passed] or common
+    for name, peers in tested.items():
+        if name in per_node:
+            continue
+        mine = [(s, d, small) for s, d, small in failures if name in (s, d)]
+        if not mine:
+            detail = f" to {fold(peers)}" if peers else ""
+            per_node[name] = result("path_mtu", Status.PASS, f"{size}-byte don't-fragment pings pass{detail}")
+        elif culprits and name not in culprits:
+            per_node[name] = result("path_mtu", Status.PASS, f"ok; failures explained by {fold(culprits)}")
+        else:
+            pairs = ", ".join(f"{s}->{d}" for s, d, _ in mine)
+            if all(small for _, _, small in mine):
+                per_node[name] = result(
+                    "path_mtu", Status.FAIL,
+                    f"jumbo frames dropped on the path ({pairs}: {size}-byte DF pings lost, {SMALL_PING}-byte pings pass)",
+                    "a switch port or bond on this node's path is below the interface MTU: "
+                    "set the switch port MTU to 9216 (or match min_mtu) and re-check",
+                )
+            else:
+                per_node[name] = result("path_mtu", Status.FAIL, f"no reply at all ({pairs})", "check routing, cabling and firewalls between the nodes")
+    bad = [name for name, r in per_node.items() if r.status in (Status.FAIL, Status.ERROR)]
+    if bad:
+        summary = result("path_mtu", Status.FAIL, f"jumbo frames do not pass to/from {fold(bad)}", per_node[bad[0]].hint)
+    elif not tested:
+        summary = result("path_mtu", Status.SKIP, "no pair of nodes configured for jumbo frames")
+    else:
+        summary = result("path_mtu", Status.PASS, f"{size}-byte don't-fragment pings pass between {fold(tested)}")
+    return ClusterVerdict(per_node, summary)
+
+
+def _common_endpoints(failures: list[tuple[str, str, bool]]) -> list[str]:
+    """Nodes present in every failing pair: the likely culprits (one bad port breaks all its pairs)."""
+    if not failures:
+        return []
+    common = set(failures[0][:2])
+    for src, dst, _ in failures[1:]:
+        common &= {src, dst}
+    return sorted(common)
+
+
+PATH_MTU = ClusterCheck("path_mtu", "jumbo frames pass between nodes", ("net",), _path_mtu_evaluate, phase2=True)
+
+
+def master_port_free(master: NodeFacts, port: int) -> tuple[bool | None, str]:
+    """Is the port free on the master? (None when unknown.)"""
+    section = master.sections.get("ports")
+    if section is None or section.exit_code is None:
+        return None, "no answer"
+    if section.exit_code != 0:
+        return None, f"`ss -Hltn` failed: {section.output.strip()[:80]}"
+    try:
+        listeners = parse_ss_listeners(section.output)
+    except ParseError as exc:
+        return None, str(exc)
+    busy = [f"{item.address}:{item.port}" for item in listeners if item.port == port]
+    return (not busy), ", ".join(busy)
+
+
+def _master_port_evaluate(facts: Sequence[NodeFacts], ctx: ProbeContext) -> ClusterVerdict:
+    port = ctx.config.master_port
+    master = next((f for f in facts if f.node.name == ctx.inventory.master.name), None)
+    if master is None:
+        summary = result("master_port", Status.ERROR, f"master {ctx.inventory.master.name} unreachable (see ssh)")
+        return ClusterVerdict({f.node.name: summary for f in facts}, summary)
+    free, detail = master_port_free(master, port)
+    if free is False:
+        summary = result(
+            "master_port", Status.FAIL, f"port {port} is already in use on master {master.node.name} ({detail})",
+            f"a leftover job may hold it: `ascendctl exec -- ss -ltnp 'sport = :{port}'`, stop it, or pick another master_port",
+        )
+        return ClusterVerdict({master.node.name: summary}, summary)
+    if free is None:
+        summary = result("master_port", Status.ERROR, f"cannot tell whether port {port} is free on {master.node.name}: {detail}")
+        return ClusterVerdict({master.node.name: summary}, summary)
+    per_node: dict[str, CheckResult] = {}
+    blocked: list[str] = []
+    for f in facts:
+        _, code, _ = _parse_phase2(f.phase2)
+        target = f"{master.node.name}:{port}"
+        if code is None:
+            per_node[f.node.name] = result("master_port", Status.ERROR, "no answer from the port test")
+        elif code == 0:
+            per_node[f.node.name] = result("master_port", Status.PASS, f"can reach {target}")
+        elif code == 2 and not master.listener:
+            # No listener could be started (no python3 on the master): a refusal still proves
+            # that packets reach the master and no firewall drops them.
+            per_node[f.node.name] = result("master_port", Status.PASS, f"{target} answers (refused, nothing listening yet)")
+        elif code == 99:
+            per_node[f.node.name] = result("master_port", Status.SKIP, "no python3, nc or bash to test TCP with")
+        else:
+            blocked.append(f.node.name)
+            per_node[f.node.name] = result(
+                "master_port", Status.FAIL, f"cannot connect to {target}",
+                f"open TCP {port} from the cluster network on {master.node.name} (firewall/security group) and check routing",
+            )
+    if blocked:
+        summary = result("master_port", Status.FAIL, f"{fold(blocked)} cannot reach {master.node.name}:{port}", per_node[blocked[0]].hint)
+    else:
+        summary = result("master_port", Status.PASS, f"port {port} free on {master.node.name} and reachable from every node")
+    return ClusterVerdict(per_node, summary)
+
+
+MASTER_PORT = ClusterCheck("master_port", "rendezvous port free on the master and reachable", ("ports", "net"), _master_port_evaluate,
+                           phase2=True)

@@ -1,0 +1,61 @@
+"""The one shell probe per node: concatenate fact sections, then split the output back.
+
+Each section runs in its own `sh -c` under `timeout` (when the node has it), so one hung
+vendor tool cannot stall the others, and its exit status is recorded. Section markers
+carry a per-run nonce so no tool output can forge them. Pure; must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Mapping
+
+from . import Section
+
+# Non-interactive SSH sessions rarely have the vendor tools on PATH.
+TOOL_PATH = "/usr/local/Ascend/driver/tools:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
+
+
+def build_probe(sections: Mapping[str, str], *, nonce: str, section_timeout: float) -> str:
+    """One shell script that runs every section and frames its output with markers."""
+    lines = [
+        f'PATH="$PATH:{TOOL_PATH}"; export PATH; LC_ALL=C; export LC_ALL',
+        "if command -v timeout >/dev/null 2>&1; then",
+        f"  run() {{ timeout -k 2 {section_timeout:g} sh -c \"$1\" 2>&1 </dev/null; }}",
+        "else",
+        '  run() { sh -c "$1" 2>&1 </dev/null; }',
+        "fi",
+    ]
+    for name, script in sections.items():
+        lines.append(f"printf '\\n@@{nonce} begin {name}@@\\n'; run {shlex.quote(script)}; "
+                     f"printf '\\n@@{nonce} end {name} %s@@\\n' \"$?\"")
+    return "\n".join(lines) + "\n"
+
+
+def parse_probe(text: str, *, nonce: str) -> dict[str, Section]:
+    """Split probe output into sections; a section without its end marker has exit_code None."""
+    begin = re.compile(rf"^@@{re.escape(nonce)} begin (\S+)@@$")
+    end = re.compile(rf"^@@{re.escape(nonce)} end (\S+) (\d+)@@$")
+    sections: dict[str, Section] = {}
+    current: str | None = None
+    buffer: list[str] = []
+    for line in text.split("\n"):
+        opened = begin.match(line)
+        closed = end.match(line)
+        if opened:
+            current, buffer = opened.group(1), []
+        elif closed and current is not None and current == closed.group(1):
+            sections[current] = Section(_strip_framing(buffer), int(closed.group(2)))
+            current, buffer = None, []
+        elif current is not None:
+            buffer.append(line)
+    if current is not None:
+        sections[current] = Section(_strip_framing(buffer), None)
+    return sections
+
+
+def _strip_framing(lines: list[str]) -> str:
+    text = "\n".join(lines)
+    # the end marker is printed after a newline of its own
+    return text[:-1] if text.endswith("\n") else text

@@ -1,0 +1,46 @@
+"""`ascendctl preflight`: is this cluster ready to train?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import app
+from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
+                     cli_errors, flags_of)
+
+IdsOpt = Annotated[Optional[list[str]], typer.Option(help="Check ids, comma-separated or repeated.", show_default=False)]
+
+
+@app.command()
+@cli_errors
+def preflight(
+    inventory: InventoryOpt = None,
+    only: IdsOpt = None,
+    skip: IdsOpt = None,
+    as_json: JsonOpt = False,
+    junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write JUnit XML (one testcase per node x check).",
+                                                  show_default=False)] = None,
+    connect_timeout: ConnectTimeoutOpt = None,
+    command_timeout: CommandTimeoutOpt = None,
+    fanout: FanoutOpt = None,
+    accept_new_host_keys: AcceptKeysOpt = False,
+) -> None:
+    """Check every node in parallel (NTP, clock skew, MTU and path MTU, NPUs, links, versions, ...)."""
+    from ..checks import select_checks
+    from ..inventory import load_inventory
+    from ..preflight import junit_xml, run_preflight
+    from ..ui import preflight_view, progress
+
+    checks = select_checks(only, skip)
+    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
+                     accept_new_host_keys=accept_new_host_keys)
+    inv = load_inventory(inventory, flags=flags)
+    with progress("preflight") as sink:
+        report = run_preflight(inv, checks, on_event=sink)
+    if junit is not None:
+        junit.write_text(junit_xml(report), encoding="utf-8")
+    preflight_view.show_preflight(report, as_json=as_json, argv=argv_now())
+    raise typer.Exit(int(report.exit_code))

@@ -1,0 +1,306 @@
+"""`ascendctl preflight`: is this cluster ready to train?
+
+Connects to every node once and reuses the connection for each round: a clock reading,
+one probe that gathers every fact the selected checks need, then (for path MTU and the
+master port) one cross-node round. Evaluation is pure (see checks/). Must not import
+typer or rich.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from .checks import (ALL_CHECKS, Check, CheckResult, ClusterCheck, NodeCheck, NodeFacts, ProbeContext, Section, Status,
+                     result)
+from .checks import clock, network, npu, system
+from .checks.probe import build_probe, parse_probe
+from .errors import ExitCode, TransportError, worst_exit_code
+from .fanout import fanout, node_error
+from .inventory import Inventory, Node
+from .models import EventSink, NodeError
+from .parsers import ParseError
+from .transport import Transport, TransportFactory
+
+FACT_BUILDERS: dict[str, Callable[[Node, ProbeContext], str | None]] = {
+    **network.FACTS, **clock.FACTS, **npu.FACTS, **system.FACTS,
+}
+LISTENER_SECONDS = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReport:
+    """Every selected check's result on one node, in registry order."""
+
+    name: str
+    host: str
+    reachable: bool
+    checks: tuple[CheckResult, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "host": self.host, "reachable": self.reachable, "checks": [c.to_dict() for c in self.checks]}
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightReport:
+    """Per-node results plus the cross-node summaries."""
+
+    check_ids: tuple[str, ...]
+    nodes: tuple[NodeReport, ...]
+    cluster: tuple[CheckResult, ...]
+    duration: float = 0.0
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """4 when a node was unreachable, else 3 when a check failed or could not be evaluated, else 0."""
+        codes = [ExitCode.OK]
+        for node in self.nodes:
+            if not node.reachable:
+                codes.append(ExitCode.NODES_UNREACHABLE)
+            if any(c.status in (Status.FAIL, Status.ERROR) for c in node.checks):
+                codes.append(ExitCode.CHECKS_FAILED)
+        if any(c.status in (Status.FAIL, Status.ERROR) for c in self.cluster):
+            codes.append(ExitCode.CHECKS_FAILED)
+        return worst_exit_code(codes)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == ExitCode.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "checks": list(self.check_ids),
+            "nodes": [node.to_dict() for node in self.nodes],
+            "cluster": [c.to_dict() for c in self.cluster],
+            "duration": round(self.duration, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Probed:
+    """Phase-one outcome on a reachable node."""
+
+    facts: NodeFacts
+    failure: NodeError | None = None  # the connection broke or the probe timed out
+
+
+def run_preflight(
+    inventory: Inventory,
+    checks: Sequence[Check] = ALL_CHECKS,
+    *,
+    on_event: EventSink | None = None,
+    factory: TransportFactory | None = None,
+) -> PreflightReport:
+    """Run the selected checks on every node in parallel, then the cross-node checks."""
+    started = time.monotonic()
+    ctx = ProbeContext(inventory, inventory.preflight)
+    node_checks = [c for c in checks if isinstance(c, NodeCheck)]
+    cluster_checks = [c for c in checks if isinstance(c, ClusterCheck)]
+    needs = {fact for c in checks for fact in c.needs}
+    if any(c.phase2 for c in cluster_checks):
+        needs.add("net")
+    if any(c.id == "master_port" for c in cluster_checks):
+        needs.add("ports")
+    want_clock = any(c.clock for c in cluster_checks)
+    nonce = secrets.token_hex(6)
+    own_factory = factory is None
+    factory = factory or TransportFactory(inventory)
+    transports: dict[str, Transport] = {}
+
+    def phase1(node: Node) -> _Probed:
+        transport = factory.open(node)
+        transports[node.name] = transport
+        offset = uncertainty = None
+        try:
+            if want_clock:
+                offset, uncertainty = measure_clock(transport)
+            sections_wanted = {fact: FACT_BUILDERS[fact](node, ctx) for fact in sorted(needs)}
+            scripts = {fact: script for fact, script in sections_wanted.items() if script is not None}
+            sections: dict[str, Section] = {}
+            if scripts:
+                probe = build_probe(scripts, nonce=nonce, section_timeout=ctx.config.section_timeout)
+                sections = parse_probe(transport.run(probe).stdout, nonce=nonce)
+            return _Probed(NodeFacts(node, sections, offset, uncertainty))
+        except TransportError as exc:
+            return _Probed(NodeFacts(node), failure=node_error(exc))
+
+    try:
+        first = fanout(list(inventory.nodes), phase1, max_workers=inventory.fanout, on_event=on_event,
+                       on_interrupt=factory.close_all)
+        probed = {r.node: r.value for r in first if r.value is not None and r.value.failure is None}
+        reachable = [probed[n.name].facts for n in inventory.nodes if n.name in probed]
+        if any(c.phase2 for c in cluster_checks) and reachable:
+            reachable = _phase2(reachable, cluster_checks, ctx, transports, factory)
+    finally:
+        if own_factory:
+            factory.close_all()
+
+    verdicts = {c.id: _evaluate_cluster(c, reachable, ctx) for c in cluster_checks}
+    reports: list[NodeReport] = []
+    for item in first:
+        node = inventory.node(item.node)
+        if item.error is not None or (item.value is not None and item.value.failure is not None):
+            error = item.error or (item.value.failure if item.value else None)
+            assert error is not None
+            reports.append(_unreachable(node, error, checks))
+            continue
+        facts = probed[node.name]
+        results: list[CheckResult] = []
+        for check in checks:
+            if isinstance(check, NodeCheck):
+                results.append(_evaluate_node(check, node, facts.facts.sections, ctx))
+            else:
+                verdict = verdicts[check.id]
+                results.append(verdict.per_node.get(node.name, result(check.id, Status.SKIP, "not applicable to this node")))
+        reports.append(NodeReport(node.name, node.host, True, tuple(results)))
+    return PreflightReport(
+        tuple(c.id for c in checks), tuple(reports), tuple(verdicts[c.id].summary for c in cluster_checks), time.monotonic() - started
+    )
+
+
+def measure_clock(transport: Transport) -> tuple[float | None, float | None]:
+    """The node's clock minus ours, compensated by half the round trip; best of two readings."""
+    best: tuple[float, float] | None = None
+    for _ in range(2):
+        sent = time.time()
+        output = transport.run(clock.CLOCK_COMMAND, timeout=10).stdout
+        received = time.time()
+        try:
+            remote = clock.parse_clock(output)
+        except ParseError:
+            return None, None
+        half_rtt = (received - sent) / 2
+        reading = (remote - (sent + half_rtt), half_rtt)
+        if best is None or reading[1] < best[1]:
+            best = reading
+    assert best is not None
+    return best
+
+
+def _phase2(
+    reachable: list[NodeFacts],
+    cluster_checks: Sequence[ClusterCheck],
+    ctx: ProbeContext,
+    transports: Mapping[str, Transport],
+    factory: TransportFactory,
+) -> list[NodeFacts]:
+    """Cross-node round: start a listener on the master, then every node pings and connects."""
+    want_path = any(c.id == "path_mtu" for c in cluster_checks)
+    want_port = any(c.id == "master_port" for c in cluster_checks)
+    master = next((f for f in reachable if f.node.name == ctx.inventory.master.name), None)
+    listener_pid: str | None = None
+    master_address: str | None = None
+    if want_port and master is not None:
+        master_address = network.node_address(master)
+        free, _ = network.master_port_free(master, ctx.config.master_port)
+        if free:
+            try:
+                answer = transports[master.node.name].run(network.listener_command(ctx.config.master_port, LISTENER_SECONDS)).stdout.split()
+            except TransportError:
+                answer = []
+            if len(answer) == 2 and answer[0] == "listener" and answer[1].isdigit():
+                listener_pid = answer[1]
+        else:
+            want_port = False  # the master_port check reports the busy port itself
+
+    def phase2(node: Node) -> NodeFacts:
+        facts = next(f for f in reachable if f.node.name == node.name)
+        command = network.phase2_command(facts, reachable, ctx, path=want_path, port=want_port,
+                                         master_address=master_address, listener=listener_pid is not None)
+        if command is None:
+            return facts
+        try:
+            output = transports[node.name].run(command)
+            return replace(facts, phase2=Section(output.stdout, output.exit_code))
+        except TransportError as exc:
+            return replace(facts, phase2=Section(f"error {exc.message}", None))
+
+    try:
+        results = fanout([f.node for f in reachable], phase2, max_workers=ctx.inventory.fanout, on_interrupt=factory.close_all)
+    finally:
+        if listener_pid is not None and master is not None:
+            try:
+                transports[master.node.name].run(f"kill {listener_pid} 2>/dev/null; true", timeout=10)
+            except TransportError:
+                pass
+    updated = {r.node: r.value for r in results if r.value is not None}
+    listener_ran = listener_pid is not None
+    return [
+        replace(updated.get(f.node.name, f), listener=listener_ran if master is not None and f.node.name == master.node.name else None)
+        for f in reachable
+    ]
+
+
+def _evaluate_node(check: NodeCheck, node: Node, sections: Mapping[str, Section], ctx: ProbeContext) -> CheckResult:
+    for fact in check.needs:
+        expected = FACT_BUILDERS[fact](node, ctx) is not None
+        section = sections.get(fact)
+        if expected and (section is None or section.exit_code is None):
+            return result(check.id, Status.ERROR,
+                          f"probe section `{fact}` did not finish within {ctx.config.section_timeout:g}s",
+                          "a tool on the node hangs: run it by hand; raise preflight.section_timeout if it is just slow")
+        if expected and section is not None and section.exit_code == 124:
+            return result(check.id, Status.ERROR, f"`{fact}` timed out after {ctx.config.section_timeout:g}s on the node",
+                          "a tool on the node hangs: run it by hand; raise preflight.section_timeout if it is just slow")
+    try:
+        return check.evaluate(node, sections, ctx)
+    except (ParseError, ValueError, KeyError, IndexError) as exc:
+        return result(check.id, Status.ERROR, f"could not evaluate: {type(exc).__name__}: {exc}")
+
+
+def _evaluate_cluster(check: ClusterCheck, facts: Sequence[NodeFacts], ctx: ProbeContext) -> Any:
+    from .checks import ClusterVerdict
+
+    try:
+        return check.evaluate(facts, ctx)
+    except (ParseError, ValueError, KeyError, IndexError) as exc:
+        summary = result(check.id, Status.ERROR, f"could not evaluate: {type(exc).__name__}: {exc}")
+        return ClusterVerdict({f.node.name: summary for f in facts}, summary)
+
+
+def _unreachable(node: Node, error: NodeError, checks: Sequence[Check]) -> NodeReport:
+    results = []
+    for check in checks:
+        if check.id == "ssh":
+            results.append(result("ssh", Status.FAIL, f"{error.status.value}: {error.message}", error.hint))
+        else:
+            results.append(result(check.id, Status.ERROR, f"not evaluated: node not reachable ({error.status.value})"))
+    return NodeReport(node.name, node.host, False, tuple(results))
+
+
+def junit_xml(report: PreflightReport) -> str:
+    """JUnit XML for CI: one testcase per node x check, plus one per cluster summary."""
+    suite = ET.Element("testsuite", name="ascendctl preflight", time=f"{report.duration:.3f}")
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+
+    def case(classname: str, check: CheckResult) -> None:
+        element = ET.SubElement(suite, "testcase", classname=classname, name=check.check)
+        counts["tests"] += 1
+        text = check.summary + (f"\nhint: {check.hint}" if check.hint else "")
+        if check.status == Status.FAIL:
+            counts["failures"] += 1
+            ET.SubElement(element, "failure", message=check.summary).text = text
+        elif check.status == Status.ERROR:
+            counts["errors"] += 1
+            ET.SubElement(element, "error", message=check.summary).text = text
+        elif check.status == Status.SKIP:
+            counts["skipped"] += 1
+            ET.SubElement(element, "skipped", message=check.summary)
+        else:
+            ET.SubElement(element, "system-out").text = f"{check.status.value}: {text}"
+
+    for node in report.nodes:
+        for check in node.checks:
+            case(f"preflight.{node.name}", check)
+    for check in report.cluster:
+        case("preflight.cluster", check)
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
