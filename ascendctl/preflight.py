@@ -163,22 +163,16 @@ def run_preflight(
 
 
 def measure_clock(transport: Transport) -> tuple[float | None, float | None]:
-    """The node's clock minus ours, compensated by half the round trip; best of two readings."""
-    best: tuple[float, float] | None = None
-    for _ in range(2):
-        sent = time.time()
-        output = transport.run(clock.CLOCK_COMMAND, timeout=10).stdout
-        received = time.time()
-        try:
-            remote = clock.parse_clock(output)
-        except ParseError:
-            return None, None
-        half_rtt = (received - sent) / 2
-        reading = (remote - (sent + half_rtt), half_rtt)
-        if best is None or reading[1] < best[1]:
-            best = reading
-    assert best is not None
-    return best
+    """The node's clock minus ours, compensated by half the round trip (the reading's uncertainty)."""
+    sent = time.time()
+    output = transport.run(clock.CLOCK_COMMAND, timeout=10).stdout
+    received = time.time()
+    try:
+        remote = clock.parse_clock(output)
+    except ParseError:
+        return None, None
+    half_rtt = (received - sent) / 2
+    return remote - (sent + half_rtt), half_rtt
 
 
 def _phase2(

@@ -12,48 +12,20 @@ Targets (issue 2): ratio <= 1.2, CPU <= 20 ms per host, --version <= 2x import t
 from __future__ import annotations
 
 import argparse
-import os
-import resource
-import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from common import ASCENDCTL, PYTHON, ssh_tools, timed
 
-from tests.cluster.harness import build_cluster, cleanup_leftovers, require_root_linux  # noqa: E402
-
-PYTHON = sys.executable
-ASCENDCTL = [str(Path(PYTHON).with_name("ascendctl"))] if Path(PYTHON).with_name("ascendctl").exists() else [PYTHON, "-m", "ascendctl"]
-
-
-def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Run argv; return (wall seconds, CPU seconds of the child and its children)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+from tests.cluster.harness import build_cluster, cleanup_leftovers, require_root_linux
 
 
 def bench_size(n: int, runs: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="asct-bench-") as tmp, build_cluster(n, workdir=Path(tmp), wait_chrony=False) as cluster:
         inventory = cluster.write_inventory(Path(tmp) / "inv.yaml", defaults={"fanout": 64})
-        ips = ",".join(h.ip for h in cluster.hosts)
-        ssh_opts = f"-o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={cluster.known_hosts} -i {cluster.client_key}"
-        env = {**os.environ, "PDSH_SSH_ARGS": f"{ssh_opts} -l%u %h", "PDSH_RCMD_TYPE": "ssh"}
-        commands = {
-            "ascendctl": [*ASCENDCTL, "exec", "-i", str(inventory), "--", "true"],
-            "clush": ["clush", "-f", "64", "-l", "root", "-o", ssh_opts, "-w", ips, "true"],
-            "pdsh": ["pdsh", "-f", "64", "-l", "root", "-w", ips, "true"],
-        }
+        tools, env = ssh_tools(cluster)
+        commands = {"ascendctl": [*ASCENDCTL, "exec", "-i", str(inventory), "--", "true"], **tools}
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         timed(commands["ascendctl"], env)  # warm caches once
         for _ in range(runs):
@@ -76,9 +48,6 @@ def main() -> None:
     parser.add_argument("--sizes", default="16,64")
     args = parser.parse_args()
     require_root_linux()
-    for tool in ("clush", "pdsh"):
-        if not shutil.which(tool):
-            raise SystemExit(f"{tool} not found: apt-get install clustershell pdsh")
     cleanup_leftovers()
     print(f"{'hosts':>5}  {'ascendctl':>10}  {'clush':>8}  {'pdsh':>8}  {'ratio':>6}  {'cpu/host':>9}")
     for n in (int(s) for s in args.sizes.split(",")):

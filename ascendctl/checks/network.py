@@ -161,9 +161,10 @@ def phase2_command(facts: NodeFacts, reachable: Sequence[NodeFacts], ctx: ProbeC
         size = ctx.config.min_mtu - 28  # IPv4 + ICMP headers
         for peer in ping_targets(facts, reachable, ctx):
             ip = shlex.quote(node_address(peer))
+            # jumbo and small pings run side by side; either reply of the two jumbo ones passes
             lines.append(
-                f"( ping -n -q -c 2 -i 0.2 -W 1 -M do -s {size} {ip} >/dev/null 2>&1; big=$?; "
-                f"ping -n -q -c 1 -W 1 -s {SMALL_PING} {ip} >/dev/null 2>&1; "
+                f"( ping -n -q -c 1 -W 1 -s {SMALL_PING} {ip} >/dev/null 2>&1 & s=$!; "
+                f"ping -n -q -c 2 -i 0.2 -W 1 -M do -s {size} {ip} >/dev/null 2>&1; big=$?; wait $s; "
                 f"echo \"ping {peer.node.name} {ip} $big $?\" ) &"
             )
         lines.append("command -v ping >/dev/null 2>&1 || echo 'ping missing'")
@@ -171,11 +172,19 @@ def phase2_command(facts: NodeFacts, reachable: Sequence[NodeFacts], ctx: ProbeC
         host, number = shlex.quote(master_address), ctx.config.master_port
         connect = ("import socket,sys; s=socket.socket(); s.settimeout(2); r=s.connect_ex((sys.argv[1], int(sys.argv[2]))); "
                    "sys.exit(0 if r == 0 else 2 if r == 111 else 3)")
-        tries = 8 if listener else 1  # the listener may still be starting
+        python_try = f"python3 -c {shlex.quote(connect)} \"$1\" \"$2\""
+        bash_try = "timeout 2 bash -c \"exec 3<>/dev/tcp/$1/$2\" 2>/dev/null"
+        if listener:
+            # A listener answers: bash's /dev/tcp is enough and far cheaper than starting Python.
+            order = [("bash", bash_try), ("nc", "nc -z -w 2 \"$1\" \"$2\""), ("python3", python_try)]
+            tries = 8  # the listener may still be starting
+        else:
+            # Only Python tells "refused" (packets arrived) from "timed out" (dropped).
+            order = [("python3", python_try), ("nc", "nc -z -w 2 \"$1\" \"$2\""), ("bash", bash_try)]
+            tries = 1
+        chain = "; ".join(f"{'if' if i == 0 else 'elif'} command -v {tool} >/dev/null 2>&1; then {cmd}" for i, (tool, cmd) in enumerate(order))
         lines.append(
-            f"tcp() {{ if command -v python3 >/dev/null 2>&1; then python3 -c {shlex.quote(connect)} \"$1\" \"$2\"; "
-            "elif command -v nc >/dev/null 2>&1; then nc -z -w 2 \"$1\" \"$2\"; "
-            "elif command -v bash >/dev/null 2>&1; then timeout 2 bash -c \"exec 3<>/dev/tcp/$1/$2\" 2>/dev/null; else return 99; fi; }; "
+            f"tcp() {{ {chain}; else return 99; fi; }}; "
             f"i=0; while :; do tcp {host} {number}; r=$?; i=$((i+1)); "
             f"{{ [ $r = 0 ] || [ $r = 99 ] || [ $i -ge {tries} ]; }} && break; sleep 0.25; done; echo \"port $r\""
         )

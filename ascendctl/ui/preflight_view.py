@@ -47,7 +47,7 @@ def show_preflight(report: PreflightReport, *, as_json: bool, argv: list[str]) -
     table.add_column("result")
     table.add_column("not passing")
     rows = group_by(report.nodes, key=lambda n: tuple((c.check, c.status) for c in n.checks), name=lambda n: n.name)
-    for key, names in rows:
+    for _, names in rows:
         sample = next(n for n in report.nodes if n.name == names[0])
         overall = _overall(sample.checks)
         table.add_row(escape(fold(names)), f"[{STYLE[overall]}]{overall.value.upper() if overall != Status.PASS else 'pass'}[/]",
@@ -64,10 +64,10 @@ def show_preflight(report: PreflightReport, *, as_json: bool, argv: list[str]) -
     problems = [(n.name, c) for n in report.nodes for c in n.checks if c.status in (Status.FAIL, Status.ERROR, Status.WARN)]
     if problems:
         out.print()
-        for (check, status, summary, hint), names in group_by(
+        for (check_id, status, summary, hint), names in group_by(
             problems, key=lambda p: (p[1].check, p[1].status, p[1].summary, p[1].hint), name=lambda p: p[0]
         ):
-            out.print(f"[{STYLE[status]}]{status.value}[/] {escape(fold(names))}: {check}: {escape(summary)}")
+            out.print(f"[{STYLE[status]}]{status.value}[/] {escape(fold(names))}: {check_id}: {escape(summary)}")
             if hint:
                 out.print(f"  hint: {escape(hint)}")
     if not report.ok:

@@ -68,6 +68,9 @@ BRIDGE = "asct-br0"
 BRIDGE_IP = "10.213.0.1"
 NETWORK = ipaddress.IPv4Network("10.213.0.0/16")
 BRIDGE_MTU = 9000
+# Fixed (locally administered) bridge MAC: otherwise the bridge takes the lowest port MAC and
+# changes it whenever ports come and go, which leaves stale ARP entries in live hosts.
+BRIDGE_MAC = "02:a5:c7:00:00:01"
 HOST_OFFSET = 10            # host i of cluster k -> 10.213.k.(HOST_OFFSET + i)
 MAX_HOSTS = 240             # -> last host is .250
 MAX_CLUSTER_INDEX = 254
@@ -140,6 +143,9 @@ class Host:
     _holder: subprocess.Popen[Any] | None = field(default=None, repr=False, compare=False)
     _sshd: subprocess.Popen[Any] | None = field(default=None, repr=False, compare=False)
     _chronyd: subprocess.Popen[Any] | None = field(default=None, repr=False, compare=False)
+    # open fd of the network namespace: keeps its identity (inode) ours until teardown, so
+    # processes in it are found even if its name was removed behind our back
+    _ns_fd: int | None = field(default=None, repr=False, compare=False)
 
     # paths of the per-host artefacts
     @property
@@ -244,13 +250,21 @@ def _ns_key(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _pids_in_netns(names: Iterable[str]) -> dict[str, list[int]]:
-    """Equivalent of ``ip netns pids NAME`` for several namespaces in one /proc scan."""
+def _pids_in_netns(names: Iterable[str], fds: Iterable[tuple[str, int]] = ()) -> dict[str, list[int]]:
+    """Equivalent of ``ip netns pids NAME`` for several namespaces in one /proc scan.
+    ``fds``: (name, open fd of the namespace) pairs, which also find a namespace whose
+    name is gone."""
     keys: dict[tuple[int, int], str] = {}
+    for n, fd in fds:
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        keys[(st.st_dev, st.st_ino)] = n
     for n in names:
         k = _ns_key(f"/run/netns/{n}")
         if k is not None:
-            keys[k] = n
+            keys.setdefault(k, n)
     out: dict[str, list[int]] = {n: [] for n in keys.values()}
     if not keys:
         return out
@@ -267,12 +281,14 @@ def _pids_in_netns(names: Iterable[str]) -> dict[str, list[int]]:
     return out
 
 
-def _kill_netns_processes(names: Iterable[str], timeout: float = 10.0) -> None:
-    """SIGKILL every process inside the given (named) network namespaces, until none is left."""
+def _kill_netns_processes(names: Iterable[str], timeout: float = 10.0, fds: Iterable[tuple[str, int]] = ()) -> None:
+    """SIGKILL every process inside the given network namespaces (by name, and by open
+    namespace fd), until none is left."""
     names = list(names)
+    fds = list(fds)
     deadline = time.monotonic() + timeout
     while True:
-        pids = [p for lst in _pids_in_netns(names).values() for p in lst]
+        pids = [p for lst in _pids_in_netns(names, fds).values() for p in lst]
         if not pids:
             return
         for p in pids:
@@ -551,7 +567,10 @@ def _cleanup_index(k: int) -> list[str]:
         _kill_netns_processes(ns)
     except Exception as e:
         errors.append(str(e))
-    _ip_batch([f"link del {n}" for n in links] + [f"netns del {n}" for n in ns], force=True)
+    batch = [f"link del {n}" for n in links] + [f"netns del {n}" for n in ns]
+    if os.path.exists(f"/sys/class/net/{BRIDGE}"):
+        batch += [f"route flush root 10.213.{k}.0/24 dev {BRIDGE}", f"neigh flush to 10.213.{k}.0/24 dev {BRIDGE}"]
+    _ip_batch(batch, force=True)
     ns, links = _index_names(k)
     if ns or links:
         errors.append(f"could not remove {ns + links}")
@@ -588,13 +607,17 @@ def _ensure_bridge() -> None:
     """Create (or repair) the shared bridge. Caller holds _LOCK."""
     if not os.path.exists(f"/sys/class/net/{BRIDGE}"):
         _ip_batch([
-            f"link add {BRIDGE} type bridge",
+            f"link add {BRIDGE} address {BRIDGE_MAC} type bridge",
             f"link set {BRIDGE} mtu {BRIDGE_MTU} addrgenmode none",
             f"addr add {BRIDGE_IP}/{NETWORK.prefixlen} dev {BRIDGE}",
             f"link set {BRIDGE} up",
         ])
     else:
-        _ip_batch([
+        try:
+            mac = Path(f"/sys/class/net/{BRIDGE}/address").read_text().strip()
+        except OSError:
+            mac = BRIDGE_MAC
+        _ip_batch(([] if mac == BRIDGE_MAC else [f"link set {BRIDGE} address {BRIDGE_MAC}"]) + [
             f"link set {BRIDGE} mtu {BRIDGE_MTU} up",
             f"addr replace {BRIDGE_IP}/{NETWORK.prefixlen} dev {BRIDGE}",
         ])
@@ -621,6 +644,10 @@ def _route_devs(addrs: Sequence[str]) -> dict[str, str | None]:
         if m and m.group(1) in found and found[m.group(1)] is None:
             found[m.group(1)] = m.group(2)
     return found
+
+
+def _path_mtu(spec: HostSpec) -> int:
+    return min(spec.mtu, spec.bridge_mtu if spec.bridge_mtu is not None else spec.mtu)
 
 
 def _sshd_port(spec: HostSpec) -> int:
@@ -750,7 +777,8 @@ class Cluster:
         h._sshd = None
         h.sshd_pid = None
         if kill_sessions:
-            for pid in _pids_in_netns([h.ns]).get(h.ns, []):
+            fds = [(h.ns, h._ns_fd)] if h._ns_fd is not None else []
+            for pid in _pids_in_netns([h.ns], fds).get(h.ns, []):
                 try:
                     if Path(f"/proc/{pid}/comm").read_text().strip().startswith("sshd"):
                         os.kill(pid, signal.SIGKILL)
@@ -863,8 +891,9 @@ class Cluster:
                         pass
         # 2. by namespace (ssh sessions, run_on leftovers, anything else)
         ns_names = [h.ns for h in self.hosts]
+        ns_fds = [(h.ns, h._ns_fd) for h in self.hosts if h._ns_fd is not None]
         try:
-            _kill_netns_processes(ns_names)
+            _kill_netns_processes(ns_names, fds=ns_fds)
         except Exception as e:  # pragma: no cover - reported below
             errors.append(str(e))
         for h in self.hosts:
@@ -877,11 +906,18 @@ class Cluster:
         netns = set(_existing_netns())
         batch = [f"link del {h.veth}" for h in self.hosts if h.veth in links]
         batch += [f"netns del {h.ns}" for h in self.hosts if h.ns in netns]
+        if os.path.exists(f"/sys/class/net/{BRIDGE}"):
+            batch += [f"route del {h.ip}/32 dev {BRIDGE}" for h in self.hosts if _path_mtu(h.spec) < BRIDGE_MTU]
+            batch.append(f"neigh flush to 10.213.{self.index}.0/24 dev {BRIDGE}")
         res = _ip_batch(batch, force=True)
         left_links = [h.veth for h in self.hosts if h.veth in set(_existing_links())]
         left_ns = [h.ns for h in self.hosts if h.ns in set(_existing_netns())]
         if left_links or left_ns:
             errors.append(f"could not delete links {left_links} / netns {left_ns}: {res.stderr.strip()}")
+        for h in self.hosts:
+            if h._ns_fd is not None:
+                os.close(h._ns_fd)
+                h._ns_fd = None
         # 4. placeholders, bridge
         try:
             _release_targets(self.index)
@@ -1217,7 +1253,9 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
     # ---- network: bridge, namespaces, veth pairs (one ip -batch)
     with _global_lock():
         _ensure_bridge()
-        batch = []
+        # a cluster index is reused (by this or another process) while the bridge stays up:
+        # forget the root namespace's ARP entries for the old hosts' MACs
+        batch = [f"neigh flush to 10.213.{k}.0/24 dev {BRIDGE}"]
         for h in hosts:
             bmtu = h.spec.bridge_mtu if h.spec.bridge_mtu is not None else h.spec.mtu
             batch += [
@@ -1225,7 +1263,13 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
                 f"link add {h.veth} mtu {bmtu} type veth peer name eth0 mtu {h.spec.mtu} netns {h.ns}",
                 f"link set {h.veth} master {BRIDGE} addrgenmode none up",
             ]
+            if _path_mtu(h.spec) < BRIDGE_MTU:
+                # the test process plays the management node: its path to the host has the
+                # host's path MTU (TCP MSS follows), so SSH works; host<->host stays a black hole
+                batch.append(f"route replace {h.ip}/32 dev {BRIDGE} src {BRIDGE_IP} mtu {_path_mtu(h.spec)}")
         _ip_batch(batch)
+        for h in hosts:
+            h._ns_fd = os.open(f"/run/netns/{h.ns}", os.O_RDONLY | os.O_CLOEXEC)
 
     # ---- safety: every address we will talk to must route via the bridge
     addrs = [h.ip for h in hosts] + [c.dead_ip]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import os
 import re
@@ -138,6 +139,9 @@ def test_jumbo_frame_black_hole_and_small_mtu(cluster_factory: Any) -> None:
     assert ping("h01", h3, 8972).returncode != 0                      # black hole, silently dropped
     assert ping("h01", h3, 1400).returncode == 0
     assert ping("h03", c.host("h01"), 8972).returncode != 0           # both directions
+    # the management path (test process -> host) still works, also for full-size segments
+    out = _ssh_ok(c, "h03", "hostname; head -c 300000 /dev/zero | base64 | wc -c")
+    assert out.split() == ["h03", str(len(base64.encodebytes(bytes(300000))))]
     r = c.run_on("h03", "ip -o link show eth0")
     assert "mtu 9000" in r.stdout                                      # the host believes in 9000
     r = subprocess.run(["ip", "-o", "link", "show", h3.veth], capture_output=True, text=True, check=False)
@@ -205,10 +209,12 @@ def test_tools_on_path_only_where_given(cluster_factory: Any) -> None:
 def test_files_are_per_host(cluster_factory: Any) -> None:
     target = "/etc/hccn.conf"
     deep = "/usr/local/Ascend/driver/version.info"
-    existed = os.path.exists(target)
+    # an empty placeholder of a concurrent harness user does not count as existing
+    placeholders = harness._registry_load()
+    existed = os.path.exists(target) and target not in placeholders
     before = Path(target).read_bytes() if existed else None
     deep_root = "/usr/local/Ascend"
-    deep_existed = os.path.exists(deep_root)
+    deep_existed = os.path.exists(deep_root) and deep_root not in placeholders
     c = cluster_factory([
         HostSpec("h01", files={target: "address_0=192.168.100.1\n", deep: b"Version=23.0.0\n"}),
         HostSpec("h02", files={target: "address_0=192.168.100.2\n", "/root/.asct_note": "mine\n"}),
@@ -294,8 +300,16 @@ def test_two_clusters_coexist(cluster_factory: Any) -> None:
     assert a.index != b.index
     assert {h.ip for h in a.hosts}.isdisjoint({h.ip for h in b.hosts})
     assert _ssh_ok(a, "h01", "hostname").strip() == "h01"
+    a_macs = {c_out.strip() for c_out in (a.run_on(h, "cat /sys/class/net/eth0/address").stdout for h in a.hosts)}
+    neigh = subprocess.run(["ip", "neigh", "show", "dev", BRIDGE], capture_output=True, text=True, check=True).stdout
+    assert any(mac in neigh for mac in a_macs), neigh       # the root namespace has ARP entries for a's hosts
     a.teardown()
     assert os.path.exists(f"/sys/class/net/{BRIDGE}")        # still used by b
+    # ... and the entries are gone, so a later cluster reusing a's index is reachable at once
+    neigh = subprocess.run(["ip", "neigh", "show", "dev", BRIDGE], capture_output=True, text=True, check=True).stdout
+    assert not any(mac in neigh for mac in a_macs), neigh
+    # the bridge MAC is fixed (a bridge otherwise takes the lowest port MAC: hosts' ARP entries go stale)
+    assert Path(f"/sys/class/net/{BRIDGE}/address").read_text().strip() == harness.BRIDGE_MAC
     assert _ssh_ok(b, "h02", "hostname").strip() == "h02"
     assert _leap(_ssh_ok(b, "h02", "chronyc -n tracking")) == "Normal"
 
@@ -321,6 +335,8 @@ def test_teardown_leaves_nothing(cluster_factory: Any) -> None:
     names = [h.ns for h in c.hosts]
     veths = [h.veth for h in c.hosts]
     workdir = str(c.workdir)
+    # even when a namespace's name vanished behind the harness's back, its processes are found
+    subprocess.run(["ip", "netns", "del", c.host("h02").ns], check=True)
 
     c.teardown()
     c.teardown()  # idempotent
@@ -339,6 +355,11 @@ def test_teardown_leaves_nothing(cluster_factory: Any) -> None:
         if p.isdigit() and _alive(int(p)):
             cmd = _cmdline(int(p))
             assert workdir not in cmd, f"process {p} survived teardown: {cmd}"
+            try:
+                fds = [os.readlink(f"/proc/{p}/fd/{fd}") for fd in os.listdir(f"/proc/{p}/fd")]
+            except OSError:
+                continue
+            assert not [f for f in fds if f.startswith(workdir)], f"process {p} ({cmd}) still has files of the cluster open"
     assert harness._LIVE == {}
 
 

@@ -1,0 +1,277 @@
+"""Preflight without real hosts: the probe framing, every evaluator on captured output, orchestration on fakes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ascendctl.checks import ProbeContext, Section, Status, select_checks
+from ascendctl.checks import clock, network, npu, system
+from ascendctl.checks.probe import build_probe, parse_probe
+from ascendctl.errors import ConnectError, ExitCode, UsageError
+from ascendctl.inventory import Inventory, parse_inventory
+from ascendctl.models import CommandResult
+from ascendctl.preflight import junit_xml, run_preflight
+from tests.fakes import FakeFactory, ok
+
+DATA = Path(__file__).resolve().parent / "data"
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples" / "ascend"
+
+
+def body(path: Path) -> str:
+    return "\n".join(line for line in path.read_text().splitlines() if not line.startswith("# "))
+
+
+def inv(text: str = "nodes:\n  - host: n[1-3]\n") -> Inventory:
+    return parse_inventory(text, environ={})
+
+
+def ctx(inventory: Inventory | None = None) -> ProbeContext:
+    inventory = inventory or inv()
+    return ProbeContext(inventory, inventory.preflight)
+
+
+# -- probe ---------------------------------------------------------------------------------
+def test_probe_frames_sections_exit_codes_and_timeouts() -> None:
+    script = build_probe(
+        {"a": "echo hello; echo err >&2; exit 3", "b": "sleep 5", "c": "echo '@@fake end c 0@@'; echo after"},
+        nonce="n0nce", section_timeout=1,
+    )
+    output = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=20).stdout
+    sections = parse_probe(output, nonce="n0nce")
+    assert sections["a"] == Section("hello\nerr", 3)
+    assert sections["b"].exit_code == 124  # killed by the per-section timeout
+    assert sections["c"] == Section("@@fake end c 0@@\nafter", 0)
+
+
+def test_a_probe_cut_short_leaves_the_open_section_unfinished() -> None:
+    text = "\n@@x begin a@@\nfine\n@@x end a 0@@\n\n@@x begin b@@\npartial"
+    assert parse_probe(text, nonce="x") == {"a": Section("fine", 0), "b": Section("partial", None)}
+
+
+# -- ntp -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("case, status, words", [
+    ("chronyc/tracking_synced.txt", Status.PASS, "chrony synchronised"),
+    ("chronyc/tracking_unsynced.txt", Status.FAIL, "not synchronised"),
+    ("chronyc/tracking_local_stratum8.txt", Status.PASS, "to LOCAL"),
+])
+def test_ntp_from_real_chrony_output(case: str, status: Status, words: str) -> None:
+    section = Section("daemon chrony\n" + body(DATA / case), 0)
+    verdict = clock.NTP.evaluate(inv().nodes[0], {"ntp": section}, ctx())
+    assert verdict.status == status and words in verdict.summary
+
+
+def test_ntp_from_ntpq_and_timedatectl_and_missing_daemons() -> None:
+    node = inv().nodes[0]
+    ntpq = clock.NTP.evaluate(node, {"ntp": Section("daemon ntpd\n" + body(DATA / "ntpq/pn_synced_centos77.txt"), 0)}, ctx())
+    assert ntpq.status in (Status.PASS, Status.WARN) and ntpq.summary.startswith("ntpd synchronised")
+    timedatectl = clock.NTP.evaluate(node, {"ntp": Section("daemon timedatectl\n" + body(DATA / "timedatectl/show_unsynced_opentrons.txt"), 0)}, ctx())
+    assert timedatectl.status == Status.FAIL
+    none = clock.NTP.evaluate(node, {"ntp": Section("daemon none", 0)}, ctx())
+    assert none.status == Status.FAIL and "no NTP client" in none.summary and none.hint
+    down = clock.NTP.evaluate(node, {"ntp": Section("daemon chrony\n506 Cannot talk to daemon", 1)}, ctx())
+    assert down.status == Status.FAIL and "systemctl enable --now chrony" in (down.hint or "")
+    garbage = clock.NTP.evaluate(node, {"ntp": Section("daemon chrony\nwhat is this", 0)}, ctx())
+    assert garbage.status == Status.ERROR
+
+
+def test_clock_skew_thresholds() -> None:
+    from ascendctl.checks import NodeFacts
+
+    nodes = inv().nodes
+    facts = [NodeFacts(nodes[0], clock_offset=0.002, clock_uncertainty=0.001),
+             NodeFacts(nodes[1], clock_offset=-0.4, clock_uncertainty=0.001),
+             NodeFacts(nodes[2], clock_offset=30.1, clock_uncertainty=0.002)]
+    verdict = clock.CLOCK_SKEW.evaluate(facts, ctx())
+    assert [verdict.per_node[n.name].status for n in nodes] == [Status.PASS, Status.WARN, Status.FAIL]
+    assert verdict.per_node["n3"].summary == "clock 30.100 s ahead of this host (+/- 0.002 s)"
+    assert verdict.per_node["n2"].summary.startswith("clock 0.400 s behind")
+    assert verdict.summary.status == Status.FAIL and verdict.summary.summary.startswith("n3 off by more than 1 s")
+
+
+# -- network -------------------------------------------------------------------------------
+def net_section(mtu: int, name: str = "eth0", address: str = "10.0.0.1") -> Section:
+    return Section(
+        f"--links\n1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\\"
+        f"    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00\n"
+        f"2: {name}@if9: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu {mtu} qdisc noqueue state UP mode DEFAULT group default qlen 1000\\"
+        f"    link/ether 5e:1c:d4:8d:b8:95 brd ff:ff:ff:ff:ff:ff link-netnsid 0\n"
+        f"--addrs\n2: {name}    inet {address}/16 scope global {name}\\       valid_lft forever preferred_lft forever\n"
+        f"--route\n10.0.0.9 dev {name} src {address} uid 0 \\    cache \n",
+        0,
+    )
+
+
+def test_mtu_uses_the_route_to_the_master_or_the_configured_interface() -> None:
+    node = inv().nodes[1]
+    assert network.MTU.evaluate(node, {"net": net_section(9000)}, ctx()).summary == "eth0 MTU 9000"
+    low = network.MTU.evaluate(node, {"net": net_section(1500)}, ctx())
+    assert low.status == Status.FAIL and low.summary == "eth0 MTU 1500 < 9000" and "ip link set dev eth0 mtu 9000" in (low.hint or "")
+    other = inv("defaults: {interface: ib0}\nnodes: [a, b]\n")
+    missing = network.MTU.evaluate(other.nodes[0], {"net": net_section(9000)}, ctx(other))
+    assert missing.status == Status.FAIL and missing.summary == "interface ib0 not found (have: eth0)"
+
+
+def test_path_mtu_blames_the_node_common_to_every_failing_pair() -> None:
+    from ascendctl.checks import NodeFacts
+
+    inventory = inv("nodes:\n  - host: n[1-4]\n")
+    facts = []
+    for i, node in enumerate(inventory.nodes):
+        pings = {"n1": "", "n2": "ping n1 10.0.0.1 0 0\nping n3 10.0.0.3 1 0\n", "n3": "ping n1 10.0.0.1 1 0\nping n4 10.0.0.4 1 0\n",
+                 "n4": "ping n1 10.0.0.1 0 0\n"}[node.name]
+        if node.name == "n1":
+            pings = "ping n2 10.0.0.2 0 0\n"
+        facts.append(NodeFacts(node, {"net": net_section(9000, address=f"10.0.0.{i + 1}")}, phase2=Section(pings, 0)))
+    verdict = network.PATH_MTU.evaluate(facts, ctx(inventory))
+    statuses = {name: r.status for name, r in verdict.per_node.items()}
+    assert statuses == {"n1": Status.PASS, "n2": Status.PASS, "n3": Status.FAIL, "n4": Status.PASS}
+    assert "n2->n3" in verdict.per_node["n3"].summary and "1372-byte pings pass" in verdict.per_node["n3"].summary
+    assert verdict.per_node["n2"].summary == "ok; failures explained by n3"
+    assert verdict.summary.summary == "jumbo frames do not pass to/from n3"
+
+
+def test_master_port_busy_and_unreachable() -> None:
+    from ascendctl.checks import NodeFacts
+
+    inventory = inv("nodes: [m, w]\n")
+    busy = NodeFacts(inventory.nodes[0], {"ports": Section("LISTEN 0 128 0.0.0.0:29500 0.0.0.0:*", 0)})
+    verdict = network.MASTER_PORT.evaluate([busy, NodeFacts(inventory.nodes[1])], ctx(inventory))
+    assert verdict.summary.status == Status.FAIL and "already in use on master m (0.0.0.0:29500)" in verdict.summary.summary
+    free = NodeFacts(inventory.nodes[0], {"ports": Section("", 0)}, phase2=Section("port 0", 0), listener=True)
+    worker = NodeFacts(inventory.nodes[1], phase2=Section("port 3", 0))
+    verdict = network.MASTER_PORT.evaluate([free, worker], ctx(inventory))
+    assert verdict.per_node["w"].status == Status.FAIL and "firewall" in (verdict.per_node["w"].hint or "")
+    refused_without_listener = NodeFacts(inventory.nodes[1], phase2=Section("port 2", 0))
+    verdict = network.MASTER_PORT.evaluate([NodeFacts(inventory.nodes[0], {"ports": Section("", 0)}, phase2=Section("port 2", 0),
+                                                      listener=False), refused_without_listener], ctx(inventory))
+    assert verdict.summary.status == Status.PASS
+
+
+# -- npu -----------------------------------------------------------------------------------
+def npu_section(sample: str) -> dict[str, Section]:
+    return {"npu": Section(body(SAMPLES / sample), 0)}
+
+
+def test_npu_checks_on_the_real_910b4_sample() -> None:
+    node = inv().nodes[0]
+    sections = npu_section("npu-smi-info_910B4_24.1.rc3.txt")
+    assert npu.NPU_COUNT.evaluate(node, sections, ctx()).summary.startswith("8/8 devices visible")
+    assert npu.NPU_HEALTH.evaluate(node, sections, ctx()).status == Status.PASS
+    stale = npu.NPU_STALE_PROCS.evaluate(node, sections, ctx())
+    assert stale.status == Status.FAIL and "pid 582939" in stale.summary and "kill 582939" in (stale.hint or "")
+
+
+def test_npu_checks_on_a3_and_910a_samples() -> None:
+    a3 = inv("defaults: {slots: 16}\nnodes: [a]\n")
+    verdict = npu.NPU_COUNT.evaluate(a3.nodes[0], npu_section("npu-smi-info_910C-A3_24.1.rc3.3.txt"), ctx(a3))
+    assert verdict.status == Status.PASS and verdict.summary.startswith("16/16")
+    four = inv("defaults: {slots: 4}\nnodes: [a]\n")
+    health = npu.NPU_HEALTH.evaluate(four.nodes[0], npu_section("npu-smi-info_910A_23.0.rc1.txt"), ctx(four))
+    assert health.status == Status.WARN and "Warning" in health.summary
+
+
+def test_npu_checks_skip_or_fail_without_tools_by_accelerator_setting() -> None:
+    absent = {"npu": Section(npu.ABSENT, 0), "hccn": Section(npu.ABSENT, 0)}
+    auto = inv("nodes: [a]\n").nodes[0]
+    ascend = inv("defaults: {accelerator: ascend}\nnodes: [a]\n").nodes[0]
+    none = inv("defaults: {accelerator: none}\nnodes: [a]\n").nodes[0]
+    assert npu.NPU_COUNT.evaluate(auto, absent, ctx()).status == Status.SKIP
+    assert npu.HCCN_LINK.evaluate(auto, absent, ctx()).status == Status.SKIP
+    failed = npu.NPU_COUNT.evaluate(ascend, absent, ctx())
+    assert failed.status == Status.FAIL and "inventory says this node has Ascend NPUs" in failed.summary
+    assert npu.NPU_HEALTH.evaluate(none, {}, ctx()).status == Status.SKIP
+    assert npu.FACTS["npu"](none, ctx()) is None
+
+
+def test_hccn_link_reads_every_device() -> None:
+    node = inv("defaults: {slots: 2}\nnodes: [a]\n").nodes[0]
+    up = "link status: UP\n"
+    good = Section(f"--dev 0\n{up}--health\nnet health status: Success\n--dev 1\n{up}--health\nnet health status: Success\n", 0)
+    assert npu.HCCN_LINK.evaluate(node, {"hccn": good}, ctx()).status == Status.PASS
+    bad = Section(f"--dev 0\nlink status: DOWN\n--health\nnet health status: Success\n--dev 1\n{up}--health\nnet health status: Socket failed\n", 0)
+    verdict = npu.HCCN_LINK.evaluate(node, {"hccn": bad}, ctx())
+    assert verdict.status == Status.FAIL and verdict.summary == "device 0 link DOWN; device 1 net health Socket failed"
+
+
+# -- system --------------------------------------------------------------------------------
+def test_disk_limits_and_versions() -> None:
+    node = inv().nodes[0]
+    df = Section("Filesystem 1024-blocks Used Available Capacity Mounted on\n/dev/sda1 100000000 99000000 1000000 99% /", 0)
+    disk = system.DISK.evaluate(node, {"disk": df}, ctx())
+    assert disk.status == Status.FAIL and disk.summary.startswith("1.0 GiB free for /tmp (on /) < 10 GiB")
+    limits = system.LIMITS.evaluate(node, {"limits": Section("1024\nunlimited", 0)}, ctx())
+    assert limits.status == Status.WARN and limits.summary == "open files 1024 < 65536"
+    assert system.LIMITS.evaluate(node, {"limits": Section("1048576\nunlimited", 0)}, ctx()).status == Status.PASS
+    from ascendctl.checks import NodeFacts
+
+    nodes = inv().nodes
+    def versions(torch: str) -> Section:
+        return Section(f"--driver\nVersion=23.0.7\n--python\npython 3.11.7\nmindspore -\ntorch {torch}\ntorch_npu -\n", 0)
+    facts = [NodeFacts(nodes[0], {"versions": versions("2.1.0")}), NodeFacts(nodes[1], {"versions": versions("2.1.0")}),
+             NodeFacts(nodes[2], {"versions": versions("2.2.0")})]
+    verdict = system.VERSIONS.evaluate(facts, ctx())
+    assert verdict.per_node["n3"].status == Status.FAIL and verdict.per_node["n3"].summary == "torch 2.2.0 (most nodes: 2.1.0)"
+    assert verdict.per_node["n1"].status == Status.PASS
+    assert "torch: 2.1.0 on n[1-2]; 2.2.0 on n3" in verdict.summary.summary
+    assert system.read_versions(versions("x"))["driver"] == "23.0.7"
+
+
+# -- orchestration -------------------------------------------------------------------------
+def answer_probe(outputs: dict[str, str]) -> object:
+    """A fake node that answers each probe section with canned output."""
+    def reply(command: str) -> CommandResult:
+        nonce = re.search(r"@@(\w+) begin", command)
+        assert nonce
+        parts = []
+        for name in re.findall(r"@@\w+ begin (\w+)@@", command):
+            parts.append(f"\n@@{nonce.group(1)} begin {name}@@\n{outputs.get(name, '')}\n@@{nonce.group(1)} end {name} 0@@")
+        return CommandResult(command, 0, "".join(parts) + "\n", "", 0.0)
+    return reply
+
+
+def test_unreachable_node_fails_ssh_and_exit_4_wins() -> None:
+    inventory = inv("nodes: [a, b]\n")
+    factory = FakeFactory(
+        inventory,
+        default=[(r"^date", ok("1700000000.0\n")), (r"@@", answer_probe({"ntp": "daemon none"}))],
+        connect_errors={"b": ConnectError("connection refused by b:22", hint="is sshd running?")},
+    )
+    report = run_preflight(inventory, select_checks(["ssh", "ntp"]), factory=factory)
+    a, b = report.nodes
+    assert [(c.check, c.status) for c in a.checks] == [("ssh", Status.PASS), ("ntp", Status.FAIL)]
+    assert [(c.check, c.status) for c in b.checks] == [("ssh", Status.FAIL), ("ntp", Status.ERROR)]
+    assert b.checks[0].summary == "unreachable: connection refused by b:22" and b.checks[0].hint == "is sshd running?"
+    assert report.exit_code == ExitCode.NODES_UNREACHABLE
+    doc = report.to_dict()
+    assert set(doc) >= {"ok", "nodes", "cluster"} and doc["ok"] is False
+    assert set(doc["nodes"][0]["checks"][0]) == {"id", "status", "summary", "hint"}
+
+
+def test_garbage_from_a_node_is_an_error_result_not_a_crash() -> None:
+    inventory = inv("nodes: [a]\n")
+    factory = FakeFactory(inventory, default=[(r"@@", lambda cmd: CommandResult(cmd, 0, "\x00\x01 not a probe", "", 0.0))])
+    report = run_preflight(inventory, select_checks(["ntp", "mtu", "disk"]), factory=factory)
+    assert {c.check: c.status for c in report.nodes[0].checks} == {"ntp": Status.ERROR, "mtu": Status.ERROR, "disk": Status.ERROR}
+    assert report.exit_code == ExitCode.CHECKS_FAILED
+
+
+def test_junit_has_one_testcase_per_node_and_check() -> None:
+    inventory = inv("nodes: [a, b]\n")
+    factory = FakeFactory(inventory, default=[(r"@@", answer_probe({"ntp": "daemon none"}))])
+    report = run_preflight(inventory, select_checks(["ssh", "ntp"]), factory=factory)
+    root = ET.fromstring(junit_xml(report))
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("tests") == "4" and suite.get("failures") == "2"
+    cases = [(c.get("classname"), c.get("name"), c.find("failure") is not None) for c in suite]
+    assert cases == [("preflight.a", "ssh", False), ("preflight.a", "ntp", True), ("preflight.b", "ssh", False), ("preflight.b", "ntp", True)]
+
+
+def test_unknown_check_id_is_a_usage_error() -> None:
+    with pytest.raises(UsageError) as info:
+        select_checks(["ntp,mtuu"])
+    assert info.value.exit_code == ExitCode.USAGE and "mtuu" in info.value.message and "path_mtu" in (info.value.hint or "")
