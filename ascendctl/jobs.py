@@ -1,0 +1,142 @@
+"""Job records: what `ascendctl launch` started where, kept in $XDG_STATE_HOME/ascendctl/jobs/<id>.json.
+
+`jobs`, `status`, `logs`, `stop` and `collect` read them. Records are written atomically.
+Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import AscendctlError, ExitCode
+
+JOB_SCHEMA = 1
+
+
+class JobError(AscendctlError):
+    """A job record is missing or unreadable."""
+
+    exit_code = ExitCode.USAGE
+
+
+@dataclass(frozen=True, slots=True)
+class NodeJob:
+    """One node's part of a job: its launcher process and where it logs."""
+
+    name: str
+    host: str
+    rank: int  # node rank (inventory order)
+    command: str  # the exact launcher command line run on the node
+    env: dict[str, str] = field(default_factory=dict)  # exported variables (secrets redacted)
+    log: str = ""  # launcher output on the node (stdout+stderr)
+    log_dir: str = ""  # the launcher's own log directory on the node (msrun --log_dir, torchrun --log-dir)
+    pid: int | None = None  # launcher pid == its process group and session id on the node
+    exit_code: int | None = None  # None while running or when unknown
+    signal: str | None = None  # e.g. "SIGTERM" when ascendctl tore it down
+    started: float | None = None  # epoch seconds
+    ended: float | None = None
+    error: str | None = None  # why ascendctl lost track (unreachable, ...)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "NodeJob":
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A launched job across every node."""
+
+    id: str
+    launcher: str  # msrun | torchrun
+    inventory: str
+    script: list[str]
+    master_addr: str
+    master_port: int
+    log_dir: str  # per-node base directory of this job's logs (same path on every node)
+    nodes: tuple[NodeJob, ...]
+    started: float
+    ended: float | None = None
+    status: str = "running"  # running | succeeded | failed | stopped | interrupted
+    first_failure: dict[str, Any] | None = None  # {"node", "rank", "exit_code", "signal", "time", "reason"}
+    schema: int = JOB_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["nodes"] = [asdict(node) for node in self.nodes]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "JobRecord":
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["nodes"] = tuple(NodeJob.from_dict(node) for node in data.get("nodes", []))
+        return cls(**fields)
+
+    def with_node(self, node: NodeJob) -> "JobRecord":
+        """A copy with one node's entry replaced."""
+        return replace(self, nodes=tuple(node if n.name == node.name else n for n in self.nodes))
+
+
+def state_dir() -> Path:
+    """$XDG_STATE_HOME/ascendctl (default ~/.local/state/ascendctl)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "ascendctl"
+
+
+def jobs_dir() -> Path:
+    return state_dir() / "jobs"
+
+
+def new_job_id(now: float | None = None) -> str:
+    """Sortable and unique: 20261122-193000-ab12."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now if now is not None else time.time()))
+    return f"{stamp}-{secrets.token_hex(2)}"
+
+
+def save_job(record: JobRecord) -> Path:
+    """Write the record atomically (a reader never sees half a file)."""
+    directory = jobs_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{record.id}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record.to_dict(), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def load_job(job_id: str | None = None) -> JobRecord:
+    """The record of `job_id` (a unique prefix is enough), or the newest job when None."""
+    directory = jobs_dir()
+    paths = sorted(directory.glob("*.json")) if directory.is_dir() else []
+    if not paths:
+        raise JobError("no jobs recorded yet", hint=f"start one with `ascendctl launch`; records live in {directory}")
+    if job_id is None:
+        chosen = paths[-1]
+    else:
+        matches = [p for p in paths if p.stem == job_id] or [p for p in paths if p.stem.startswith(job_id)]
+        if not matches:
+            raise JobError(f"no job {job_id!r}", hint="`ascendctl jobs` lists them")
+        if len(matches) > 1:
+            raise JobError(f"job id {job_id!r} is ambiguous: {', '.join(p.stem for p in matches)}")
+        chosen = matches[0]
+    try:
+        return JobRecord.from_dict(json.loads(chosen.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError) as exc:
+        raise JobError(f"{chosen}: unreadable job record: {exc}") from None
+
+
+def list_jobs() -> list[JobRecord]:
+    """Every readable job record, oldest first."""
+    directory = jobs_dir()
+    records = []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            records.append(JobRecord.from_dict(json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError, TypeError):
+            continue
+    return records
