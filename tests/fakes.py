@@ -47,6 +47,22 @@ class FakeTransport:
                 return CommandResult(command, reply.exit_code, reply.stdout, reply.stderr, reply.duration)
         return CommandResult(command, 127, "", f"sh: {command}: not found\n", 0.0)
 
+    def stream(
+        self,
+        command: str,
+        *,
+        on_stdout: Callable[[bytes], None] | None = None,
+        on_stderr: Callable[[bytes], None] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+    ) -> CommandResult:
+        result = self.run(command, timeout=timeout, stdin=stdin)
+        if on_stdout and result.stdout:
+            on_stdout(result.stdout.encode())
+        if on_stderr and result.stderr:
+            on_stderr(result.stderr.encode())
+        return result
+
     def put(self, local: Path, remote: str) -> None:
         self.calls.append(f"put {local} {remote}")
 

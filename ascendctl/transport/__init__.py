@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 from ..models import CommandResult
 
@@ -23,6 +23,21 @@ class Transport(Protocol):
 
     def run(self, command: str, *, timeout: float | None = None, stdin: bytes | None = None) -> CommandResult:
         """Run `command` with /bin/sh; a non-zero exit is a result, a timeout raises CommandTimeoutError."""
+        ...
+
+    def stream(
+        self,
+        command: str,
+        *,
+        on_stdout: Callable[[bytes], None] | None = None,
+        on_stderr: Callable[[bytes], None] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+    ) -> CommandResult:
+        """Like run, but output goes to the callbacks chunk by chunk as it arrives (never all in memory).
+
+        `timeout` None means the node's command_timeout; pass float("inf") for a stream with no limit.
+        """
         ...
 
     def put(self, local: Path, remote: str) -> None:

@@ -7,11 +7,13 @@ import typer, rich or paramiko.
 from __future__ import annotations
 
 import os
+import selectors
 import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
 
 from ..errors import CommandTimeoutError
 from ..inventory import Node
@@ -26,6 +28,18 @@ class LocalTransport:
         self._procs: set[subprocess.Popen[bytes]] = set()
 
     def run(self, command: str, *, timeout: float | None = None, stdin: bytes | None = None) -> CommandResult:
+        return self.stream(command, timeout=timeout, stdin=stdin)
+
+    def stream(
+        self,
+        command: str,
+        *,
+        on_stdout: Callable[[bytes], None] | None = None,
+        on_stderr: Callable[[bytes], None] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+    ) -> CommandResult:
+        """Run `command`, handing output to the callbacks as it arrives (kept in the result otherwise)."""
         limit = self.node.command_timeout if timeout is None else timeout
         started = time.monotonic()
         proc = subprocess.Popen(
@@ -36,21 +50,42 @@ class LocalTransport:
             start_new_session=True,
         )
         self._procs.add(proc)
+        out: list[bytes] = []
+        err: list[bytes] = []
+        sinks = {proc.stdout: on_stdout or out.append, proc.stderr: on_stderr or err.append}
         try:
-            out, err = proc.communicate(stdin, timeout=limit)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            raise CommandTimeoutError(
-                f"command timed out after {limit:g}s",
-                timeout=limit,
-                stdout=_text(out),
-                stderr=_text(err),
-                hint="raise command_timeout in the inventory or --command-timeout",
-            ) from None
+            if stdin is not None and proc.stdin is not None:
+                proc.stdin.write(stdin)
+                proc.stdin.close()
+            with selectors.DefaultSelector() as selector:
+                for pipe in (proc.stdout, proc.stderr):
+                    if pipe is not None:
+                        selector.register(pipe, selectors.EVENT_READ)
+                while selector.get_map():
+                    remaining = started + limit - time.monotonic()
+                    if remaining <= 0:
+                        _kill_group(proc)
+                        proc.wait()
+                        raise CommandTimeoutError(
+                            f"command timed out after {limit:g}s",
+                            timeout=limit,
+                            stdout=_text(b"".join(out)),
+                            stderr=_text(b"".join(err)),
+                            hint="raise command_timeout in the inventory or --command-timeout",
+                        )
+                    for key, _ in selector.select(min(remaining, 0.5)):
+                        chunk = os.read(key.fd, 65536)
+                        if not chunk:
+                            selector.unregister(key.fileobj)
+                            continue
+                        sinks[key.fileobj](chunk)  # type: ignore[index]
+            proc.wait()
         finally:
             self._procs.discard(proc)
-        return CommandResult(command, proc.returncode, _text(out), _text(err), time.monotonic() - started)
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+        return CommandResult(command, proc.returncode, _text(b"".join(out)), _text(b"".join(err)), time.monotonic() - started)
 
     def put(self, local: Path, remote: str) -> None:
         shutil.copyfile(local, os.path.expanduser(remote))

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 def _import_paramiko_without_invoke() -> None:
     """Import paramiko without `invoke`, which it loads only for `Match exec` in ssh config.
@@ -384,6 +384,18 @@ class SSHTransport:
         self.endpoint = endpoint
 
     def run(self, command: str, *, timeout: float | None = None, stdin: bytes | None = None) -> CommandResult:
+        return self.stream(command, timeout=timeout, stdin=stdin)
+
+    def stream(
+        self,
+        command: str,
+        *,
+        on_stdout: Callable[[bytes], None] | None = None,
+        on_stderr: Callable[[bytes], None] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+    ) -> CommandResult:
+        """Run `command`, handing output to the callbacks as it arrives (kept in the result otherwise)."""
         limit = self.node.command_timeout if timeout is None else timeout
         started = time.monotonic()
         deadline = started + limit
@@ -397,13 +409,15 @@ class SSHTransport:
             raise ConnectError(f"lost connection to {self.endpoint.label}: {exc}") from None
         out: list[bytes] = []
         err: list[bytes] = []
+        to_out = on_stdout or out.append
+        to_err = on_stderr or err.append
         try:
             while True:
                 if chan.recv_ready():
-                    out.append(chan.recv(65536))
+                    to_out(chan.recv(65536))
                     continue
                 if chan.recv_stderr_ready():
-                    err.append(chan.recv_stderr(65536))
+                    to_err(chan.recv_stderr(65536))
                     continue
                 if chan.exit_status_ready() and chan.eof_received:
                     break

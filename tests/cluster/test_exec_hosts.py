@@ -178,3 +178,20 @@ def test_connections_dropped_by_maxstartups_are_retried(cluster_factory: Any, tm
             sock.close()
     assert report.nodes[0].status == NodeStatus.OK and report.nodes[0].stdout == "h01\n"
     assert any("transient connect failure" in r.getMessage() for r in caplog.records)
+
+
+def test_ssh_stream_delivers_output_while_the_command_runs(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(1)
+    inv = load_inventory(cluster.write_inventory(tmp_path / "inv.yaml"), environ={})
+    factory = TransportFactory(inv)
+    try:
+        transport = factory.open(inv.nodes[0])
+        arrivals: list[tuple[float, bytes]] = []
+        started = time.monotonic()
+        result = transport.stream("echo first; sleep 0.6; echo second; echo err >&2",
+                                  on_stdout=lambda b: arrivals.append((time.monotonic() - started, b)))
+        assert b"".join(chunk for _, chunk in arrivals) == b"first\nsecond\n"
+        assert arrivals[0][0] < 0.4 < arrivals[-1][0]
+        assert result.stderr == "err\n" and result.exit_code == 0
+    finally:
+        factory.close_all()

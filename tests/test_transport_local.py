@@ -1,0 +1,46 @@
+"""LocalTransport: the same protocol as SSH on this machine."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from ascendctl.errors import CommandTimeoutError
+from ascendctl.inventory import parse_inventory
+from ascendctl.transport.local import LocalTransport
+
+
+def transport() -> LocalTransport:
+    return LocalTransport(parse_inventory("defaults: {transport: local}\nnodes: [here]\n", environ={}).nodes[0])
+
+
+def test_run_captures_output_and_exit_status() -> None:
+    result = transport().run("echo out; echo err >&2; exit 4")
+    assert (result.stdout, result.stderr, result.exit_code) == ("out\n", "err\n", 4)
+
+
+def test_stream_delivers_chunks_as_they_arrive() -> None:
+    arrivals: list[tuple[float, bytes]] = []
+    started = time.monotonic()
+    result = transport().stream("echo first; sleep 0.6; echo second", on_stdout=lambda b: arrivals.append((time.monotonic() - started, b)))
+    assert b"".join(chunk for _, chunk in arrivals) == b"first\nsecond\n"
+    assert arrivals[0][0] < 0.4 < arrivals[-1][0]  # the first line came before the command finished
+    assert result.exit_code == 0 and result.stdout == ""
+
+
+def test_timeout_kills_the_whole_process_group() -> None:
+    with pytest.raises(CommandTimeoutError) as info:
+        transport().run("sleep 30 & sleep 30; echo never", timeout=0.5)
+    assert info.value.timeout == 0.5
+    assert "never" not in info.value.stdout
+
+
+def test_put_and_get(tmp_path: Path) -> None:
+    source = tmp_path / "a"
+    source.write_text("data")
+    t = transport()
+    t.put(source, str(tmp_path / "b"))
+    t.get(str(tmp_path / "b"), tmp_path / "c")
+    assert (tmp_path / "c").read_text() == "data"
