@@ -123,3 +123,9 @@ class CommandTimeoutError(TransportError):
         self.timeout = timeout
         self.stdout = stdout
         self.stderr = stderr
+
+    @classmethod
+    def after(cls, limit: float, stdout: str = "", stderr: str = "") -> "CommandTimeoutError":
+        """The error every transport raises when a command outlives `limit` seconds."""
+        return cls(f"command timed out after {limit:g}s", timeout=limit, stdout=stdout, stderr=stderr,
+                   hint="raise command_timeout in the inventory or --command-timeout")

@@ -66,13 +66,7 @@ class LocalTransport:
                     if remaining <= 0:
                         _kill_group(proc)
                         proc.wait()
-                        raise CommandTimeoutError(
-                            f"command timed out after {limit:g}s",
-                            timeout=limit,
-                            stdout=_text(b"".join(out)),
-                            stderr=_text(b"".join(err)),
-                            hint="raise command_timeout in the inventory or --command-timeout",
-                        )
+                        raise CommandTimeoutError.after(limit, _text(b"".join(out)), _text(b"".join(err)))
                     for key, _ in selector.select(min(remaining, 0.5)):
                         chunk = os.read(key.fd, 65536)
                         if not chunk:

@@ -423,13 +423,7 @@ class SSHTransport:
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise CommandTimeoutError(
-                        f"command timed out after {limit:g}s",
-                        timeout=limit,
-                        stdout=_text(out),
-                        stderr=_text(err),
-                        hint="raise command_timeout in the inventory or --command-timeout",
-                    )
+                    raise CommandTimeoutError.after(limit, _text(out), _text(err))
                 if chan.closed or not self._transport.is_active():
                     if chan.exit_status_ready():
                         break
