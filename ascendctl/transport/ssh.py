@@ -172,11 +172,13 @@ class SSHConnector:
         started = time.monotonic()
         try:
             transport.start_client(timeout=ep.connect_timeout)
+            # start_client can return on a handshake that its own timer gave up on
+            server_key = transport.get_remote_server_key()
         except (paramiko.SSHException, EOFError, OSError) as exc:
             transport.close()
             raise _handshake_error(exc, ep, time.monotonic() - started) from None
         try:
-            self._verify_host_key(node, ep, transport.get_remote_server_key())
+            self._verify_host_key(node, ep, server_key)
             self._authenticate(node, ep, transport)
         except BaseException:
             transport.close()

@@ -195,3 +195,28 @@ def test_ssh_stream_delivers_output_while_the_command_runs(cluster_factory: Any,
         assert result.stderr == "err\n" and result.exit_code == 0
     finally:
         factory.close_all()
+
+
+def test_keys_from_ssh_agent_are_used_when_no_identity_file_is_set(
+    cluster_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    cluster: Cluster = cluster_factory(1)
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        env = {"SSH_AUTH_SOCK": str(sock), "PATH": "/usr/bin:/bin"}
+        subprocess.run(["ssh-add", str(cluster.client_key)], env=env, check=True, capture_output=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        inventory = tmp_path / "inv.yaml"
+        inventory.write_text(f"defaults: {{user: root, known_hosts: {cluster.known_hosts}}}\nnodes: [{cluster.hosts[0].ip}]\n")
+        report = run_command(load_inventory(inventory, environ={}), "hostname")
+        assert report.nodes[0].status == NodeStatus.OK and report.nodes[0].stdout == "h01\n"
+    finally:
+        agent.terminate()
+        agent.wait(timeout=5)
