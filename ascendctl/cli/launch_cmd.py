@@ -1,0 +1,113 @@
+"""`ascendctl launch`, `jobs`, `status`, `logs`, `stop`: run msrun/torchrun jobs on every node and look after them."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from . import app
+from .common import InventoryOpt, cli_errors
+
+JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
+GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
+
+
+class Launcher(str, Enum):
+    msrun = "msrun"
+    torchrun = "torchrun"
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+@cli_errors
+def launch(
+    script: Annotated[list[str], typer.Argument(help="Training script and its arguments (after --).", show_default=False)],
+    launcher: Annotated[Launcher, typer.Option("--launcher", help="msrun (MindSpore) or torchrun (PyTorch).", case_sensitive=False)],
+    inventory: InventoryOpt = None,
+    nproc_per_node: Annotated[Optional[int], typer.Option("--nproc-per-node", min=1, help="Workers per node (default: the node's slots).", show_default=False)] = None,
+    master_addr: Annotated[Optional[str], typer.Option("--master-addr", help="Default: the first node's cluster-interface address.", show_default=False)] = None,
+    master_port: Annotated[Optional[int], typer.Option("--master-port", min=1, max=65535, help="Default: 8118 (msrun), 29500 (torchrun).", show_default=False)] = None,
+    log_dir: Annotated[Optional[str], typer.Option("--log-dir", help="Job log directory on every node (default: <preflight log_dir>/ascendctl/<job>).", show_default=False)] = None,
+    env: Annotated[Optional[list[str]], typer.Option("--env", help="NAME=VALUE exported on every node (repeatable; wins over the inventory).", show_default=False)] = None,
+    rank_table: Annotated[Optional[str], typer.Option("--rank-table", help="Rank table path on the nodes (RANK_TABLE_FILE).", show_default=False)] = None,
+    rdzv: Annotated[bool, typer.Option("--rdzv", help="torchrun: c10d rendezvous instead of static node ranks.")] = False,
+    cluster_timeout: Annotated[int, typer.Option("--cluster-timeout", min=1, help="msrun --cluster_time_out (seconds).")] = 600,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each node's command line and environment; start nothing.")] = False,
+    detach: Annotated[bool, typer.Option("--detach", help="Start and return; follow later with `ascendctl logs JOB -f`.")] = False,
+    no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip the ssh/master_port/npu_stale_procs checks.")] = False,
+    grace: GraceOpt = 10.0,
+) -> None:
+    """Launch an msrun or torchrun job on every node; stream its output; tear everything down on failure."""
+    from ..inventory import load_inventory
+    from ..launch import DRY_RUN_JOB_ID, LaunchOptions, build_plan, launch_job
+    from ..ui import launch_view
+
+    options = LaunchOptions(launcher.value, tuple(script), nproc_per_node, master_addr, master_port, log_dir, tuple(env or ()),
+                            rank_table, rdzv, cluster_timeout, grace)
+    inv = load_inventory(inventory)
+    if dry_run:
+        launch_view.show_plan(build_plan(inv, options, job_id=DRY_RUN_JOB_ID))
+        raise typer.Exit(0)
+    outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=launch_view.line_sink(inv.names),
+                         on_notice=launch_view.notice)
+    launch_view.show_outcome(outcome)
+    raise typer.Exit(int(outcome.exit_code))
+
+
+@app.command()
+@cli_errors
+def jobs() -> None:
+    """List the jobs `ascendctl launch` recorded."""
+    from ..jobs import list_jobs
+    from ..ui import launch_view
+
+    launch_view.show_jobs(list_jobs())
+
+
+@app.command()
+@cli_errors
+def status(job: JobArg = None, inventory: InventoryOpt = None) -> None:
+    """Show a job's nodes, pids, exit codes and logs (asks the nodes while it runs)."""
+    from ..inventory import load_inventory
+    from ..jobs import load_job
+    from ..launch import refresh_job
+    from ..ui import launch_view
+
+    record = load_job(job)
+    record = refresh_job(record, load_inventory(inventory) if inventory else None)
+    launch_view.show_status(record)
+    raise typer.Exit(0 if record.status in ("running", "succeeded") else 1)
+
+
+@app.command()
+@cli_errors
+def logs(
+    job: JobArg = None,
+    follow: Annotated[bool, typer.Option("-f", "--follow", help="Follow until the launchers end (Ctrl-C detaches).")] = False,
+    node: Annotated[Optional[str], typer.Option("--node", help="Only this node.", show_default=False)] = None,
+    inventory: InventoryOpt = None,
+) -> None:
+    """Print or follow a job's launcher logs, `[node]`-prefixed."""
+    from ..inventory import load_inventory
+    from ..jobs import load_job
+    from ..launch import job_logs
+    from ..ui import launch_view
+
+    names = [n.name for n in load_job(job).nodes]
+    outcome = job_logs(job, follow_logs=follow, node=node, on_line=launch_view.line_sink(names),
+                       inventory=load_inventory(inventory) if inventory else None)
+    raise typer.Exit(130 if outcome.interrupted else 0)
+
+
+@app.command()
+@cli_errors
+def stop(job: JobArg = None, grace: GraceOpt = 10.0, inventory: InventoryOpt = None) -> None:
+    """Stop a (detached) job on every node: SIGTERM, then SIGKILL after --grace."""
+    from ..inventory import load_inventory
+    from ..launch import stop_job
+    from ..ui import launch_view
+
+    record = stop_job(job, grace=grace, inventory=load_inventory(inventory) if inventory else None)
+    launch_view.show_status(record)
+    raise typer.Exit(0 if all(n.error is None for n in record.nodes) else 1)

@@ -1,0 +1,109 @@
+"""Rendering of `ascendctl launch`, `jobs`, `status`, `logs` and `stop`.
+
+Node output is streamed to stdout as `[node] line`, one colour per node on a terminal and
+plain in a pipe; notices and the failure summary's error lines go to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Callable
+
+from rich.text import Text
+
+from ..jobs import JobRecord
+from ..launch import LaunchOutcome, LaunchPlan, render_plan
+from . import error, out
+
+PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
+           "bright_green", "bright_yellow", "bright_blue", "red")
+
+
+def show_plan(plan: LaunchPlan) -> None:
+    """The dry-run text, byte for byte."""
+    sys.stdout.write(render_plan(plan))
+    sys.stdout.flush()
+
+
+def line_sink(names: list[str]) -> Callable[[str, str], None]:
+    """A thread-safe printer of `[node] line`; coloured per node only when stdout is a terminal."""
+    lock = threading.Lock()
+    colour = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+    width = max((len(n) for n in names), default=0) + 2
+    terminal = out.is_terminal and not out.no_color
+
+    def sink(node: str, line: str) -> None:
+        prefix = f"[{node}]".ljust(width)
+        with lock:
+            if terminal:
+                text = Text(prefix, style=colour.get(node, "white"))
+                text.append(" " + line)
+                out.print(text, markup=False, highlight=False)
+            else:
+                sys.stdout.write(f"{prefix} {line}\n")
+                sys.stdout.flush()
+
+    return sink
+
+
+def notice(message: str) -> None:
+    """A one-line progress notice on stderr."""
+    error(message, level="notice")
+
+
+def _when(stamp: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
+
+
+def _node_state(record: JobRecord) -> list[str]:
+    lines = []
+    for n in record.nodes:
+        state = f"exit {n.exit_code}" if n.exit_code is not None else ("running" if record.status == "running" and not n.error else "unknown")
+        extra = "".join([f", {n.signal} sent" if n.signal else "", f", {n.error}" if n.error else ""])
+        lines.append(f"  {n.name:<12} node rank {n.rank:<3} pid {n.pid or '-':<8} {state}{extra}  log {n.log}")
+    return lines
+
+
+def show_outcome(outcome: LaunchOutcome) -> None:
+    """The end-of-job summary: every node's exit, the first failure, where the logs are."""
+    record = outcome.record
+    if outcome.detached:
+        out.print(f"job {record.id} started on {len(record.nodes)} nodes (detached)", markup=False)
+        out.print("\n".join(_node_state(record)), markup=False)
+        out.print(f"follow it: ascendctl logs {record.id} -f    stop it: ascendctl stop {record.id}", markup=False)
+        return
+    out.print(f"job {record.id}: {record.status}", markup=False)
+    out.print("\n".join(_node_state(record)), markup=False)
+    out.print(f"logs: {record.log_dir}/<node>/ on each node", markup=False)
+    first = record.first_failure
+    if first:
+        rank = f" (rank {first['rank']})" if first.get("rank") is not None else ""
+        error(f"failed first: {first['reason']}", subject=f"{first['node']}{rank}",
+              hint=f"gather the logs with `ascendctl collect {record.id}`")
+    elif outcome.interrupted:
+        error("job stopped on every node", subject="interrupted", hint=f"gather the logs with `ascendctl collect {record.id}`")
+
+
+def show_jobs(records: list[JobRecord]) -> None:
+    """One line per recorded job, newest last."""
+    if not records:
+        out.print("no jobs recorded", markup=False)
+        return
+    out.print(f"{'JOB':<22} {'STATUS':<12} {'LAUNCHER':<9} {'NODES':>5}  {'STARTED':<19}  SCRIPT", markup=False)
+    for r in records:
+        out.print(f"{r.id:<22} {r.status:<12} {r.launcher:<9} {len(r.nodes):>5}  {_when(r.started):<19}  {' '.join(r.script)}",
+                  markup=False)
+
+
+def show_status(record: JobRecord) -> None:
+    """One job in detail."""
+    out.print(f"job {record.id}: {record.status} ({record.launcher}, master {record.master_addr}:{record.master_port})",
+              markup=False)
+    out.print(f"started {_when(record.started)}, ended {_when(record.ended)}; logs under {record.log_dir}", markup=False)
+    out.print("\n".join(_node_state(record)), markup=False)
+    if record.first_failure:
+        f = record.first_failure
+        rank = f" rank {f['rank']}" if f.get("rank") is not None else ""
+        out.print(f"first failure: {f['node']}{rank}: {f['reason']}", markup=False)

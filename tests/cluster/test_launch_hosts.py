@@ -1,0 +1,168 @@
+"""`ascendctl launch` of real msrun and torchrun jobs over real SSH to real test hosts (no mocks).
+
+Hosts share this machine's filesystem (so the venv's python, msrun and torchrun) and pid
+namespace, so "no process of the job left" is checked with `ps` on each host, which sees all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.harness import Cluster, HostSpec
+
+JOBS = Path(__file__).resolve().parent.parent / "jobs"
+ASCENDCTL = [sys.executable, "-m", "ascendctl"]
+FAST = {"JOB_TIMEOUT": "60"}
+
+
+def hosts(n: int = 3) -> list[HostSpec]:
+    """The venv's python may live under /root (pyenv), so the hosts keep this machine's home."""
+    return [HostSpec(f"h{i:02d}", private_home=False) for i in range(1, n + 1)]
+
+
+def inventory(cluster: Cluster, tmp_path: Path) -> Path:
+    return cluster.write_inventory(tmp_path / "inv.yaml", defaults={"slots": 2, "python": sys.executable,
+                                                                    "command_timeout": 60})
+
+
+def start(inv: Path, tmp_path: Path, launcher: str, script: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`ascendctl launch` in a subprocess; `env` goes to the job on every node through --env."""
+    job_env = [f"--env={k}={v}" for k, v in {**(env or {}), "PYTHONUNBUFFERED": "1"}.items()]
+    argv = [*ASCENDCTL, "launch", "-i", str(inv), "--launcher", launcher, "--log-dir", str(tmp_path / "logs"),
+            "--grace", "3", "--cluster-timeout", "60", *job_env, *extra, "--", str(JOBS / script)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 150) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def last_job() -> dict[str, Any]:
+    jobs = sorted((Path(os.environ["XDG_STATE_HOME"]) / "ascendctl" / "jobs").glob("*.json"))
+    return json.loads(jobs[-1].read_text())
+
+
+def job_processes(cluster: Cluster, script: str) -> list[str]:
+    """Processes of the job seen by `ps` on every host (the hosts share one pid namespace)."""
+    left = []
+    for host in cluster.hosts:
+        ps = cluster.run_on(host, ["ps", "-eo", "pid,args"])
+        left += [f"{host.name}: {line}" for line in ps.stdout.splitlines() if script in line or "ASCENDCTL_JOB" in line]
+    return left
+
+
+def wait_for_lines(proc: subprocess.Popen[str], pattern: str, count: int, timeout: float) -> list[str]:
+    """Read stdout until `pattern` matched `count` distinct texts (the job is then running everywhere).
+
+    Matches are searched in the whole output: two workers writing at once can share a line.
+    """
+    assert proc.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while len(set(re.findall(pattern, "\n".join(seen)))) < count:
+        assert time.monotonic() < deadline, "\n".join(seen[-30:])
+        line = proc.stdout.readline()
+        assert line, "launch ended early:\n" + "\n".join(seen[-30:])
+        seen.append(line.rstrip("\n"))
+    return seen
+
+
+def test_torchrun_gloo_allreduce_on_three_hosts(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inventory(cluster, tmp_path)
+    code, out, err = finish(start(inv, tmp_path, "torchrun", "allreduce_torch.py", env=FAST))
+    assert code == 0, out[-3000:] + err[-3000:]
+    for node_rank, host in enumerate(cluster.hosts):
+        log = (tmp_path / "logs" / host.name / "launcher.log").read_text()
+        for rank in (2 * node_rank, 2 * node_rank + 1):
+            assert f"rank {rank}: allreduce sum 15 expected 15" in log
+            assert f"[{host.name}] rank {rank}: allreduce sum 15 expected 15" in out
+    job = last_job()
+    assert job["status"] == "succeeded" and [n["exit_code"] for n in job["nodes"]] == [0, 0, 0]
+    assert [n["rank"] for n in job["nodes"]] == [0, 1, 2]
+    assert job_processes(cluster, "allreduce_torch.py") == []
+
+
+def test_msrun_allreduce_on_three_hosts(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inventory(cluster, tmp_path)
+    code, out, err = finish(start(inv, tmp_path, "msrun", "allreduce_ms.py", "--no-preflight", env={"GLOG_v": "3"}))
+    assert code == 0, out[-3000:] + err[-3000:]
+    for node_rank, host in enumerate(cluster.hosts):
+        for rank in (2 * node_rank, 2 * node_rank + 1):
+            log = (tmp_path / "logs" / host.name / "workers" / f"worker_{rank}.log").read_text()
+            assert f"rank {rank}: allreduce sum 15 expected 15" in log
+    assert last_job()["status"] == "succeeded"
+    assert job_processes(cluster, "allreduce_ms.py") == []
+
+
+def test_failing_rank_tears_down_every_node_and_is_named_first(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inventory(cluster, tmp_path)
+    proc = start(inv, tmp_path, "torchrun", "allreduce_torch.py", "--no-preflight", env={**FAST, "JOB_FAIL_RANK": "3", "JOB_SLEEP": "2"})
+    wait_for_lines(proc, r"rank \d/6 started", 6, 90)
+    failed_at = time.monotonic()
+    code, out, err = finish(proc)
+    assert time.monotonic() - failed_at < 3 + 2 + 8  # the failure itself, then grace 3 s
+    assert code == 1
+    assert "h02 (rank 3): failed first: launcher exited 1" in err
+    assert "ascendctl collect" in err
+    job = last_job()
+    assert job["status"] == "failed" and job["first_failure"]["node"] == "h02" and job["first_failure"]["rank"] == 3
+    assert job["nodes"][1]["exit_code"] == 1
+    assert all(n["exit_code"] is not None for n in job["nodes"]), job["nodes"]
+    assert job_processes(cluster, "allreduce_torch.py") == []
+
+
+def test_failing_msrun_rank_is_named_from_its_worker_log(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inventory(cluster, tmp_path)
+    proc = start(inv, tmp_path, "msrun", "allreduce_ms.py", "--no-preflight", env={"GLOG_v": "3", "JOB_FAIL_RANK": "3", "JOB_SLEEP": "2"})
+    wait_for_lines(proc, r"rank \d/6 started", 2, 120)  # msrun tails only this node's workers; any start will do
+    code, out, err = finish(proc)
+    assert code == 1, out[-3000:] + err[-3000:]
+    assert "h02 (rank 3): failed first: launcher exited 1" in err
+    assert last_job()["first_failure"]["rank"] == 3
+    assert job_processes(cluster, "allreduce_ms.py") == []
+
+
+def test_ctrl_c_tears_down_every_node_and_exits_130(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inventory(cluster, tmp_path)
+    proc = start(inv, tmp_path, "torchrun", "allreduce_torch.py", "--no-preflight", env={**FAST, "JOB_SLEEP": "120"})
+    wait_for_lines(proc, r"rank \d/6 started", 6, 90)
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc, 30)
+    assert code == 130, err
+    assert "interrupted" in err
+    assert last_job()["status"] == "interrupted"
+    assert job_processes(cluster, "allreduce_torch.py") == []
+
+
+def test_host_lost_mid_job_is_reported_unreachable_and_the_others_torn_down(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inventory(cluster, tmp_path)
+    proc = start(inv, tmp_path, "torchrun", "allreduce_torch.py", "--no-preflight", env={**FAST, "JOB_SLEEP": "120"})
+    wait_for_lines(proc, r"rank \d/6 started", 6, 90)
+    cluster.stop_sshd("h03", kill_sessions=True)
+    code, out, err = finish(proc, 60)
+    assert code == 1
+    assert "h03: failed first: unreachable" in err
+    job = last_job()
+    assert job["first_failure"]["node"] == "h03"
+    assert "unreachable" in job["nodes"][2]["error"]
+    # h01 and h02 are clean; h03 cannot be reached, so its launcher (in its own session) is left to the harness.
+    marked = subprocess.run(["sh", "-c", "grep -lzE 'ASCENDCTL_JOB=.*/h0[12]$' /proc/[0-9]*/environ"],
+                            capture_output=True, text=True).stdout.split()
+    assert marked == []

@@ -1,0 +1,219 @@
+"""`ascendctl launch`: plan golden files, the pure remote-command builders, and whole jobs on local nodes.
+
+The local-node tests use a stand-in launcher (a shell script named torchrun next to the node's
+`python`), so they run in seconds; real msrun/torchrun jobs are in tests/cluster/test_launch_hosts.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from ascendctl.cli import app
+from ascendctl.errors import UsageError
+from ascendctl.inventory import load_inventory
+from ascendctl.jobs import list_jobs, load_job
+from ascendctl.launch import (LaunchOptions, build_plan, failed_rank, follow_command, launch_job, launcher_binary, parse_address,
+                              parse_exit_tag, parse_env_assignments, render_plan, start_command, teardown_command)
+
+runner = CliRunner()
+GOLDEN = Path(__file__).parent / "golden" / "launch"
+GOLDEN_CASES = {
+    "msrun.txt": ["--launcher", "msrun", "--env", "EXTRA=a b", "--rank-table", "/shared/rank_table.json", "--",
+                  "/shared/train.py", "--epochs", "2"],
+    "torchrun.txt": ["--launcher", "torchrun", "--nproc-per-node", "2", "--master-port", "29600", "--", "/shared/train.py"],
+    "torchrun-rdzv.txt": ["--launcher", "torchrun", "--rdzv", "--master-addr", "10.0.0.1", "--log-dir", "/data/logs/j1", "--",
+                          "/shared/train.py", "--lr", "0.1 0.2"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
+def test_dry_run_matches_golden_byte_for_byte(name: str, update_golden: bool) -> None:
+    inventory = GOLDEN / "four_nodes" / "inventory.yaml"
+    result = runner.invoke(app, ["launch", "-i", str(inventory), "--dry-run", *GOLDEN_CASES[name]], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    golden = GOLDEN / "four_nodes" / name
+    if update_golden:
+        golden.write_text(result.stdout, encoding="utf-8")
+    assert result.stdout == golden.read_text(encoding="utf-8")
+
+
+def test_dry_run_changes_nothing(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["launch", "-i", str(GOLDEN / "four_nodes" / "inventory.yaml"), "--launcher", "msrun",
+                                 "--dry-run", "--", "x.py"], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert list_jobs() == []
+
+
+@pytest.mark.parametrize("bad", ["1BAD=x", "A-B=x", "=x", "NOEQUALS"])
+def test_bad_env_names_are_usage_errors_naming_them(bad: str) -> None:
+    result = runner.invoke(app, ["launch", "--launcher", "torchrun", "--env", bad, "--dry-run", "--", "x.py"])
+    assert result.exit_code == 2
+    assert repr(bad) in result.stderr
+    with pytest.raises(UsageError):
+        parse_env_assignments([bad])
+
+
+def test_plan_ranks_world_size_and_env_precedence() -> None:
+    inv = load_inventory(GOLDEN / "four_nodes" / "inventory.yaml")
+    options = LaunchOptions("msrun", ("t.py",), env=("GLOG_v=1",))
+    plan = build_plan(inv, options, job_id="j", addresses={"node04": "192.168.1.14"})
+    assert [n.rank for n in plan.nodes] == [0, 1, 2, 3] and plan.world_size == 32
+    env = dict(plan.nodes[3].env)
+    assert env["HCCL_IF_IP"] == "192.168.1.14" and env["GLOG_v"] == "1"  # --env wins over the inventory
+    assert plan.master_addr == "192.168.1.11" and plan.master_port == 8118
+    assert "--node_rank=3" in plan.nodes[3].command and plan.log_dir == "/tmp/ascendctl/j"
+
+
+def test_launcher_binary_next_to_an_absolute_python_else_on_path() -> None:
+    inv = load_inventory(GOLDEN / "four_nodes" / "inventory.yaml")
+    node = inv.nodes[0]
+    assert launcher_binary(node, "msrun") == "/opt/venv/bin/msrun"
+    from dataclasses import replace
+    assert launcher_binary(replace(node, python="python3"), "torchrun") == "torchrun"
+
+
+def test_parsers() -> None:
+    assert parse_address("2: eth0    inet 10.213.1.11/16 brd 10.213.255.255 scope global eth0\\") == "10.213.1.11"
+    assert parse_address("") is None
+    assert parse_exit_tag("noise\nascendctl-exit:1 1763840000.5\n") == (1, 1763840000.5)
+    assert parse_exit_tag("ascendctl-exit:none none\n") == (None, None)
+    assert parse_exit_tag("connection lost") is None
+    torch_log = "Root Cause (first observed failure):\n[0]:\n  time      : x\n  rank      : 3 (local_rank: 1)\n  exitcode  : 1\n"
+    assert failed_rank("torchrun", torch_log) == 3
+    assert failed_rank("torchrun", "no summary") is None
+    assert failed_rank("msrun", "log\n--- traceback in:\n/l/workers/worker_5.log\n/l/workers/worker_12.log\n") == 5
+    assert failed_rank("msrun", "log\n--- traceback in:\n") is None
+
+
+def test_remote_commands_are_valid_shell_and_quote_everything() -> None:
+    inv = load_inventory(GOLDEN / "four_nodes" / "inventory.yaml")
+    plan = build_plan(inv, LaunchOptions("torchrun", ("t.py", "a b;rm -rf /")), job_id="j1")
+    for command in (start_command("j1", plan.nodes[0]), follow_command(plan.nodes[0].dir, 42), teardown_command("j1", "node01", 2)):
+        assert subprocess.run(["sh", "-n", "-c", command]).returncode == 0
+    assert "'a b;rm -rf /'" in plan.nodes[0].command
+    assert "ASCENDCTL_JOB=j1/node01" in teardown_command("j1", "node01", 2)
+
+
+# -- whole jobs on local nodes with a stand-in launcher ---------------------------------------
+FAKE_TORCHRUN = """#!/bin/sh
+# Stand-in launcher: prints its arguments, then does what $FAKE_<node rank> says.
+for a in "$@"; do case $a in --node-rank=*) rank=${a#--node-rank=};; esac; done
+echo "launcher rank $rank args: $*"
+eval "what=\\${FAKE_$rank:-ok}"
+case $what in
+  ok) sleep 0.3; echo "rank $rank done"; exit 0;;
+  fail) sleep 0.5; echo "rank $rank failing"; exit 7;;
+  sleep) sh -c 'sleep 60' & sleep 60;;
+esac
+"""
+
+
+@pytest.fixture
+def local_inventory(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "torchrun").write_text(FAKE_TORCHRUN)
+    (bin_dir / "torchrun").chmod(0o755)
+    path = tmp_path / "inv.yaml"
+    path.write_text(f"defaults:\n  transport: local\n  slots: 1\n  python: {bin_dir}/python\n"
+                    "nodes:\n  - {name: a, host: 127.0.0.1}\n  - {name: b, host: 127.0.0.2}\n  - {name: c, host: 127.0.0.3}\n")
+    return path
+
+
+def marked(job_id: str) -> list[str]:
+    out = subprocess.run(["sh", "-c", f"grep -lzF {shlex.quote('ASCENDCTL_JOB=' + job_id)} /proc/[0-9]*/environ"],
+                         capture_output=True, text=True).stdout
+    return out.split()
+
+
+def test_local_job_succeeds_streams_prefixed_output_and_records_the_job(local_inventory: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight",
+                                 "--log-dir", str(tmp_path / "logs"), "--", "train.py"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "[a] rank 0 done" in result.stdout and "[c] rank 2 done" in result.stdout
+    record = load_job()
+    assert record.status == "succeeded" and [n.exit_code for n in record.nodes] == [0, 0, 0]
+    assert all(n.pid for n in record.nodes)
+    jobs = runner.invoke(app, ["jobs"], catch_exceptions=False)
+    assert record.id in jobs.stdout and "succeeded" in jobs.stdout
+    logs = runner.invoke(app, ["logs", record.id, "--node", "b"], catch_exceptions=False)
+    assert "[b] rank 1 done" in logs.stdout and "[a]" not in logs.stdout
+
+
+def test_local_failure_tears_the_others_down_and_names_the_node(local_inventory: Path, tmp_path: Path) -> None:
+    inv = load_inventory(local_inventory)
+    lines: list[tuple[str, str]] = []
+    started = time.monotonic()
+    outcome = launch_job(inv, LaunchOptions("torchrun", ("t.py",), env=("FAKE_0=sleep", "FAKE_1=fail", "FAKE_2=sleep"), grace=2,
+                                        log_dir=str(tmp_path / "logs")), preflight=False, on_line=lambda n, l: lines.append((n, l)))
+    assert time.monotonic() - started < 10
+    assert int(outcome.exit_code) == 1
+    record = outcome.record
+    assert record.status == "failed" and record.first_failure is not None and record.first_failure["node"] == "b"
+    assert record.nodes[1].exit_code == 7
+    assert record.nodes[0].signal == "SIGTERM" and record.nodes[0].exit_code is not None
+    assert ("b", "rank 1 failing") in lines
+    assert marked(record.id) == []
+
+
+def test_detach_status_logs_follow_and_stop(local_inventory: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--detach",
+                                 "--env", "FAKE_0=sleep", "--log-dir", str(tmp_path / "logs"), "--", "t.py"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    record = load_job()
+    assert "detached" in result.stdout and record.status == "running"
+    status = runner.invoke(app, ["status", record.id], catch_exceptions=False)
+    assert status.exit_code == 0 and "running" in status.stdout
+    assert marked(record.id)
+    stop = runner.invoke(app, ["stop", record.id, "--grace", "1"], catch_exceptions=False)
+    assert stop.exit_code == 0, stop.output
+    assert load_job(record.id).status == "stopped"
+    assert marked(record.id) == []
+    follow = runner.invoke(app, ["logs", record.id, "-f"], catch_exceptions=False)
+    assert follow.exit_code == 0 and "[b] launcher rank 1 args:" in follow.stdout
+
+
+def test_unknown_job_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["status", "nope"])
+    assert result.exit_code == 2 and "no jobs recorded" in result.stderr
+
+
+def test_preflight_failure_refuses_to_start(tmp_path: Path) -> None:
+    path = tmp_path / "inv.yaml"
+    path.write_text("defaults:\n  connect_timeout: 1\n  connect_retries: 0\nnodes:\n  - {name: x, host: 127.0.0.1, port: 1}\n")
+    result = runner.invoke(app, ["launch", "-i", str(path), "--launcher", "msrun", "--", "t.py"])
+    assert result.exit_code == 4, result.output
+    assert "preflight failed, nothing started" in result.stderr and "x: ssh: unreachable" in result.stderr
+    assert list_jobs() == []
+
+
+def test_job_record_round_trips(local_inventory: Path, tmp_path: Path) -> None:
+    runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--log-dir",
+                        str(tmp_path / "l"), "--", "t.py"], catch_exceptions=False)
+    record = load_job()
+    data: dict[str, Any] = json.loads(json.dumps(record.to_dict()))
+    assert data["nodes"][0]["command"].endswith("t.py") and data["log_dir"] == str(tmp_path / "l")
+    assert os.path.basename(data["nodes"][0]["log"]) == "launcher.log"
+
+
+def test_recorded_env_is_plain_and_redacts_secrets() -> None:
+    from ascendctl.launch import recorded_env
+
+    env = recorded_env([("PATH", "/v/bin:\"$PATH\""), ("NOTE", "'a b'"), ("HF_TOKEN", "abc")])
+    assert env == {"PATH": "/v/bin:$PATH", "NOTE": "a b", "HF_TOKEN": "<redacted>"}
+
+
+def test_launch_core_imports_neither_typer_nor_rich() -> None:
+    import sys
+
+    code = "import ascendctl.launch, sys; assert not {'typer', 'rich', 'click'} & set(sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True)
