@@ -1,0 +1,57 @@
+"""`ascendctl collect`: gather a triage bundle from every node."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import app
+from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
+                     cli_errors, flags_of)
+
+
+@app.command()
+@cli_errors
+def collect(
+    job: Annotated[Optional[str], typer.Argument(help="Job id (a unique prefix) or 'last'; default: no job, node state and recent logs.",
+                                                 show_default=False)] = None,
+    inventory: InventoryOpt = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Bundle to write: NAME.tar.gz, or a directory.",
+                                                   show_default=False)] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="Logs newer than this: 2h, 30m, epoch or ISO time (default: job start, else 24h).",
+                                                 show_default=False)] = None,
+    msprof: Annotated[Optional[str], typer.Option("--msprof", help="Profiler output dir on the nodes; only its summary CSVs are taken.",
+                                                  show_default=False)] = None,
+    max_node_size: Annotated[str, typer.Option("--max-node-size", help="Cap per node (newest files kept).")] = "200M",
+    max_total_size: Annotated[Optional[str], typer.Option("--max-total-size", help="Cap for the whole bundle.",
+                                                          show_default=False)] = None,
+    comm_limit: Annotated[float, typer.Option("--comm-limit", help="Flag ranks whose communication exceeds this share of step time.",
+                                              min=0.0, max=1.0)] = 0.15,
+    as_json: JsonOpt = False,
+    connect_timeout: ConnectTimeoutOpt = None,
+    command_timeout: CommandTimeoutOpt = None,
+    fanout: FanoutOpt = None,
+    accept_new_host_keys: AcceptKeysOpt = False,
+) -> None:
+    """Collect vendor-tool state, kernel messages, plogs, launcher logs and msprof summaries into one bundle."""
+    from ..collect import CollectOptions, collect_bundle, parse_since, parse_size
+    from ..inventory import load_inventory
+    from ..jobs import load_job
+    from ..ui import collect_view, progress
+
+    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
+                     accept_new_host_keys=accept_new_host_keys)
+    inv = load_inventory(inventory, flags=flags)
+    record = load_job(None if job == "last" else job) if job else None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    options = CollectOptions(
+        output=output or Path(f"ascendctl-collect-{record.id if record else stamp}.tar.gz"), job=record,
+        since=parse_since(since) if since else None, msprof_dir=msprof, max_node_size=parse_size(max_node_size),
+        max_total_size=parse_size(max_total_size) if max_total_size else None, comm_limit=comm_limit)
+    with progress("collect") as sink:
+        report = collect_bundle(inv, options, on_event=sink)
+    collect_view.show_collect(report, as_json=as_json, argv=argv_now())
+    raise typer.Exit(int(report.exit_code))

@@ -1,0 +1,277 @@
+"""Summaries over a collected bundle: topology majority diff and msprof per-rank step breakdown.
+
+Pure parsers and evaluators (text in, frozen records out) plus `summarize_bundle`, which
+only reads files of a bundle directory; `collect` prints them and `triage` reads them.
+Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping, Sequence
+
+from .parsers import ParseError
+from .parsers.npu_smi import TopoMatrix, parse_npu_topo, parse_nvidia_topo
+
+log = logging.getLogger(__name__)
+
+COMM_SHARE_LIMIT = 0.15  # communication above 15% of step time is flagged
+STRAGGLER_FACTOR = 1.2  # step time above 1.2x the median rank's is a straggler
+
+TOPO_FILES = {"npu-smi.topo.txt": parse_npu_topo, "nvidia-smi.topo.txt": parse_nvidia_topo}
+
+
+# --- topology -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CellDiff:
+    """One matrix cell that differs from the majority; '' when the row or column is missing."""
+
+    row: str
+    column: str
+    expected: str
+    actual: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"row": self.row, "column": self.column, "expected": self.expected, "actual": self.actual}
+
+
+@dataclass(frozen=True, slots=True)
+class TopoOutlier:
+    """A node whose matrix differs from the majority's, with the differing cells."""
+
+    node: str
+    cells: tuple[CellDiff, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopoSummary:
+    """The majority matrix's nodes and every node that differs from it."""
+
+    tool: str  # npu-smi | nvidia-smi
+    majority: tuple[str, ...]
+    outliers: tuple[TopoOutlier, ...]
+    devices: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "devices": list(self.devices),
+            "majority": list(self.majority),
+            "outliers": [{"node": o.node, "cells": [c.to_dict() for c in o.cells]} for o in self.outliers],
+        }
+
+
+def matrix_cells(matrix: TopoMatrix) -> dict[tuple[str, str], str]:
+    """(row, column) -> link type for every cell of the link matrix (affinity columns excluded)."""
+    return {(row.name, column): link for row in matrix.rows for column, link in zip(matrix.columns, row.links)}
+
+
+def compare_topologies(matrices: Mapping[str, TopoMatrix], *, tool: str = "npu-smi") -> TopoSummary:
+    """Find the majority matrix (ties: the first node's in order) and flag every node that differs, cell by cell."""
+    cells = {node: matrix_cells(m) for node, m in matrices.items()}
+    keys = {node: tuple(sorted(c.items())) for node, c in cells.items()}
+    if not keys:
+        return TopoSummary(tool, (), ())
+    counts = Counter(keys.values())
+    best = max(counts.values())
+    reference_key = next(k for k in keys.values() if counts[k] == best)
+    reference_node = next(n for n, k in keys.items() if k == reference_key)
+    reference = cells[reference_node]
+    majority = tuple(n for n, k in keys.items() if k == reference_key)
+    outliers = []
+    for node, own in cells.items():
+        if keys[node] == reference_key:
+            continue
+        diffs = [
+            CellDiff(row, column, reference.get((row, column), ""), own.get((row, column), ""))
+            for row, column in sorted(set(reference) | set(own), key=_cell_order)
+            if reference.get((row, column)) != own.get((row, column))
+        ]
+        outliers.append(TopoOutlier(node, tuple(diffs)))
+    return TopoSummary(tool, majority, tuple(outliers), matrices[reference_node].devices)
+
+
+def _cell_order(cell: tuple[str, str]) -> tuple[Any, ...]:
+    return tuple(_natural(part) for part in cell)
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
+
+
+# --- msprof -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RankProfile:
+    """One rank's step time split into computation and communication (microseconds per step)."""
+
+    rank: str  # "<node>/<PROF dir> dev <id>"
+    steps: int
+    step_us: float  # median iteration time
+    comm_us: float  # communication per step
+    comm_share: float
+    comm_flag: bool = False
+    straggler: bool = False
+
+    @property
+    def compute_us(self) -> float:
+        return max(self.step_us - self.comm_us, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "steps": self.steps, "step_us": round(self.step_us, 3),
+                "compute_us": round(self.compute_us, 3), "comm_us": round(self.comm_us, 3),
+                "comm_share": round(self.comm_share, 4), "comm_flag": self.comm_flag, "straggler": self.straggler}
+
+
+@dataclass(frozen=True, slots=True)
+class MsprofSummary:
+    """Per-rank profiles, the median step time and the limits they were judged by."""
+
+    ranks: tuple[RankProfile, ...]
+    median_step_us: float
+    comm_limit: float
+    straggler_factor: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ranks": [r.to_dict() for r in self.ranks], "median_step_us": round(self.median_step_us, 3),
+                "comm_limit": self.comm_limit, "straggler_factor": self.straggler_factor,
+                "comm_flagged": [r.rank for r in self.ranks if r.comm_flag],
+                "stragglers": [r.rank for r in self.ranks if r.straggler]}
+
+
+def _rows(text: str) -> list[dict[str, str]]:
+    return [{(k or "").strip(): (v or "").strip() for k, v in row.items()} for row in csv.DictReader(io.StringIO(text))]
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, "", "N/A", "NA") else None
+    except ValueError:
+        return None
+
+
+def parse_step_trace(text: str) -> dict[str, list[float]]:
+    """step_trace CSV (current or legacy header) -> device id ('' when the file has none) -> iteration times (us)."""
+    header = text.splitlines()[0] if text else ""
+    if "Iteration Time(us)" not in header:
+        raise ParseError("step_trace CSV without an 'Iteration Time(us)' column")
+    steps: dict[str, list[float]] = {}
+    for row in _rows(text):
+        value = _number(row.get("Iteration Time(us)"))
+        if value is not None:
+            steps.setdefault(row.get("Device_id", ""), []).append(value)
+    return steps
+
+
+def parse_comm_statistic(text: str) -> dict[str, float]:
+    """communication_statistic / hccl_statistic CSV -> device id ('' when none) -> total communication time (us)."""
+    header = text.splitlines()[0] if text else ""
+    if "Total Time(us)" not in header:
+        raise ParseError("communication statistic CSV without a 'Total Time(us)' column")
+    totals: dict[str, float] = {}
+    for row in _rows(text):
+        value = _number(row.get("Total Time(us)"))
+        if value is not None:
+            device = row.get("Device_id", "")
+            totals[device] = totals.get(device, 0.0) + value
+    return totals
+
+
+def summarize_msprof(
+    step_traces: Mapping[str, str],
+    comm_stats: Mapping[str, str],
+    *,
+    comm_limit: float = COMM_SHARE_LIMIT,
+    straggler_factor: float = STRAGGLER_FACTOR,
+) -> MsprofSummary:
+    """Per rank step/compute/comm times from CSV texts keyed by profile (a PROF_* dir); flags comm share and stragglers."""
+    ranks = []
+    for source, text in sorted(step_traces.items()):
+        try:
+            steps = parse_step_trace(text)
+            comm = parse_comm_statistic(comm_stats[source]) if source in comm_stats else {}
+        except ParseError as exc:
+            log.info("%s: %s", source, exc)
+            continue
+        for device, times in sorted(steps.items()):
+            step = statistics.median(times)
+            comm_total = comm.get(device, comm.get("", 0.0) if len(steps) == 1 else 0.0)
+            per_step = comm_total / len(times)
+            share = per_step / step if step > 0 else 0.0
+            label = f"{source} dev {device}" if device else source
+            ranks.append(RankProfile(label, len(times), step, per_step, share, comm_flag=share > comm_limit))
+    median = statistics.median([r.step_us for r in ranks]) if ranks else 0.0
+    flagged = tuple(
+        RankProfile(r.rank, r.steps, r.step_us, r.comm_us, r.comm_share, r.comm_flag, r.step_us > straggler_factor * median)
+        for r in ranks
+    )
+    return MsprofSummary(flagged, median, comm_limit, straggler_factor)
+
+
+def msprof_kind(path: PurePosixPath) -> str | None:
+    """'step_trace' or 'comm' for a msprof summary CSV name (both naming generations), else None."""
+    name = path.name
+    if name.startswith("step_trace") and name.endswith(".csv") and not name.startswith("step_trace_time"):
+        return "step_trace"
+    if name.startswith(("communication_statistic", "hccl_statistic")) and name.endswith(".csv"):
+        return "comm"
+    return None
+
+
+def _profile_key(node: str, relative: PurePosixPath) -> str:
+    """The PROF_* directory (or the CSV's parent) a CSV belongs to, prefixed with its node."""
+    parts = relative.parts
+    for i in range(len(parts) - 1, -1, -1):
+        if parts[i].startswith("PROF_"):
+            return f"{node}/{parts[i]}"
+    return f"{node}/{relative.parent.name}"
+
+
+def summarize_bundle(directory: Path, nodes: Sequence[str], *, comm_limit: float = COMM_SHARE_LIMIT,
+                     straggler_factor: float = STRAGGLER_FACTOR) -> dict[str, Any]:
+    """Topology and msprof summaries of a bundle directory, as the data `summary.json` holds."""
+    summary: dict[str, Any] = {"topology": [], "msprof": None}
+    for filename, parser in TOPO_FILES.items():
+        matrices = {}
+        for node in nodes:
+            path = directory / node / "commands" / filename
+            if path.is_file():
+                try:
+                    matrices[node] = parser(path.read_text(encoding="utf-8", errors="replace"))
+                except ParseError as exc:
+                    log.info("%s: %s", path, exc)
+        if matrices:
+            summary["topology"].append(compare_topologies(matrices, tool=filename.split(".")[0]).to_dict())
+    step_traces: dict[str, str] = {}
+    comm_stats: dict[str, str] = {}
+    for node in nodes:
+        files = directory / node / "files"
+        if not files.is_dir():
+            continue
+        for path in sorted(files.rglob("*.csv")):
+            if path.is_symlink() or "mindstudio_profiler_output" not in path.parts and "summary" not in path.parts:
+                continue
+            relative = PurePosixPath(path.relative_to(files).as_posix())
+            kind = msprof_kind(relative)
+            if kind is None:
+                continue
+            key = _profile_key(node, relative)
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if kind == "step_trace":
+                step_traces[key] = text
+            else:
+                comm_stats[key] = text
+    if step_traces:
+        summary["msprof"] = summarize_msprof(step_traces, comm_stats, comm_limit=comm_limit,
+                                             straggler_factor=straggler_factor).to_dict()
+    return summary

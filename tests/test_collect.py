@@ -1,0 +1,233 @@
+"""collect: pure command builders, the safe unpacker against crafted tar bytes, and a local end-to-end run."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from ascendctl.cli import app
+from ascendctl.collect import (NodePlan, build_collect_script, command_sections, job_window, member_target, parse_env,
+                               parse_since, parse_size, redact_env, unpack_tar_stream)
+from ascendctl.errors import UsageError
+from ascendctl.jobs import JobRecord
+
+runner = CliRunner()
+
+
+def crafted(*members: tuple[str, dict[str, Any], bytes]) -> io.BytesIO:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, attrs, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            for key, value in attrs.items():
+                setattr(info, key, value)
+            archive.addfile(info, io.BytesIO(data) if data else None)
+    buffer.seek(0)
+    return buffer
+
+
+def test_parse_size_and_since() -> None:
+    assert parse_size("200M") == 200 * 2**20 and parse_size("1G") == 2**30 and parse_size("512") == 512
+    assert parse_size("1.5K") == 1536 and parse_size("10MiB") == 10 * 2**20
+    with pytest.raises(UsageError):
+        parse_size("lots")
+    assert parse_since("2h", now=10000.0) == 10000.0 - 7200 and parse_since("30m", now=100.0) == 100.0 - 1800
+    assert parse_since("1700000000") == 1700000000.0
+    assert parse_since("2026-11-22T19:30:00+00:00") == 1795375800.0
+    with pytest.raises(UsageError):
+        parse_since("yesterday-ish")
+
+
+def test_redact_env_keeps_job_prefixes_and_hides_secrets() -> None:
+    env = {"HCCL_IF_IP": "10.0.0.1", "HCCL_AUTH_TOKEN": "t", "ASCEND_API_KEY": "k", "NCCL_SOCKET_IFNAME": "eth0",
+           "GLOO_PASSWORD": "p", "NCCL_SECRET_X": "s", "PATH": "/bin", "AWS_SECRET_ACCESS_KEY": "x"}
+    assert redact_env(env) == {"ASCEND_API_KEY": "<redacted>", "GLOO_PASSWORD": "<redacted>", "HCCL_AUTH_TOKEN": "<redacted>",
+                               "HCCL_IF_IP": "10.0.0.1", "NCCL_SECRET_X": "<redacted>", "NCCL_SOCKET_IFNAME": "eth0"}
+    assert parse_env("A=1\nHCCL_X=a=b\n continued\n") == {"A": "1", "HCCL_X": "a=b"}
+
+
+def test_command_sections_cover_every_tool_per_device() -> None:
+    names = [name for name, _, _ in command_sections((0, 1), since=1700000000.0)]
+    assert names == ["npu-smi.topo", "npu-smi.health.0", "npu-smi.health.1",
+                     "hccn_tool.link.0", "hccn_tool.net_health.0", "hccn_tool.ip.0",
+                     "hccn_tool.link.1", "hccn_tool.net_health.1", "hccn_tool.ip.1",
+                     "nvidia-smi", "nvidia-smi.topo", "nvidia-smi.ecc", "kernel"]
+    commands = dict((name, cmd) for name, _, cmd in command_sections((3,), since=1700000000.0))
+    assert commands["hccn_tool.net_health.3"] == "hccn_tool -i 3 -net_health -g"
+    assert commands["npu-smi.health.3"] == "npu-smi info -t health -i 3"
+    assert "dmesg -T --since @1700000000" in commands["kernel"] and "journalctl -k" in commands["kernel"]
+
+
+def test_job_window_uses_since_then_job_then_last_day() -> None:
+    job = JobRecord("j", "msrun", "inv", [], "a", 1, "/l", (), started=1000.0, ended=2000.0)
+    assert job_window(job, None, now=5000.0) == (940.0, 2060.0)
+    assert job_window(job, 500.0, now=5000.0) == (500.0, 2060.0)
+    assert job_window(None, None, now=100000.0) == (100000.0 - 86400, None)
+
+
+def test_member_target_maps_staging_and_node_files() -> None:
+    assert member_target("n0nce/commands/kernel.txt", "n0nce") == "commands/kernel.txt"
+    assert member_target("n0nce/files/root/x.log", "n0nce") == "files/root/x.log"
+    assert member_target("root/ascend/log/debug/plog/p.log", "n0nce") == "files/root/ascend/log/debug/plog/p.log"
+    assert member_target("n0nce/", "n0nce") is None
+
+
+def test_unpack_refuses_traversal_absolute_and_links_out(tmp_path: Path) -> None:
+    dest = tmp_path / "bundle" / "node"
+    stream = crafted(
+        ("../../etc/passwd", {}, b"root::0:0\n"),
+        ("/etc/evil", {}, b"x\n"),
+        ("a/../../b", {}, b"x\n"),
+        ("out", {"type": tarfile.SYMTYPE, "linkname": "/etc"}, b""),
+        ("sub/out2", {"type": tarfile.SYMTYPE, "linkname": "../../x"}, b""),
+        ("hard", {"type": tarfile.LNKTYPE, "linkname": "etc/passwd"}, b""),
+        ("fifo", {"type": tarfile.FIFOTYPE}, b""),
+        ("inside", {"type": tarfile.SYMTYPE, "linkname": "dir"}, b""),
+        ("inside/through", {}, b"x\n"),
+        ("dir/ok.txt", {}, b"ok\n"),
+    )
+    result = unpack_tar_stream(stream, dest)
+    assert {r.member: r.reason for r in result.refused} == {
+        "../../etc/passwd": "parent directory reference",
+        "/etc/evil": "absolute path",
+        "a/../../b": "parent directory reference",
+        "out": "symlink to absolute path /etc",
+        "sub/out2": "symlink pointing outside (../../x)",
+        "hard": "hard link",
+        "fifo": "special file",
+        "inside/through": "path goes through a link or file",
+    }
+    assert result.written == ("dir/ok.txt",) and result.error is None
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert written == ["bundle", "bundle/node", "bundle/node/dir", "bundle/node/dir/ok.txt", "bundle/node/inside"]
+    assert os.readlink(dest / "inside") == "dir"
+
+
+def test_unpack_reports_a_stream_cut_short(tmp_path: Path) -> None:
+    data = crafted(("big.log", {}, b"y" * 100000)).getvalue()
+    result = unpack_tar_stream(io.BytesIO(data[:30000]), tmp_path)
+    assert result.error is not None and "broken off" in result.error
+
+
+def plant(root: Path, relative: str, content: bytes | int, age: float) -> Path:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, int):
+        with open(path, "wb") as f:
+            f.truncate(content)
+    else:
+        path.write_bytes(content)
+    stamp = time.time() - age
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def test_collect_script_keeps_newest_files_within_the_budget(tmp_path: Path) -> None:
+    base = tmp_path / "log"
+    plant(base, "debug/plog/plog-1_old.log", b"o" * 1000, age=300)
+    plant(base, "run/plog/plog-2_big.log", 4 * 2**20, age=200)
+    plant(base, "debug/plog/plog-3_new.log", b"n" * 1000, age=100)
+    plant(base, "debug/plog/plog-0_ancient.log", b"a", age=90000)
+    plant(base, "debug/device-0/device-7_1.log", b"d" * 10, age=100)
+    plant(tmp_path, "prof/PROF_1/mindstudio_profiler_output/op_summary_1.csv", b"c", age=0)
+    plant(tmp_path, "prof/PROF_1/device_0/data/raw.bin", b"r", age=0)
+    plan = NodePlan("abc123", time.time() - 3600, None, (), str(base), (str(tmp_path / "launch.log"),),
+                    str(tmp_path / "prof"), budget=2 * 2**20)
+    proc = subprocess.run(["sh", "-c", build_collect_script(plan)], capture_output=True, check=True)
+    dest = tmp_path / "out"
+    result = unpack_tar_stream(io.BytesIO(proc.stdout), dest, rename=lambda n: member_target(n, "abc123"))
+    assert result.refused == () and result.error is None
+    rows = [line.split("\t") for line in (dest / ".meta/selection.tsv").read_text().splitlines()]
+    actions = {Path(r[5]).name: (r[0], r[4]) for r in rows}
+    assert actions == {"plog-3_new.log": ("keep", "plog"), "device-7_1.log": ("keep", "device_log"),
+                       "op_summary_1.csv": ("keep", "msprof"), "plog-2_big.log": ("tail", "plog"),
+                       "plog-1_old.log": ("drop", "plog")}
+    big = dest / "files" / str(base / "run/plog/plog-2_big.log").lstrip("/")
+    assert 0 < big.stat().st_size <= 2 * 2**20
+    assert (dest / "files" / str(base / "debug/plog/plog-3_new.log").lstrip("/")).read_bytes() == b"n" * 1000
+    status = dict(line.split("\t")[:2] for line in (dest / ".meta/status.tsv").read_text().splitlines())
+    assert status["npu-smi.topo"] == "absent" and status["kernel"] in {"0", "1"}
+
+
+def test_collect_local_node_writes_bundle_and_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ASCEND_PROCESS_LOG_PATH", str(tmp_path / "plogs"))
+    monkeypatch.setenv("HCCL_SECRET_KEY", "hidden")
+    plant(tmp_path / "plogs", "debug/plog/plog-42_1.log", b"[ERROR] HCCL(42,python):x\n", age=10)
+    result = runner.invoke(app, ["collect", "-o", "b.tar.gz", "--json", "--since", "1h"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert set(doc) >= {"schema", "command", "status", "exit_code", "errors", "bundle", "manifest", "summary"}
+    node = doc["manifest"]["nodes"][0]
+    assert node["status"] == "ok" and node["truncated"] == []
+    assert [f["category"] for f in node["files"]] == ["plog"]
+    with tarfile.open(tmp_path / "b.tar.gz") as archive:
+        names = archive.getnames()
+        facts = json.load(archive.extractfile(f"b/{node['name']}/facts.json"))  # type: ignore[arg-type]
+    assert "b/manifest.json" in names and "b/summary.json" in names
+    assert any(n.endswith("plogs/debug/plog/plog-42_1.log") for n in names)
+    assert facts["session_env"]["HCCL_SECRET_KEY"] == "<redacted>"
+    from ascendctl.collect import open_bundle
+
+    opened = open_bundle(tmp_path / "b.tar.gz", tmp_path / "unpacked")
+    assert opened == tmp_path / "unpacked/b" and json.loads((opened / "manifest.json").read_text())["schema"] == 1
+    again = runner.invoke(app, ["collect", "-o", str(tmp_path)])
+    assert again.exit_code == 2 and "already exists" in again.stderr
+
+
+class StreamingNode:
+    """A node whose collection script answers with a tar stream far past the cap (a node ignoring its budget)."""
+
+    def __init__(self, big: int) -> None:
+        self.big = big
+        self.sent = 0
+
+    def run(self, command: str, *, timeout: float | None = None, stdin: bytes | None = None) -> Any:
+        from ascendctl.models import CommandResult
+
+        return CommandResult(command, 0, "", "", 0.0)
+
+    def stream(self, command: str, *, on_stdout: Any = None, on_stderr: Any = None, timeout: float | None = None,
+               stdin: bytes | None = None) -> Any:
+        import re
+
+        nonce = re.search(r'S="\$T/(\w+)"', command).group(1)  # type: ignore[union-attr]
+        selection = f"keep\t{self.big}\t{self.big}\t1.0\tplog\t/root/p.log\n".encode()
+        for name, data in ((f"{nonce}/.meta/status.tsv", b"kernel\t0\tdmesg\n"), (f"{nonce}/.meta/selection.tsv", selection)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            on_stdout(info.tobuf(format=tarfile.GNU_FORMAT) + data + b"\0" * (-len(data) % 512))
+        info = tarfile.TarInfo("root/p.log")
+        info.size = self.big
+        on_stdout(info.tobuf(format=tarfile.GNU_FORMAT))
+        block = b"z" * 65536
+        while self.sent < self.big:
+            on_stdout(block)
+            self.sent += len(block)
+        raise AssertionError("the reader should have stopped at the cap")
+
+
+def test_our_side_stops_reading_a_node_past_its_cap(tmp_path: Path) -> None:
+    from ascendctl.collect import CollectOptions, _Budget, collect_node, stream_slack
+    from ascendctl.inventory import Node
+
+    node = Node("n1", "10.0.0.1", 0)
+    fake = StreamingNode(big=64 * 2**20)
+    options = CollectOptions(output=tmp_path / "b")
+    bundle = collect_node(node, fake, options, tmp_path / "b", node_budget=2**20, total=_Budget(None), now=time.time())  # type: ignore[arg-type]
+    assert bundle.capped is True
+    assert fake.sent <= 2**20 + stream_slack(2**20)
+    [entry] = bundle.files
+    assert entry.truncated and entry.reason == "stream cut at cap" and 0 < entry.bytes < 2**20 + stream_slack(2**20)
+    assert bundle.commands[-1].name == "kernel"
