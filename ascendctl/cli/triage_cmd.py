@@ -1,0 +1,27 @@
+"""`ascendctl triage PATH...`: why did the job die, and where did it start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from . import app
+from .common import JsonOpt, argv_now, cli_errors
+
+
+@app.command("triage")
+@cli_errors
+def triage_cmd(
+    paths: Annotated[list[Path], typer.Argument(
+        help="Bundles from `ascendctl collect` (.tar.gz or directory), directories or log files.", show_default=False)],
+    as_json: JsonOpt = False,
+) -> None:
+    """Name the root cause of a failed job, its first failing node and rank, the evidence, and what to do."""
+    from ..triage import triage
+    from ..ui import triage_view
+
+    report = triage(paths)
+    triage_view.show_triage(report, as_json=as_json, argv=argv_now())
+    raise typer.Exit(int(report.exit_code))

@@ -1,0 +1,292 @@
+"""The triage signature table: one row per known failure line (id, category, pattern, meaning, hint).
+
+Signatures are data. `triage.py` owns the reading and the verdict; this module owns only the
+table and the literal anchors used to prefilter big chunks before any regex runs.
+Pure; must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Category(str, Enum):
+    """What kind of failure a finding (or a verdict) is."""
+
+    COMM_TIMEOUT = "COMM_TIMEOUT"
+    OOM = "OOM"
+    NAN = "NAN"
+    HARDWARE = "HARDWARE"
+    LAUNCH = "LAUNCH"
+    UNKNOWN = "UNKNOWN"
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """One known failure line: `pattern` is searched in a line that contains one of `anchors`."""
+
+    id: str
+    category: Category
+    pattern: str
+    meaning: str
+    hint: str
+    anchors: tuple[str, ...]
+    flags: int = 0
+    report: bool = False  # a launcher's summary: evidence of an exit, not of its cause
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "regex", re.compile(self.pattern, self.flags))
+
+
+I = re.IGNORECASE
+_T = Category.COMM_TIMEOUT
+_O = Category.OOM
+_N = Category.NAN
+_H = Category.HARDWARE
+_L = Category.LAUNCH
+_U = Category.UNKNOWN
+
+_HINT_TIMEOUT = ("a collective or connection timed out: look first at the rank that failed before it; then check MTU and "
+                 "firewall between nodes, and raise HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT only if ranks are just slow")
+_HINT_OOM = "device memory ran out: enable recompute, lower micro_batch_num or the batch size, or shard more (ZeRO/TP)"
+_HINT_HOST_OOM = "the kernel OOM killer ended the process: lower dataloader workers / host memory use, or raise the memory limit"
+_HINT_NAN = "loss or gradients went NaN/Inf: check the mixed-precision config (bf16 vs fp16), the loss scale, and the learning rate"
+_HINT_HW = "hardware fault: drain the node, check `npu-smi info -t health` / `hccn_tool -link -g` (or nvidia-smi -q), and RMA"
+_HINT_PORT = "a port is already in use: kill stale processes from an earlier run or change MASTER_PORT / HCCL_IF_BASE_PORT"
+_HINT_RANKTABLE = "the rank table does not match the machines: regenerate it with `ascendctl render ranktable` and check it"
+
+_NAN_ANCHORS = (": nan", "=nan", "is nan", "NaN", "NAN", ": inf", "=inf", ": Inf", "=Inf", ": -inf", "is inf")
+
+# A bare code in either the classic form ("EI0006:") or the CANN 8.5+ form ("Name(EI0006):").
+def _code(codes: str) -> str:
+    return rf"(?:\b(?:{codes}):|\((?:{codes})\):)"
+
+
+# Order matters: the first signature whose pattern matches a line names it.
+SIGNATURES: tuple[Signature, ...] = (
+    # ---------------------------------------------------------------- OOM
+    Signature("device.oom", _O, r"\b(?:CUDA|NPU|XPU|MLU|HIP) out of memory\. Tried to allocate",
+              "the accelerator ran out of memory", _HINT_OOM, ("out of memory. Tried",)),
+    Signature("torch.oom_error", _O, r"\bOutOfMemoryError\b", "torch raised OutOfMemoryError", _HINT_OOM, ("OutOfMemoryError",)),
+    Signature("cann.oom_code", _O, _code("EL0004|EI0011|EE1001") + r".*?(?:memory|Memory)",
+              "CANN could not allocate device memory", _HINT_OOM, ("EL0004", "EI0011", "EE1001")),
+    Signature("cann.oom_code_bare", _O, _code("EL0004|EI0011"), "CANN memory allocation failure code", _HINT_OOM, ("EL0004", "EI0011")),
+    Signature("mindspore.oom", _O,
+              r"Out of Memory!!!|memory isn't enough and alloc failed|Malloc device memory failed|"
+              r"Device\(id:\d+\) memory isn't enough|Memory not enough: current free memory size",
+              "MindSpore could not allocate device memory", _HINT_OOM,
+              ("Out of Memory!!!", "memory isn't enough", "Malloc device memory failed", "Memory not enough")),
+    Signature("kernel.oom_kill", _O,
+              r"(?:Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)",
+              "the Linux OOM killer killed a process", _HINT_HOST_OOM, ("out of memory: Kill", "Out of memory: Kill")),
+    Signature("kernel.oom_kill_record", _O, r"\boom-kill:.*?\btask=(?P<comm>[^,]*),pid=(?P<pid>\d+)",
+              "the Linux OOM killer picked a process", _HINT_HOST_OOM, ("oom-kill:",)),
+    Signature("kernel.oom_reaper", _O, r"oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>[^)]*)\)",
+              "the Linux OOM reaper freed a killed process", _HINT_HOST_OOM, ("oom_reaper:",)),
+    Signature("host.memoryerror", _O, r"^\s*(?:\S+:\s*)?MemoryError\b|std::bad_alloc\b|Cannot allocate memory",
+              "the host process could not allocate memory", _HINT_HOST_OOM, ("MemoryError", "bad_alloc", "Cannot allocate memory")),
+    # ---------------------------------------------------------------- NaN / overflow
+    Signature("deepspeed.loss_scale_min", _N, r"Current loss scale already at minimum|loss scale (?:is )?already at (?:its )?minimum",
+              "the fp16 loss scale collapsed to its minimum", _HINT_NAN, ("already at minimum", "already at its minimum")),
+    Signature("fp16.loss_scale_collapse", _N,
+              r"(?:[Rr]educing|[Rr]educed|[Dd]ecreas\w*)(?: the)? loss scale (?:from \S+ )?to (?:1|1\.0+|0\.\d+|0)\b(?!\.\d*[1-9])|"
+              r"Attempted loss scale: \S+, reducing to (?:1|1\.0+|0\.\d+)\b(?!\.\d*[1-9])",
+              "the fp16 loss scale fell to 1 or below (every step overflows)", _HINT_NAN, ("reducing loss scale", "reducing to", "decrease")),
+    Signature("megatron.nan_grad", _N, r"found NaN in local grad norm|found (?:NaN|Inf) in (?:local )?grad",
+              "Megatron found NaN in the gradient norm", _HINT_NAN, ("found NaN", "found Inf")),
+    Signature("megatron.nan_iterations", _N, r"number of nan iterations:\s*[1-9]", "Megatron counted NaN iterations", _HINT_NAN,
+              ("nan iterations: 1",)),
+    Signature("loss.nan", _N,
+              r"\b(?:lm |train |training |total |avg |mean )?loss(?:es)?\b['\"]?\s*(?:[:=]|is)\s*\[?\s*(?:tensor\()?[-+]?(?:nan|inf)\b",
+              "the loss is NaN or Inf", _HINT_NAN, _NAN_ANCHORS, I),
+    Signature("grad_norm.nan", _N, r"\bgrad(?:ient)?[ _]norm\b['\"]?\s*[:=]\s*\[?\s*[-+]?(?:nan|inf)\b",
+              "the gradient norm is NaN or Inf", _HINT_NAN, _NAN_ANCHORS, I),
+    Signature("torch.anomaly_nan", _N, r"returned nan values in its \d+\w* output|Function '\w+' returned nan",
+              "torch anomaly detection found NaN in backward", _HINT_NAN, ("returned nan values",)),
+    Signature("loss.not_finite", _N, r"\b(?:loss|Loss) (?:is|became|has become) (?:NaN|nan|not finite|non-finite|infinite)|"
+              r"Non-finite (?:loss|gradient)|non-finite loss",
+              "the loss stopped being finite", _HINT_NAN, ("NaN", "is nan", "not finite", "non-finite", "infinite", "Non-finite")),
+    Signature("mindspore.overflow_stop", _N, r"overflow is True, loss scale is (?:1|1\.0)\b|"
+              r"(?:[Oo]verflow|NaN) (?:detected|occurred).{0,40}(?:[Ss]top|[Tt]erminat|[Aa]bort)",
+              "MindSpore kept overflowing with the loss scale at its minimum", _HINT_NAN,
+              ("overflow is True", "verflow detected", "verflow occurred", "NaN detected", "NaN occurred")),
+    # ---------------------------------------------------------------- hardware
+    Signature("nvidia.xid", _H, r"\bNVRM: Xid \((?:PCI:)?[^)]*\): (?P<xid>\d+)", "the NVIDIA driver reported an Xid error", _HINT_HW,
+              ("NVRM: Xid",)),
+    Signature("ecc.error", _H,
+              r"\b(?:uncorrectable|Uncorrectable|UNCORRECTABLE|double[- ]bit|multi[- ]bit|DBE)\b.{0,40}\bECC\b|\bECC\b.{0,40}"
+              r"\b(?:uncorrectable|Uncorrectable|UNCORRECTABLE|error|errors) (?:detected|occurred)|ECC page retirement|"
+              r"\bHBM\b.{0,30}(?:ECC|multi-bit|error)|ecc error",
+              "an ECC memory error was reported", _HINT_HW, ("ECC", "ecc error", "HBM")),
+    Signature("pcie.aer", _H, r"AER: (?:Uncorrected|Corrected|Multiple Uncorrected) \(?(?:Fatal|Non-Fatal)?|PCIe Bus Error",
+              "a PCIe AER error was reported", _HINT_HW, ("AER: ", "PCIe Bus Error")),
+    Signature("apei.hardware_error", _H, r"\[Hardware Error\]: (?:Hardware error from|event severity: (?:fatal|recoverable))",
+              "the firmware reported a hardware error", _HINT_HW, ("[Hardware Error]",)),
+    Signature("ascend.device_fault", _H,
+              r"receive ts exception msg|device (?:heartbeat|heart beat) (?:lost|timeout)|DEVICE_DOWN|"
+              r"there is a sdma error|ProcessSdmaErrorInfo|hbm (?:multi-bit|ecc)|aicore (?:error|fault)|"
+              r"\b(?:EH|EZ)\d{4}:",
+              "the NPU reported a device-level fault", _HINT_HW,
+              ("ts exception", "heartbeat lost", "heartbeat timeout", "heart beat", "DEVICE_DOWN", "sdma error", "SdmaErrorInfo",
+               "hbm ", "aicore", "EH0001", "EZ9999")),
+    Signature("nccl.ib_completion", _T, r"NET/IB ?: .*(?:Got completion|completion) .*(?:error|status=\d*[1-9])|"
+              r"\bibv_poll_cq\b.*(?:error|failed)|transport retry counter exceeded|IBV_WC_RETRY_EXC_ERR|"
+              r"local protection error|remote access error",
+              "an InfiniBand/RoCE completion failed (peer exited, or link down)", _HINT_TIMEOUT,
+              ("NET/IB", "ibv_poll_cq", "retry counter", "IBV_WC", "protection error", "remote access error")),
+    Signature("hccl.roce_cqe", _T, r"error cqe status|cqe err(?:or)? status\[|ROCE CQE|_CQE\(EI0013\)|\bEI0013:",
+              "a RoCE completion error (peer exited, or link down)", _HINT_TIMEOUT, ("cqe", "CQE", "EI0013")),
+    Signature("link.down", _H, r"\bNIC Link is Down\b|\blink (?:is )?down\b|link_status.*DOWN|Link down",
+              "a network link went down", _HINT_HW, ("Link is Down", "link down", "link is down", "link_status", "Link down")),
+    # ---------------------------------------------------------------- communication timeouts (symptoms)
+    Signature("hccl.socket_timeout", _T, _code(r"EI0006") + r"|Getting socket times out|get socket timeout",
+              "HCCL timed out building a socket to a peer", _HINT_TIMEOUT, ("EI0006", "socket times out", "get socket timeout")),
+    Signature("hccl.notify_wait_timeout", _T, _code(r"EI0002") + r"|notify wait timeout|hccl fftsplus task timeout|"
+              r"\[TaskExecStage\]\[Timeout\]|Task run failed.*NOTIFY WAIT",
+              "an HCCL collective waited past HCCL_EXEC_TIMEOUT", _HINT_TIMEOUT,
+              ("EI0002", "notify wait timeout", "fftsplus task timeout", "[Timeout]", "NOTIFY WAIT")),
+    Signature("hccl.inconsistent_args", _U, _code(r"EI0005") + r"|inconsistent between ranks|\[ParameterConflict\]",
+              "ranks called a collective with different arguments (a program bug the others then wait on)",
+              "compare the collective calls (op, count, dtype, group) of the ranks named in the line",
+              ("EI0005", "inconsistent between ranks", "ParameterConflict")),
+    Signature("hccl.code_timeout", _T, _code(r"EI0014|EJ0001|EI0012|EI0015"),
+              "HCCL reported a cluster communication error", _HINT_TIMEOUT,
+              ("EI0014", "EJ0001", "EI0012", "EI0015")),
+    Signature("hccl.heartbeat_lost", _T, r"Heartbeat Lost|status\[LOST\]|heartbeat lost|Cluster Exception Location",
+              "a rank stopped answering HCCL heartbeats", _HINT_TIMEOUT, ("Heartbeat Lost", "LOST", "Exception Location")),
+    Signature("hccl.link_timeout", _T,
+              r"wait socket establish timeout|connected p2p timeout|topo exchange (?:server|agent) get socket timeout|"
+              r"LinksEstablishCompleted\] is failed|Transport init error|CONNECT TIMEOUT DETECT|dispatch timeout|"
+              r"\|\s*\S+\(\d+\)\s*\|.*\|\s*(?:time out|no connect)\s*\|",
+              "HCCL could not finish link setup with a peer", _HINT_TIMEOUT,
+              ("establish timeout", "p2p timeout", "get socket timeout", "LinksEstablishCompleted", "Transport init error",
+               "CONNECT TIMEOUT", "dispatch timeout", "time out |", "no connect |")),
+    Signature("nccl.watchdog_timeout", _T, r"Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out|"
+              r"ProcessGroupNCCL's watchdog got stuck|Some NCCL operations have failed or timed out",
+              "a NCCL collective hit the torch watchdog timeout", _HINT_TIMEOUT,
+              ("Watchdog caught", "before timing out", "watchdog got stuck", "failed or timed out")),
+    Signature("torch.dist_backend_error", _T, r"\bDistBackendError\b", "torch.distributed raised DistBackendError", _HINT_TIMEOUT,
+              ("DistBackendError",)),
+    Signature("gloo.timeout", _T, r"Gloo connectFullMesh failed|Timed out waiting \d+ms for (?:recv|send) operation|"
+              r"\[gloo\].*(?:Timed out|timeout)|gloo/transport/tcp/pair\.cc.*(?:Connection closed by peer|Connection reset|timed out)",
+              "a gloo collective or connection timed out", _HINT_TIMEOUT,
+              ("connectFullMesh", "Timed out waiting", "Connection closed by peer", "Connection reset")),
+    Signature("rendezvous.timeout", _T, r"RendezvousTimeoutError|[Rr]endezvous (?:timed out|timeout)|"
+              r"Timed out initializing process group|DistStoreError: .*(?:[Tt]imeout|[Tt]imed out)|"
+              r"TCPStore.*(?:timed out|Timed out)|socket timed out after|The client socket has timed out",
+              "ranks did not all join the rendezvous in time", _HINT_TIMEOUT,
+              ("Rendezvous", "endezvous", "Timed out initializing", "DistStoreError", "socket timed out",
+               "socket has timed out")),
+    Signature("nccl.system_error", _T, r"unhandled system error|NCCL error.*remote process exited|ncclRemoteError|"
+              r"unhandled cuda error|NCCL communicator was aborted",
+              "NCCL lost a peer or hit a system error", _HINT_TIMEOUT,
+              ("unhandled system error", "NCCL error", "ncclRemoteError", "unhandled cuda error", "was aborted")),
+    Signature("msrun.node_timeout", _T,
+              r"[Tt]he node:? (?P<culprit>\d+) is timed? ?out|[Nn]ode (?P<culprit2>\S+) is timed out|timed out node|"
+              r"Failed to connect to the (?:meta server|scheduler)|Cluster is not ready|[Tt]opology build timed out|"
+              r"(?:[Ss]cheduler|meta server).{0,60}(?:timed out|time out|timeout)",
+              "the msrun/MindSpore scheduler saw a node time out (it names the first to time out, not always the culprit)",
+              _HINT_TIMEOUT, ("is timed out", "is timeout", "is time out", "timed out node", "Failed to connect to the",
+                              "Cluster is not ready", "build timed out")),
+    # ---------------------------------------------------------------- launch
+    Signature("port.in_use", _L, r"Address already in use|\bbind failed\b|bind\(\) failed|[Ff]ailed to bind|"
+              r"specific port\[\d+\] fail|have already been bound|" + _code("EI0019"),
+              "a port the job needs is taken", _HINT_PORT,
+              ("already in use", "bind failed", "bind() failed", "ailed to bind", "specific port", "already been bound", "EI0019")),
+    Signature("python.module_not_found", _L, r"\bModuleNotFoundError: No module named|\bImportError: cannot import name|"
+              r"\bImportError: \S+\.so[.\d]*: cannot open shared object file",
+              "a Python module or shared library is missing on this node",
+              "install the same environment on every node (`ascendctl preflight` compares versions)",
+              ("ModuleNotFoundError", "ImportError")),
+    Signature("ranktable.invalid", _L, r"\[RanktableCheck\]|\[RanktableConfig\]|rank_?table.{0,40}(?:invalid|not a valid|error|fail)|"
+              r"in the ranktable is inconsistent|RANK_TABLE_FILE.{0,40}(?:invalid|not exist|error)|"
+              + _code("EI0001|EI0003|EI0004|EI0007|EI0008|EI0009|EI0010|EJ0003"),
+              "the rank table or the HCCL configuration is invalid", _HINT_RANKTABLE,
+              ("Ranktable", "rank_table", "ranktable", "RANK_TABLE", "EI0001", "EI0003", "EI0004", "EI0007", "EI0008", "EI0009", "EI0010",
+               "EJ0003")),
+    Signature("args.invalid", _L, r"error: unrecognized arguments:|error: the following arguments are required:|"
+              r"error: argument \S+: invalid",
+              "the job was started with wrong arguments", "check the launch command line",
+              ("error: unrecognized", "error: the following", "error: argument")),
+    Signature("exec.not_found", _L, r": command not found$|No such file or directory: '[^']*python|"
+              r"can't open file '[^']*': \[Errno 2\]",
+              "the launcher could not find the program", "check the script path and the interpreter on every node",
+              ("command not found", "No such file", "can't open file")),
+    # ---------------------------------------------------------------- launcher summaries (weak: they may blame a victim)
+    Signature("msrun.worker_exit", _U, r"(?:Worker|Scheduler) process (?P<pid>\d+) exit with exception\. Error code: (?P<code>-?\d+)",
+              "msrun saw a process exit with an error", "look at that process' own log for the first error",
+              ("exit with exception",), report=True),
+    Signature("torchrun.child_failed", _U, r"\bChildFailedError\b|(?:^|\s)failed \(exitcode: (?P<code>-?\d+)\) local_rank: "
+              r"(?P<local_rank>\d+) \(pid: (?P<pid>\d+)\)",
+              "torchrun saw a worker fail", "the first rank to exit is not always the cause: check the others' first errors",
+              ("ChildFailedError", "exitcode: "), report=True),
+    # ---------------------------------------------------------------- crashes that start a cascade
+    Signature("process.segfault", _U, r"Segmentation fault|\bSIGSEGV\b|Fatal Python error|core dumped|\bSIGABRT\b|"
+              r"terminate called after throwing",
+              "a process crashed", "read the traceback just before this line on the same rank",
+              ("Segmentation fault", "SIGSEGV", "Fatal Python error", "core dumped", "SIGABRT", "terminate called")),
+    Signature("device.runtime_error", _U, r"CUDA error: (?!out of memory)[a-z]|illegal memory access|device-side assert triggered|"
+              r"CUBLAS_STATUS_[A-Z_]+|cuDNN error: CUDNN_STATUS|Aicore kernel execute failed",
+              "a kernel failed on the device (a bug or bad input, not a network problem)",
+              "rerun that rank with CUDA_LAUNCH_BLOCKING=1 / ASCEND_LAUNCH_BLOCKING=1 to find the failing operator",
+              ("CUDA error: ", "illegal memory access", "device-side assert", "CUBLAS_STATUS_", "cuDNN error",
+               "Aicore kernel execute failed")),
+    Signature("cann.inner_error", _U, r"\bE[A-Z]9999:|\(E[A-Z]9999\):", "CANN reported an inner error",
+              "read the lines after it for the failing module; collect the plog of this device", ("EE9999", "EI9999", "EL9999"), report=True),
+    Signature("torch_npu.dist_error", _T, r"\bERR\d{5} DIST\b", "torch_npu's distributed layer failed (often a peer died)",
+              _HINT_TIMEOUT, tuple(f"ERR{d}" for d in range(10))),
+    Signature("torch_npu.error", _U, r"\bERR\d{5} (?:PTA|OPS|GRAPH|PROF)\b", "torch_npu raised an error",
+              "read the traceback of this rank", tuple(f"ERR{d}" for d in range(10)), report=True),
+)
+
+
+# Lines that carry no failure but attribute a file or a pid to a rank/device, or belong to a launcher report.
+CONTEXT_ANCHORS: tuple[str, ...] = (
+    "hcom init", "SetupAgent", "Entry-HcclCommInitRootInfo", "LocalRank Key Info", "RankID:",
+    "ChildFailedError", "Root Cause (first observed failure)", "Failures:", "  time      :", "  host      :", "  rank      :",
+    "  exitcode  :", "  traceback :", "exitcode: ",
+)
+
+
+def all_anchors() -> tuple[str, ...]:
+    """Every literal the prefilter searches for, longest first, without duplicates."""
+    seen: dict[str, None] = {}
+    for sig in SIGNATURES:
+        for anchor in sig.anchors:
+            seen.setdefault(anchor, None)
+    for anchor in CONTEXT_ANCHORS:
+        seen.setdefault(anchor, None)
+    return tuple(sorted(seen, key=len, reverse=True))
+
+
+def by_id(signature_id: str) -> Signature:
+    """Look one signature up by its id (KeyError when unknown)."""
+    for sig in SIGNATURES:
+        if sig.id == signature_id:
+            return sig
+    raise KeyError(signature_id)
+
+
+# The prefilter: a line is looked at only if one of these (regex fragments, case-sensitive) occurs in it.
+# Every signature pattern and every context line must contain one; tests/test_triage_signatures.py checks it.
+TRIGGERS: tuple[str, ...] = (
+    "rror", r"E[A-Z]\d{4}", r"ERR\d", "imeout", "imed out", "ime out", "imes out", "timing out", "TIMEOUT", "emory",
+    "found Inf", r"is -?inf\b", "aicore", "Aicore", "CUDA error", "device-side assert", "CUBLAS_STATUS",
+    "cuDNN error", "Connection closed by peer", "Connection reset", "traceback :", r"[:=(\[] ?[-+]?nan\b",
+    r"is [-+]?nan\b", "nan values", "nan iterations: *[1-9]", "NaN", "NAN", r"[:=] ?-?[Ii]nf\b", "finite",
+    "xception", "ailed", "ailure", "oom[-_]", "verflow", "educing", "educed", "ecreas", "lready", "eartbeat",
+    "eart beat", "LOST", "ECC", "HBM", "hbm ", "NVRM", "AER: ", "Segmentation", "SIGSEGV", "SIGABRT", "Fatal Python",
+    "core dumped", "terminate called", "cqe", "CQE", "NET/IB", "IBV_", "ibv_", "retry counter", "ink (is )?[Dd]own",
+    "link_status", "[Rr]ank_?[Tt]able", "RANK_TABLE", "stablish", "no connect", "NOTIFY WAIT", "not ready",
+    "DEVICE_DOWN", "bad_alloc", "specific port", "bind", "not found", "No such file", "can't open", "atchdog",
+    "endezvous", "FullMesh", "aborted", "hcom init", "SetupAgent", "CommInitRootInfo", "LocalRank Key", "RankID",
+    "exitcode", "      :", "ParameterConflict", "between ranks",
+)
+
+
+def trigger_pattern() -> str:
+    """One alternation of every trigger, for the chunk-level prefilter."""
+    return "|".join(f"(?:{t})" for t in TRIGGERS)
