@@ -40,6 +40,23 @@ _EXPORTS = {
     "RankTableResult": "render",
     "discover_devices": "devices",
     "device_ip_probe_cmd": "devices",
+    "launch_job": "launch",
+    "LaunchOptions": "launch",
+    "LaunchPlan": "launch",
+    "build_plan": "launch",
+    "render_plan": "launch",
+    "stop_job": "launch",
+    "collect_bundle": "collect",
+    "CollectOptions": "collect",
+    "CollectReport": "collect",
+    "unpack_tar_stream": "collect",
+    "compare_topologies": "summaries",
+    "summarize_msprof": "summaries",
+    "summarize_bundle": "summaries",
+    "triage": "triage",
+    "TriageReport": "triage",
+    "Finding": "triage",
+    "SIGNATURES": "signatures",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
