@@ -312,8 +312,9 @@ def command_sections(npu_ids: Sequence[int], since: float | None) -> list[tuple[
     ]
     if since is not None:
         stamp = f"@{int(since)}"
-        kernel = (f"dmesg -T --since {stamp} 2>/dev/null || journalctl -k --no-pager --since {stamp} 2>/dev/null "
-                  "|| dmesg -T")
+        # util-linux dmesg rejects "@epoch" ("invalid time value"); it takes a local "YYYY-MM-DD HH:MM:SS"
+        kernel = (f"dmesg -T --since \"$(date -d {stamp} '+%Y-%m-%d %H:%M:%S')\" 2>/dev/null "
+                  f"|| journalctl -k --no-pager --since {stamp} 2>/dev/null || dmesg -T")
     else:
         kernel = "dmesg -T 2>/dev/null || journalctl -k --no-pager"
     # the kernel ring buffer is bounded, the journal is not

@@ -65,7 +65,7 @@ def test_command_sections_cover_every_tool_per_device() -> None:
     commands = dict((name, cmd) for name, _, cmd in command_sections((3,), since=1700000000.0))
     assert commands["hccn_tool.net_health.3"] == "hccn_tool -i 3 -net_health -g"
     assert commands["npu-smi.health.3"] == "npu-smi info -t health -i 3"
-    assert "dmesg -T --since @1700000000" in commands["kernel"] and "journalctl -k" in commands["kernel"]
+    assert "dmesg -T --since \"$(date -d @1700000000 '+%Y-%m-%d %H:%M:%S')\"" in commands["kernel"] and "journalctl -k" in commands["kernel"]
 
 
 def test_job_window_uses_since_then_job_then_last_day() -> None:
