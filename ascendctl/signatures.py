@@ -240,6 +240,12 @@ SIGNATURES: tuple[Signature, ...] = (
               _HINT_TIMEOUT, tuple(f"ERR{d}" for d in range(10))),
     Signature("torch_npu.error", _U, r"\bERR\d{5} (?:PTA|OPS|GRAPH|PROF)\b", "torch_npu raised an error",
               "read the traceback of this rank", tuple(f"ERR{d}" for d in range(10)), report=True),
+    # ---------------------------------------------------------------- generic (last: every specific row wins)
+    Signature("python.exception", _U,
+              r"^(?:\[(?:rank|default|trainer|worker)\d+\]:\s*)?(?:[A-Za-z_]\w*\.)*(?!SignalException\b)[A-Z]\w*(?:Error|Exception): \S",
+              "a rank raised a Python exception (the last line of its traceback)",
+              "read this rank's traceback: it raised before the other ranks timed out or were stopped",
+              ("Error: ", "Exception: "), report=True),
 )
 
 

@@ -722,7 +722,11 @@ def _join_pids(findings: list[Finding], pid_ranks: dict[tuple[str | None, int], 
     out = []
     for f in findings:
         if f.rank is None and f.pid is not None:
-            value: tuple[int | None, int | None] | None = pid_ranks.get((f.node, f.pid)) or by_pid.get(f.pid)
+            # pids are per node: a pid seen on another node is a different process, unless the
+            # finding's node is unknown (a loose log file rather than a bundle).
+            value: tuple[int | None, int | None] | None = pid_ranks.get((f.node, f.pid))
+            if value is None and f.node is None:
+                value = by_pid.get(f.pid)
             if value is not None and value[0] is not None:
                 f = replace(f, rank=value[0], device=f.device if f.device is not None else value[1])
         out.append(f)
@@ -733,14 +737,17 @@ def decide(findings: list[Finding], *, pid_ranks: dict[tuple[str | None, int], t
            ) -> tuple[Category | None, Finding | None, str]:
     """Name the root cause: the earliest strong non-timeout error, else the rank the timeouts blame, else a launcher's word."""
     findings = _join_pids(_fill_years(findings), pid_ranks or {})
-    oom_killed = {f.pid for f in findings if f.signature.startswith("kernel.oom") and f.pid is not None}
+    oom_killed = {(f.node, f.pid) for f in findings if f.signature.startswith("kernel.oom") and f.pid is not None}
+    oom_pids_anywhere = {pid for _, pid in oom_killed}
     strong = [f for f in findings if not f.weak and f.category != Category.COMM_TIMEOUT]
     if strong:
         first = min(strong, key=_order_key)
         return first.category, first, "earliest error that is not a timeout; timeouts on other ranks are its victims"
     timeouts = [f for f in findings if f.category == Category.COMM_TIMEOUT]
     exits = [f for f in findings if f.weak and f.signature.startswith(("torchrun.", "msrun."))]
-    killed = [f for f in exits if f.exit_code in SIGNAL_EXIT_CODES and f.pid in oom_killed]
+    killed = [f for f in exits if f.exit_code in SIGNAL_EXIT_CODES and f.pid is not None
+              and ((f.node, f.pid) in oom_killed or (f.node is None and f.pid in oom_pids_anywhere))]
+    raised = [f for f in findings if f.signature == "python.exception" and f.rank is not None]
     if killed:
         first = min(killed, key=_order_key)
         return Category.OOM, first, "the launcher saw this rank SIGKILLed and the kernel OOM-killed its pid"
@@ -755,8 +762,18 @@ def decide(findings: list[Finding], *, pid_ranks: dict[tuple[str | None, int], t
             else:
                 first = replace(pointer, rank=rank, node=None, device=None)
             return Category.COMM_TIMEOUT, first, f"{votes[rank]} timeout line(s) point at rank {rank}"
+        timed_out = {(f.node, f.rank) for f in timeouts}
+        own_error = [f for f in raised if (f.node, f.rank) not in timed_out]
+        if own_error:
+            first = min(own_error, key=_order_key)
+            return (first.category, first,
+                    "this rank raised an error that is not a timeout; timeouts on other ranks are its victims")
         first = min(timeouts, key=_order_key)
         return Category.COMM_TIMEOUT, first, "only timeouts were found; this is the earliest"
+    if raised:
+        # A launcher's exit report says who ended; a rank's own traceback says why.
+        first = min(raised, key=_order_key)
+        return first.category, first, "this rank raised an error; the launcher's exit reports follow from it"
     if exits:
         # A launcher's summary names the first rank to exit; a rank killed by a signal was usually stopped by someone else.
         own_exit = [f for f in exits if f.exit_code not in SIGNAL_EXIT_CODES]

@@ -118,6 +118,23 @@ def test_torchrun_root_cause_blames_a_sigkilled_victim_but_dmesg_names_the_oom_r
     assert report.first_failure.time == "2024-01-01T12:00:02.000000"
 
 
+def test_an_oom_kill_on_one_node_is_not_joined_to_the_same_pid_on_another(tmp_path: Path) -> None:
+    bundle = tmp_path / "job"
+    write(bundle / "n1" / "launcher" / "torchrun.log", [
+        *benign(),
+        "  rank      : 3 (local_rank: 3)",
+        "  exitcode  : -9 (pid: 4242)",
+        "  traceback : Signal 9 (SIGKILL) received by PID 4242",
+    ])
+    # pid 4242 on n2 is another process: its OOM kill says nothing about n1's rank 3
+    write(bundle / "n2" / "dmesg.txt", [
+        "[Mon Jan  1 12:00:02 2024] Out of memory: Killed process 4242 (java) total-vm:9000000kB, anon-rss:8000000kB",
+    ])
+    report = triage([bundle])
+    assert report.first_failure is not None
+    assert report.first_failure.node == "n2" and report.first_failure.rank is None
+
+
 def test_nan_loss_on_one_rank_then_timeouts(tmp_path: Path) -> None:
     root = tmp_path / "logs"
     for n in range(1, 5):
