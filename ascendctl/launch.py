@@ -669,29 +669,69 @@ def follow(
     return LaunchOutcome(record, interrupted=interrupted)
 
 
+CASCADE_SECONDS = 5.0  # launchers that end this close to the first one may be its victims
+
+
+def own_error(evidence: str) -> bool:
+    """Does the log hold an error of its own (not a timeout or a peer hanging up, not a launcher's exit report)?"""
+    from .signatures import Category
+    from .triage import match_line
+
+    for line in evidence.splitlines():
+        sig = match_line(line)
+        # a plain traceback line is weak evidence for triage, but here it tells a rank that
+        # raised from a launcher's exit report
+        if sig is not None and sig.category != Category.COMM_TIMEOUT and (not sig.report or sig.id == "python.exception"):
+            return True
+    return False
+
+
 def _first_failure(inventory: Inventory, record: JobRecord, failures: list[_Ended], factory: TransportFactory,
                    transports: Mapping[str, Transport]) -> dict[str, Any]:
-    """The earliest failure (by the node's exit time), with the rank its logs blame when they allow."""
-    first = min(failures, key=lambda f: f.when)
-    entry = next(n for n in record.nodes if n.name == first.name)
+    """The node that failed first, with the rank its logs blame when they allow.
+
+    Launchers end in a cascade: the rank that raised takes its launcher down a moment
+    after peers that merely lost their connection to it may have ended theirs. So among
+    the launchers that ended within CASCADE_SECONDS of the first, the earliest whose log
+    holds an error of its own wins; otherwise the earliest to end.
+    """
+    ordered = sorted(failures, key=lambda f: f.when)
+    window = [f for f in ordered if f.unreachable is None and f.when - ordered[0].when <= CASCADE_SECONDS]
+    evidence: dict[str, str] = {}
+    for candidate in window:
+        evidence[candidate.name] = _evidence(inventory, record, candidate.name, factory, transports)
+        if own_error(evidence[candidate.name]):
+            first = candidate
+            break
+    else:
+        first = ordered[0]
     rank = None
     if first.unreachable is None:
-        try:
-            command = evidence_command(entry.log.rsplit("/", 1)[0])
-            if first.name in transports:
-                evidence = transports[first.name].run(command, timeout=15).stdout
-            else:
-                transport = factory.open(inventory.node(first.name))
-                try:
-                    evidence = transport.run(command, timeout=15).stdout
-                finally:
-                    factory.release(transport)
-            rank = failed_rank(record.launcher, evidence)
-        except Exception as exc:  # evidence is best effort
-            log.debug("%s: no failure evidence: %s", first.name, exc)
+        text = evidence.get(first.name)
+        if text is None:
+            text = _evidence(inventory, record, first.name, factory, transports)
+        rank = failed_rank(record.launcher, text)
     reason = f"unreachable: {first.unreachable}" if first.unreachable else f"launcher exited {first.exit_code}"
     return {"node": first.name, "rank": rank, "exit_code": first.exit_code, "signal": None, "time": first.when,
             "reason": reason}
+
+
+def _evidence(inventory: Inventory, record: JobRecord, name: str, factory: TransportFactory,
+              transports: Mapping[str, Transport]) -> str:
+    """The tail of a node's launcher log and its worker logs with tracebacks (best effort: '' on failure)."""
+    entry = next(n for n in record.nodes if n.name == name)
+    command = evidence_command(entry.log.rsplit("/", 1)[0])
+    try:
+        if name in transports:
+            return transports[name].run(command, timeout=15).stdout
+        transport = factory.open(inventory.node(name))
+        try:
+            return transport.run(command, timeout=15).stdout
+        finally:
+            factory.release(transport)
+    except Exception as exc:  # evidence is best effort
+        log.debug("%s: no failure evidence: %s", name, exc)
+        return ""
 
 
 # -- detached jobs ----------------------------------------------------------------------------

@@ -217,3 +217,13 @@ def test_launch_core_imports_neither_typer_nor_rich() -> None:
 
     code = "import ascendctl.launch, sys; assert not {'typer', 'rich', 'click'} & set(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_own_error_tells_a_rank_that_raised_from_its_victims() -> None:
+    from ascendctl.launch import own_error
+
+    assert own_error("[rank3]: RuntimeError: rank 3 fails on purpose")
+    assert own_error("rank 3: step 3 loss: nan")
+    assert not own_error("[rank4]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.213.1.11]:8068")
+    assert not own_error("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ")
+    assert not own_error("step 10 loss 2.31")
