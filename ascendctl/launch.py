@@ -369,13 +369,15 @@ def probe_addresses(inventory: Inventory, factory: TransportFactory, transports:
     return {r.node: r.value for r in results if r.value}
 
 
-def run_launch_preflight(inventory: Inventory, port: int, factory: TransportFactory) -> None:
+def run_launch_preflight(inventory: Inventory, port: int, factory: TransportFactory,
+                         transports: dict[str, Transport] | None = None) -> None:
     """ssh, master_port (the launch port) and npu_stale_procs; raise LaunchRefused saying why on failure."""
     from .checks import select_checks
     from .preflight import run_preflight
 
     checked = replace(inventory, preflight=replace(inventory.preflight, master_port=port))
-    report = run_preflight(checked, select_checks(["ssh", "master_port", "npu_stale_procs"]), factory=factory)
+    report = run_preflight(checked, select_checks(["ssh", "master_port", "npu_stale_procs"]), factory=factory,
+                           transports=transports)
     if report.ok:
         return
     problems = []
@@ -408,7 +410,7 @@ def launch_job(
     try:
         if preflight:
             port = options.master_port or DEFAULT_PORTS.get(options.launcher, 0)
-            run_launch_preflight(inventory, port, factory)
+            run_launch_preflight(inventory, port, factory, transports)  # its connections are reused below
         plan = build_plan(inventory, options, job_id=job_id, addresses=probe_addresses(inventory, factory, transports))
         try:
             record = start_plan(inventory, plan, factory=factory, transports=transports, notice=notice)

@@ -94,8 +94,13 @@ def run_preflight(
     *,
     on_event: EventSink | None = None,
     factory: TransportFactory | None = None,
+    transports: dict[str, Transport] | None = None,
 ) -> PreflightReport:
-    """Run the selected checks on every node in parallel, then the cross-node checks."""
+    """Run the selected checks on every node in parallel, then the cross-node checks.
+
+    Pass `transports` (with `factory`) to reuse open connections and keep the new ones
+    open for what follows, as `launch` does.
+    """
     started = time.monotonic()
     ctx = ProbeContext(inventory, inventory.preflight)
     node_checks = [c for c in checks if isinstance(c, NodeCheck)]
@@ -109,10 +114,10 @@ def run_preflight(
     nonce = secrets.token_hex(6)
     own_factory = factory is None
     factory = factory or TransportFactory(inventory)
-    transports: dict[str, Transport] = {}
+    transports = {} if transports is None else transports
 
     def phase1(node: Node) -> _Probed:
-        transport = factory.open(node)
+        transport = transports.get(node.name) or factory.open(node)
         transports[node.name] = transport
         offset = uncertainty = None
         try:

@@ -166,3 +166,17 @@ def test_host_lost_mid_job_is_reported_unreachable_and_the_others_torn_down(clus
     marked = subprocess.run(["sh", "-c", "grep -lzE 'ASCENDCTL_JOB=.*/h0[12]$' /proc/[0-9]*/environ"],
                             capture_output=True, text=True).stdout.split()
     assert marked == []
+
+
+def test_preflight_refuses_to_start_when_the_master_port_is_taken(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts(2))
+    inv = inventory(cluster, tmp_path)
+    squatter = ("import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+                "s.bind(('0.0.0.0', 29500)); s.listen(1); time.sleep(60)")
+    cluster.run_on("h01", f"nohup python3 -c \"{squatter}\" >/dev/null 2>&1 &")
+    time.sleep(0.5)
+    code, out, err = finish(start(inv, tmp_path, "torchrun", "allreduce_torch.py", env=FAST))
+    assert code == 3, out[-2000:] + err[-2000:]
+    assert "port 29500 is already in use on master h01" in out + err
+    assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").rglob("launcher.log"))
+    assert job_processes(cluster, "allreduce_torch.py") == []
