@@ -652,7 +652,7 @@ def _describe(node: Node, node_dir: Path, unpacked: UnpackResult, capped: bool, 
     for row in _read_tsv(meta / "selection.tsv"):
         if len(row) < 6:
             continue
-        action, kept, size, mtime, category, path = row[0], int(row[1] or 0), int(row[2] or 0), float(row[3] or 0), row[4], row[5]
+        action, size, mtime, category, path = row[0], int(row[2] or 0), float(row[3] or 0), row[4], row[5]
         local = node_dir / "files" / path.lstrip("/")
         have = local.stat().st_size if local.is_file() and not local.is_symlink() else None
         rel = f"{node.name}/files/{path.lstrip('/')}"

@@ -103,7 +103,6 @@ def run_preflight(
     """
     started = time.monotonic()
     ctx = ProbeContext(inventory, inventory.preflight)
-    node_checks = [c for c in checks if isinstance(c, NodeCheck)]
     cluster_checks = [c for c in checks if isinstance(c, ClusterCheck)]
     needs = {fact for c in checks for fact in c.needs}
     if any(c.phase2 for c in cluster_checks):
@@ -129,7 +128,7 @@ def run_preflight(
             if scripts:
                 probe = build_probe(scripts, nonce=nonce, section_timeout=ctx.config.section_timeout)
                 sections = parse_probe(transport.run(probe).stdout, nonce=nonce)
-            return _Probed(NodeFacts(node, sections, offset, uncertainty))
+            return _Probed(NodeFacts(node, sections, offset, uncertainty, expected=frozenset(scripts)))
         except TransportError as exc:
             return _Probed(NodeFacts(node), failure=node_error(exc))
 
@@ -157,7 +156,7 @@ def run_preflight(
         results: list[CheckResult] = []
         for check in checks:
             if isinstance(check, NodeCheck):
-                results.append(_evaluate_node(check, node, facts.facts.sections, ctx))
+                results.append(_evaluate_node(check, node, facts.facts, ctx))
             else:
                 verdict = verdicts[check.id]
                 results.append(verdict.per_node.get(node.name, result(check.id, Status.SKIP, "not applicable to this node")))
@@ -234,9 +233,10 @@ def _phase2(
     ]
 
 
-def _evaluate_node(check: NodeCheck, node: Node, sections: Mapping[str, Section], ctx: ProbeContext) -> CheckResult:
+def _evaluate_node(check: NodeCheck, node: Node, facts: NodeFacts, ctx: ProbeContext) -> CheckResult:
+    sections = facts.sections
     for fact in check.needs:
-        expected = FACT_BUILDERS[fact](node, ctx) is not None
+        expected = fact in facts.expected  # the probe asked for it (builders return None where it does not apply)
         section = sections.get(fact)
         if expected and (section is None or section.exit_code is None):
             return result(check.id, Status.ERROR,

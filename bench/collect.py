@@ -33,7 +33,7 @@ RSS_WRAPPER = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:
 def plant(cluster: Cluster, mb: int, sparse: bool, template: Path) -> None:
     files = mb // 10
     for host in cluster.hosts:
-        make = (f'truncate -s 10M "$f"' if sparse else f'cp {template} "$f"')
+        make = ('truncate -s 10M "$f"' if sparse else f'cp {template} "$f"')
         script = f'mkdir -p {PLOG} && for i in $(seq 1 {files}); do f={PLOG}/plog-${{i}}_bench.log; {make}; done'
         result = cluster.run_on(host, script, timeout=300)
         if result.returncode != 0:

@@ -94,6 +94,7 @@ class NodeFacts:
     clock_uncertainty: float | None = None  # half the round trip of the measurement
     phase2: Section | None = None  # output of the cross-node round (pings, port)
     listener: bool | None = None  # on the master: a test listener ran on master_port
+    expected: frozenset[str] = frozenset()  # probe sections that were asked for on this node
 
 
 @dataclass(frozen=True, slots=True)
