@@ -157,7 +157,8 @@ def test_rank_killed_by_the_kernel_oom_killer_in_a_memory_cgroup_is_named(cluste
     try:
         assert proc.stdout is not None
         seen: list[str] = []
-        while (m := re.search(r"\[h02\] rank 3/6 started pid (\d+)", "\n".join(seen[-3:]))) is None:
+        # two workers writing at once can share one prefixed line: "[h02] rank 2/6 started pid 1rank 3/6 started pid 2"
+        while (m := re.search(r"^\[h02\] .*?rank 3/6 started pid (\d+)", "\n".join(seen[-3:]), re.M)) is None:
             line = proc.stdout.readline()
             assert line and time.time() - started < 90, "\n".join(seen[-30:])
             seen.append(line.rstrip("\n"))
