@@ -1,7 +1,7 @@
 """Triage benchmark: `ascendctl triage` over a ~1 GB multi-node log set against `grep -E -c` with the same keywords.
 
 Generates NODES node directories (8 rank logs each) in a temp dir from the shared sample lines
-(`../shared/samples/ascend/*.txt`) mixed with benign training/plog lines, one rank OOMing first and
+(`tests/data/samples/ascend/*.txt`) mixed with benign training/plog lines, one rank OOMing first and
 the others timing out, then prints throughput, peak RSS and the ratio to grep. The temp dir is deleted.
 
 Run from the repository root:  .venv/bin/python bench/triage.py [--mb 1024] [--nodes 16] [--runs 3] [--keep DIR]
@@ -27,7 +27,7 @@ from common import ASCENDCTL, PYTHON, REPO
 from ascendctl.signatures import TRIGGERS
 from ascendctl.triage import _GREP_TRIGGERS
 
-SAMPLES = REPO.parent / "shared" / "samples" / "ascend"
+SAMPLES = REPO / "tests" / "data" / "samples" / "ascend"
 # stdout is a pipe, not /dev/null: GNU grep stops at the first match when it sees /dev/null, which would flatter it.
 RSS_WRAPPER = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE); "
                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(p.returncode)")

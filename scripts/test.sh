@@ -44,4 +44,6 @@ PY
 then
     .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 'mindspore>=2.6'
 fi
+# The type check is part of the suite: mypy --strict over the package (settings in pyproject.toml).
+.venv/bin/python -m mypy
 exec .venv/bin/python -m pytest "$@"

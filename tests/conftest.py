@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLES = REPO.parent / "shared" / "samples" / "ascend"
+SAMPLES = REPO / "tests" / "data" / "samples" / "ascend"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -9,7 +9,7 @@ import pytest
 from ascendctl.parsers import ParseError
 from ascendctl.parsers.hccn import NET_HEALTH_STATUSES, parse_link, parse_net_health
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared/samples/ascend"
+SAMPLES = Path(__file__).resolve().parent / "data/samples/ascend"
 DATA = Path(__file__).resolve().parent / "data/hccn_tool"
 
 

@@ -17,7 +17,7 @@ from ascendctl.parsers.npu_smi import (
     parse_nvidia_topo,
 )
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared/samples/ascend"
+SAMPLES = Path(__file__).resolve().parent / "data/samples/ascend"
 DATA = Path(__file__).resolve().parent / "data"
 
 

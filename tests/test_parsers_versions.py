@@ -9,7 +9,7 @@ import pytest
 from ascendctl.parsers import ParseError
 from ascendctl.parsers.versions import package_version, parse_pip_versions, parse_version_info
 
-SAMPLE = (Path(__file__).resolve().parents[2] / "shared/samples/ascend/envcheck_versions_hccn_ip_linkstat_8dev.txt").read_text()
+SAMPLE = (Path(__file__).resolve().parent / "data/samples/ascend/envcheck_versions_hccn_ip_linkstat_8dev.txt").read_text()
 
 
 def block(command: str) -> str:

@@ -19,7 +19,7 @@ from ascendctl.preflight import junit_xml, run_preflight
 from tests.fakes import FakeFactory, ok
 
 DATA = Path(__file__).resolve().parent / "data"
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples" / "ascend"
+SAMPLES = Path(__file__).resolve().parent / "data" / "samples" / "ascend"
 
 
 def body(path: Path) -> str:

@@ -18,7 +18,7 @@ from ascendctl.render import (Template, build_rank_table, env_snippet, load_temp
                               render_hostfile, render_rank_table, render_template)
 
 runner = CliRunner()
-SAMPLES = Path(__file__).parents[1].parent / "shared/samples/ascend"
+SAMPLES = Path(__file__).resolve().parent / "data/samples/ascend"
 GOLDEN = Path(__file__).parent / "golden" / "render"
 
 # case -> {output file: ascendctl arguments after `-i <case>/inventory.yaml`}

@@ -21,7 +21,7 @@ from tests.fakes import FakeFactory, ok
 from tests.sim.hccn_tool import hccn_conf_text, hccn_tool_script
 
 runner = CliRunner()
-SAMPLES = Path(__file__).parents[1].parent / "shared/samples/ascend"
+SAMPLES = Path(__file__).resolve().parent / "data/samples/ascend"
 DATA = Path(__file__).parent / "data" / "hccn"
 SAMPLE_IPS = {i: f"10.10.0.{10 + i}" for i in range(8)}  # envcheck_versions_hccn_ip_linkstat_8dev.txt
 CONF_8NPU = {0: "127.0.0.45", 1: "127.0.0.226", 2: "127.0.0.83", 3: "127.0.0.190",

@@ -10,7 +10,7 @@ from ascendctl.parsers import ParseError
 from ascendctl.parsers.npu_smi import parse_npu_topo, parse_nvidia_topo
 from ascendctl.summaries import compare_topologies, parse_comm_statistic, parse_step_trace, summarize_bundle, summarize_msprof
 
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared/samples/ascend"
+SAMPLES = Path(__file__).resolve().parent / "data/samples/ascend"
 DATA = Path(__file__).resolve().parent / "data"
 NPU_TOPO = (SAMPLES / "npu-smi-info-t-topo_910B_8npu.txt").read_text()
 GPU_TOPO = (DATA / "nvidia-smi/topo_m_8gpu_nv12_10nic.txt").read_text()

@@ -16,7 +16,7 @@ from ascendctl.signatures import Category
 from ascendctl.triage import attribute_path, parse_time, triage
 
 runner = CliRunner()
-SAMPLES = Path(__file__).resolve().parents[2] / "shared/samples/ascend"
+SAMPLES = Path(__file__).resolve().parent / "data/samples/ascend"
 
 BENIGN = [
     "[INFO] 2024-01-01 11:59:{s:02d},000 train.py:88 step {i} | lm loss: 2.{i:03d} | loss scale: 65536.0 | grad norm: 1.2 | tokens/s: 1234",

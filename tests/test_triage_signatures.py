@@ -10,7 +10,7 @@ import pytest
 from ascendctl.signatures import SIGNATURES, TRIGGERS, Category, all_anchors, by_id, trigger_pattern
 from ascendctl.triage import _candidate_lines_python, match_line
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared/samples/ascend"
+SAMPLES = Path(__file__).resolve().parent / "data/samples/ascend"
 DATA = Path(__file__).resolve().parent / "data" / "triage"
 TRIGGER = re.compile(trigger_pattern())
 

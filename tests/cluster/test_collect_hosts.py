@@ -20,7 +20,7 @@ from tests.sim.hccn_tool import hccn_tool_script
 from tests.sim.npu_smi import npu_smi_script
 
 runner = CliRunner()
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared/samples/ascend"
+SAMPLES = Path(__file__).resolve().parents[1] / "data/samples/ascend"
 PLOG_DIR = "/root/ascend/log/debug/plog"
 
 

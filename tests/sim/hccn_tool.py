@@ -2,7 +2,7 @@
 
 `hccn_tool_script(...)` returns the text of a POSIX-sh script that answers
 `hccn_tool -i N -ip -g`, `-link -g` and `-net_health -g` in the line format of the real
-tool, as captured in ../shared/samples/ascend/:
+tool, as captured in tests/data/samples/ascend/:
 
 - `-ip -g`: `ipaddr:10.10.0.10` / `netmask:255.255.255.0`
   (envcheck_versions_hccn_ip_linkstat_8dev.txt; npu-smi_hccn_tool_910B1_arthurchiao-blog.txt).

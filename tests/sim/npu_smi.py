@@ -2,7 +2,7 @@
 
 ``npu_smi_script()`` returns the script text; install it on PATH as ``npu-smi``. It answers
 ``npu-smi info``, ``npu-smi info -t health -i N [-c C]``, ``npu-smi info -t topo`` and ``npu-smi info -h``
-from the samples in shared/samples/ascend; anything else prints an error to stderr and exits 1. The
+from the samples in tests/data/samples/ascend; anything else prints an error to stderr and exits 1. The
 mutations (health, removed devices, process rows) are applied here in Python, so the script stays a plain
 dispatcher over quoted heredocs. Test-only: imports nothing from ascendctl except the topo parser.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ascendctl.parsers.npu_smi import parse_npu_topo
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "samples" / "ascend"
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples" / "ascend"
 SAMPLE_FILES = {
     "910B4": "npu-smi-info_910B4_24.1.rc3.txt",
     "910C": "npu-smi-info_910C-A3_24.1.rc3.3.txt",
