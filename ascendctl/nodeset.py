@@ -31,3 +31,17 @@ def group_by(items: Iterable[T], key: Callable[[T], K], name: Callable[[T], str]
     for item in items:
         groups.setdefault(key(item), []).append(name(item))
     return list(groups.items())
+
+
+def fold_numbers(numbers: Iterable[int]) -> str:
+    """Fold integers into ranges: [0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
+    values = sorted(set(numbers))
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ",".join(parts)

@@ -1,8 +1,16 @@
-"""The triage signature table: one row per known failure line (id, category, pattern, meaning, hint).
+"""The triage signature table: one row per known failure line (id, category, role, pattern, meaning, hint).
 
-Signatures are data. `triage.py` owns the reading and the verdict; this module owns only the
-table and the literal anchors used to prefilter big chunks before any regex runs.
+Signatures are data. `ascendctl.triage` owns the reading, the facts and the verdict; this module
+owns only the table and the literal triggers used to prefilter lines before any regex runs.
 Pure; must not import typer or rich.
+
+Roles say what a matched line is evidence of:
+  error    the rank's own failure (OOM, NaN, hardware, launch, exception), or, for COMM_TIMEOUT,
+           a communication error (a symptom that may point at a peer)
+  generic  an error of the rank that says little (CANN inner error, torch_npu ERR code): used
+           only when nothing more specific is found
+  report   a launcher's exit report (torchrun, msrun, DeepSpeed, mpirun, srun): who ended and how
+  stop     the process was stopped by its launcher or from outside (SIGTERM, kill all workers)
 """
 
 from __future__ import annotations
@@ -20,7 +28,11 @@ class Category(str, Enum):
     NAN = "NAN"
     HARDWARE = "HARDWARE"
     LAUNCH = "LAUNCH"
+    EXCEPTION = "EXCEPTION"
     UNKNOWN = "UNKNOWN"
+
+
+ROLES = ("error", "generic", "report", "stop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +46,19 @@ class Signature:
     hint: str
     anchors: tuple[str, ...]
     flags: int = 0
-    report: bool = False  # a launcher's summary: evidence of an exit, not of its cause
+    role: str = "error"  # error | generic | report | stop (module docstring)
+    kind: str = ""  # OOM: "device" or "host"
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"{self.id}: unknown role {self.role!r}")
         object.__setattr__(self, "regex", re.compile(self.pattern, self.flags))
+
+    @property
+    def report(self) -> bool:
+        """Weak evidence: a launcher's report, a stop, or a generic error (never a root cause by itself)."""
+        return self.role != "error"
 
 
 I = re.IGNORECASE
@@ -47,6 +67,7 @@ _O = Category.OOM
 _N = Category.NAN
 _H = Category.HARDWARE
 _L = Category.LAUNCH
+_E = Category.EXCEPTION
 _U = Category.UNKNOWN
 
 _HINT_TIMEOUT = ("a collective or connection timed out: look first at the rank that failed before it; then check MTU and "
@@ -69,25 +90,25 @@ def _code(codes: str) -> str:
 SIGNATURES: tuple[Signature, ...] = (
     # ---------------------------------------------------------------- OOM
     Signature("device.oom", _O, r"\b(?:CUDA|NPU|XPU|MLU|HIP) out of memory\. Tried to allocate",
-              "the accelerator ran out of memory", _HINT_OOM, ("out of memory. Tried",)),
-    Signature("torch.oom_error", _O, r"\bOutOfMemoryError\b", "torch raised OutOfMemoryError", _HINT_OOM, ("OutOfMemoryError",)),
+              "the accelerator ran out of memory", _HINT_OOM, ("out of memory. Tried",), kind="device"),
+    Signature("torch.oom_error", _O, r"\bOutOfMemoryError\b", "torch raised OutOfMemoryError", _HINT_OOM, ("OutOfMemoryError",), kind="device"),
     Signature("cann.oom_code", _O, _code("EL0004|EI0011|EE1001") + r".*?(?:memory|Memory)",
-              "CANN could not allocate device memory", _HINT_OOM, ("EL0004", "EI0011", "EE1001")),
-    Signature("cann.oom_code_bare", _O, _code("EL0004|EI0011"), "CANN memory allocation failure code", _HINT_OOM, ("EL0004", "EI0011")),
+              "CANN could not allocate device memory", _HINT_OOM, ("EL0004", "EI0011", "EE1001"), kind="device"),
+    Signature("cann.oom_code_bare", _O, _code("EL0004|EI0011"), "CANN memory allocation failure code", _HINT_OOM, ("EL0004", "EI0011"), kind="device"),
     Signature("mindspore.oom", _O,
               r"Out of Memory!!!|memory isn't enough and alloc failed|Malloc device memory failed|"
               r"Device\(id:\d+\) memory isn't enough|Memory not enough: current free memory size",
               "MindSpore could not allocate device memory", _HINT_OOM,
-              ("Out of Memory!!!", "memory isn't enough", "Malloc device memory failed", "Memory not enough")),
+              ("Out of Memory!!!", "memory isn't enough", "Malloc device memory failed", "Memory not enough"), kind="device"),
     Signature("kernel.oom_kill", _O,
               r"(?:Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)",
-              "the Linux OOM killer killed a process", _HINT_HOST_OOM, ("out of memory: Kill", "Out of memory: Kill")),
+              "the Linux OOM killer killed a process", _HINT_HOST_OOM, ("out of memory: Kill", "Out of memory: Kill"), kind="host"),
     Signature("kernel.oom_kill_record", _O, r"\boom-kill:.*?\btask=(?P<comm>[^,]*),pid=(?P<pid>\d+)",
-              "the Linux OOM killer picked a process", _HINT_HOST_OOM, ("oom-kill:",)),
+              "the Linux OOM killer picked a process", _HINT_HOST_OOM, ("oom-kill:",), kind="host"),
     Signature("kernel.oom_reaper", _O, r"oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>[^)]*)\)",
-              "the Linux OOM reaper freed a killed process", _HINT_HOST_OOM, ("oom_reaper:",)),
+              "the Linux OOM reaper freed a killed process", _HINT_HOST_OOM, ("oom_reaper:",), kind="host"),
     Signature("host.memoryerror", _O, r"^\s*(?:\S+:\s*)?MemoryError\b|std::bad_alloc\b|Cannot allocate memory",
-              "the host process could not allocate memory", _HINT_HOST_OOM, ("MemoryError", "bad_alloc", "Cannot allocate memory")),
+              "the host process could not allocate memory", _HINT_HOST_OOM, ("MemoryError", "bad_alloc", "Cannot allocate memory"), kind="host"),
     # ---------------------------------------------------------------- NaN / overflow
     Signature("deepspeed.loss_scale_min", _N, r"Current loss scale already at minimum|loss scale (?:is )?already at (?:its )?minimum",
               "the fp16 loss scale collapsed to its minimum", _HINT_NAN, ("already at minimum", "already at its minimum")),
@@ -95,6 +116,11 @@ SIGNATURES: tuple[Signature, ...] = (
               r"(?:[Rr]educing|[Rr]educed|[Dd]ecreas\w*)(?: the)? loss scale (?:from \S+ )?to (?:1|1\.0+|0\.\d+|0)\b(?!\.\d*[1-9])|"
               r"Attempted loss scale: \S+, reducing to (?:1|1\.0+|0\.\d+)\b(?!\.\d*[1-9])",
               "the fp16 loss scale fell to 1 or below (every step overflows)", _HINT_NAN, ("reducing loss scale", "reducing to", "decrease")),
+    Signature("fp16.loss_scale_halving", _N,
+              r"(?:[Rr]educing|[Rr]educed|[Dd]ecreas\w*|setting) (?:the )?loss scale(?: from \S+)? to:? ?\d|"
+              r"[Aa]ttempted loss scale: \S+,? reducing to \d",
+              "the fp16 loss scale was reduced (an overflow step; a collapse only when it halves at every step)", _HINT_NAN,
+              ("educing", "educed", "ecreas", "setting loss scale to"), role="generic"),
     Signature("megatron.nan_grad", _N, r"found NaN in local grad norm|found (?:NaN|Inf) in (?:local )?grad",
               "Megatron found NaN in the gradient norm", _HINT_NAN, ("found NaN", "found Inf")),
     Signature("megatron.nan_iterations", _N, r"number of nan iterations:\s*[1-9]", "Megatron counted NaN iterations", _HINT_NAN,
@@ -141,6 +167,45 @@ SIGNATURES: tuple[Signature, ...] = (
               "a RoCE completion error (peer exited, or link down)", _HINT_TIMEOUT, ("cqe", "CQE", "EI0013")),
     Signature("link.down", _H, r"\bNIC Link is Down\b|\blink (?:is )?down\b|link_status.*DOWN|Link down",
               "a network link went down", _HINT_HW, ("Link is Down", "link down", "link is down", "link_status", "Link down")),
+    # ---------------------------------------------------------------- launch
+    Signature("port.in_use", _L, r"Address already in use|\bbind failed\b|bind\(\) failed|[Ff]ailed to bind|"
+              r"specific port\[\d+\] fail|have already been bound|EADDRINUSE|" + _code("EI0019"),
+              "a port the job needs is taken", _HINT_PORT,
+              ("already in use", "bind failed", "bind() failed", "ailed to bind", "specific port", "already been bound", "EI0019",
+               "EADDRINUSE")),
+    Signature("python.module_not_found", _L, r"\bModuleNotFoundError: No module named|\bImportError: cannot import name|"
+              r"\bImportError: \S+\.so[.\d]*: cannot open shared object file|"
+              r"error while loading shared libraries: \S+: cannot open shared object file",
+              "a Python module or shared library is missing on this node",
+              "install the same environment on every node (`ascendctl preflight` compares versions)",
+              ("ModuleNotFoundError", "ImportError", "error while loading shared libraries")),
+    Signature("launch.device_ordinal", _L,
+              r"invalid device ordinal|Duplicate GPU detected|No CUDA GPUs are available|"
+              r"(?:CUDA|ASCEND_RT|ASCEND)_VISIBLE_DEVICES.{0,60}(?:invalid|out of range|not match|error)|"
+              r"[Ii]nvalid device ?(?:ID|id|Id)\b|device id[^,.]{0,30} (?:is )?(?:invalid|out of range)|"
+              r"(?:rtSetDevice|aclrtSetDevice|SetDevice|set device)\w*(?: execute)? failed|"
+              r"[Dd]evice (?:\d+ )?is (?:busy|occupied|already (?:in use|occupied))|"
+              r"occupied by (?:an)?other process|Device or resource busy",
+              "the job asked for a device this node does not have, or one another process holds",
+              "check nproc/slots against the node's devices, CUDA/ASCEND_RT_VISIBLE_DEVICES, and stale processes "
+              "(`ascendctl preflight --only npu_count,npu_stale_procs`)",
+              ("device ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES", "nvalid device", "device id",
+               "SetDevice", "set device", "is busy", "is occupied", "already in use", "already occupied", "occupied by",
+               "resource busy")),
+    Signature("ranktable.invalid", _L, r"\[RanktableCheck\]|\[RanktableConfig\]|rank_?table.{0,40}(?:invalid|not a valid|error|fail)|"
+              r"in the ranktable is inconsistent|RANK_TABLE_FILE.{0,40}(?:invalid|not exist|error)|"
+              + _code("EI0001|EI0003|EI0004|EI0007|EI0008|EI0009|EI0010|EJ0003"),
+              "the rank table or the HCCL configuration is invalid", _HINT_RANKTABLE,
+              ("Ranktable", "rank_table", "ranktable", "RANK_TABLE", "EI0001", "EI0003", "EI0004", "EI0007", "EI0008", "EI0009", "EI0010",
+               "EJ0003")),
+    Signature("args.invalid", _L, r"error: unrecognized arguments:|error: the following arguments are required:|"
+              r"error: argument \S+: invalid",
+              "the job was started with wrong arguments", "check the launch command line",
+              ("error: unrecognized", "error: the following", "error: argument")),
+    Signature("exec.not_found", _L, r": command not found$|: not found$|No such file or directory: '[^']*python|"
+              r"can't open file '[^']*': \[Errno 2\]|\[Errno 2\] No such file or directory: '[^']*\.py'",
+              "the launcher could not find the program", "check the script path and the interpreter on every node",
+              ("command not found", "not found", "No such file", "can't open file")),
     # ---------------------------------------------------------------- communication timeouts (symptoms)
     Signature("hccl.socket_timeout", _T, _code(r"EI0006") + r"|Getting socket times out|get socket timeout",
               "HCCL timed out building a socket to a peer", _HINT_TIMEOUT, ("EI0006", "socket times out", "get socket timeout")),
@@ -148,7 +213,7 @@ SIGNATURES: tuple[Signature, ...] = (
               r"\[TaskExecStage\]\[Timeout\]|Task run failed.*NOTIFY WAIT",
               "an HCCL collective waited past HCCL_EXEC_TIMEOUT", _HINT_TIMEOUT,
               ("EI0002", "notify wait timeout", "fftsplus task timeout", "[Timeout]", "NOTIFY WAIT")),
-    Signature("hccl.inconsistent_args", _U, _code(r"EI0005") + r"|inconsistent between ranks|\[ParameterConflict\]",
+    Signature("hccl.inconsistent_args", _E, _code(r"EI0005") + r"|inconsistent between ranks|\[ParameterConflict\]",
               "ranks called a collective with different arguments (a program bug the others then wait on)",
               "compare the collective calls (op, count, dtype, group) of the ranks named in the line",
               ("EI0005", "inconsistent between ranks", "ParameterConflict")),
@@ -191,61 +256,69 @@ SIGNATURES: tuple[Signature, ...] = (
               "the msrun/MindSpore scheduler saw a node time out (it names the first to time out, not always the culprit)",
               _HINT_TIMEOUT, ("is timed out", "is timeout", "is time out", "timed out node", "Failed to connect to the",
                               "Cluster is not ready", "build timed out")),
-    # ---------------------------------------------------------------- launch
-    Signature("port.in_use", _L, r"Address already in use|\bbind failed\b|bind\(\) failed|[Ff]ailed to bind|"
-              r"specific port\[\d+\] fail|have already been bound|" + _code("EI0019"),
-              "a port the job needs is taken", _HINT_PORT,
-              ("already in use", "bind failed", "bind() failed", "ailed to bind", "specific port", "already been bound", "EI0019")),
-    Signature("python.module_not_found", _L, r"\bModuleNotFoundError: No module named|\bImportError: cannot import name|"
-              r"\bImportError: \S+\.so[.\d]*: cannot open shared object file",
-              "a Python module or shared library is missing on this node",
-              "install the same environment on every node (`ascendctl preflight` compares versions)",
-              ("ModuleNotFoundError", "ImportError")),
-    Signature("ranktable.invalid", _L, r"\[RanktableCheck\]|\[RanktableConfig\]|rank_?table.{0,40}(?:invalid|not a valid|error|fail)|"
-              r"in the ranktable is inconsistent|RANK_TABLE_FILE.{0,40}(?:invalid|not exist|error)|"
-              + _code("EI0001|EI0003|EI0004|EI0007|EI0008|EI0009|EI0010|EJ0003"),
-              "the rank table or the HCCL configuration is invalid", _HINT_RANKTABLE,
-              ("Ranktable", "rank_table", "ranktable", "RANK_TABLE", "EI0001", "EI0003", "EI0004", "EI0007", "EI0008", "EI0009", "EI0010",
-               "EJ0003")),
-    Signature("args.invalid", _L, r"error: unrecognized arguments:|error: the following arguments are required:|"
-              r"error: argument \S+: invalid",
-              "the job was started with wrong arguments", "check the launch command line",
-              ("error: unrecognized", "error: the following", "error: argument")),
-    Signature("exec.not_found", _L, r": command not found$|No such file or directory: '[^']*python|"
-              r"can't open file '[^']*': \[Errno 2\]",
-              "the launcher could not find the program", "check the script path and the interpreter on every node",
-              ("command not found", "No such file", "can't open file")),
-    # ---------------------------------------------------------------- launcher summaries (weak: they may blame a victim)
+    # ---------------------------------------------------------------- launcher reports and stops (weak: they may blame a victim)
     Signature("msrun.worker_exit", _U, r"(?:Worker|Scheduler) process (?P<pid>\d+) exit with exception\. Error code: (?P<code>-?\d+)",
               "msrun saw a process exit with an error", "look at that process' own log for the first error",
-              ("exit with exception",), report=True),
+              ("exit with exception",), role="report"),
     Signature("torchrun.child_failed", _U, r"\bChildFailedError\b|(?:^|\s)failed \(exitcode: (?P<code>-?\d+)\) local_rank: "
               r"(?P<local_rank>\d+) \(pid: (?P<pid>\d+)\)",
               "torchrun saw a worker fail", "the first rank to exit is not always the cause: check the others' first errors",
-              ("ChildFailedError", "exitcode: "), report=True),
-    # ---------------------------------------------------------------- crashes that start a cascade
-    Signature("process.segfault", _U, r"Segmentation fault|\bSIGSEGV\b|Fatal Python error|core dumped|\bSIGABRT\b|"
-              r"terminate called after throwing",
+              ("ChildFailedError", "exitcode: "), role="report"),
+    Signature("deepspeed.exit", _U, r"exits with return code = (?P<code>-?\d+)|Killing subprocess (?P<pid>\d+)",
+              "the DeepSpeed launcher saw a worker exit", "the first rank to exit is not always the cause: check the others' first errors",
+              ("exits with return code", "Killing subprocess"), role="report"),
+    Signature("srun.task_exit", _U, r"srun: error: (?P<host>[\w.-]+): tasks? (?P<task>[\d,-]+): (?:Exited with exit code (?P<code>\d+)|"
+              r"(?P<signal>Killed|Terminated|Aborted|Segmentation fault))",
+              "Slurm saw a task end badly", "the first task to end is not always the cause: check the others' first errors",
+              ("srun: error:",), role="report"),
+    Signature("mpirun.exit", _U, r"(?:mpirun|prterun) noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node "
+              r"(?P<host>\S+) exited on signal (?P<sig>\d+)|Primary job\s+terminated normally, but \d+ process returned",
+              "mpirun saw a rank end badly", "the first rank to end is not always the cause: check the others' first errors",
+              ("noticed that process rank", "Primary job"), role="report"),
+    Signature("launcher.stop_signal", _U, r"\bSignalException: Process \d+ got signal: (?P<sig>\d+)|"
+              r"Sending process (?P<pid>\d+) closing signal (?P<signal>SIG[A-Z]+)|"
+              r"Received (?:Signals\.)?(?P<signal2>SIG[A-Z]+) death signal|There's worker exits with exception, kill all other workers|"
+              r"CANCELLED AT .{0,40}(?:DUE TO TIME LIMIT|\*\*\*)|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|"
+              r"^\s*(?:\[rank\d+\]:\s*)?KeyboardInterrupt\s*$",
+              "a process was stopped by its launcher or from outside (a victim, or the job was cancelled)",
+              "find the rank that failed before the stop, or why the job was cancelled",
+              ("SignalException", "closing signal", "death signal", "kill all other workers", "CANCELLED AT", "DUE TO",
+               "KeyboardInterrupt"), role="stop"),
+    Signature("launcher.job_failed", _U, r"Distributed job exited with exception|returned non-zero exit status \d+|"
+              r"ProcessExitedException: process \d+ terminated with exit code",
+              "the launcher or a wrapper reports that the job failed", "look for the first error of a rank before this line",
+              ("job exited with exception", "non-zero exit status", "ProcessExitedException"), role="report"),
+    # ---------------------------------------------------------------- crashes and program errors
+    Signature("process.segfault", _E, r"Segmentation fault|\bSIGSEGV\b|Fatal Python error|core dumped|\bSIGABRT\b|"
+              r"terminate called after throwing|\bSIGBUS\b|Bus error",
               "a process crashed", "read the traceback just before this line on the same rank",
-              ("Segmentation fault", "SIGSEGV", "Fatal Python error", "core dumped", "SIGABRT", "terminate called")),
-    Signature("device.runtime_error", _U, r"CUDA error: (?!out of memory)[a-z]|illegal memory access|device-side assert triggered|"
+              ("Segmentation fault", "SIGSEGV", "Fatal Python error", "core dumped", "SIGABRT", "terminate called", "SIGBUS",
+               "Bus error")),
+    Signature("device.runtime_error", _E, r"CUDA error: (?!out of memory)[a-z]|illegal memory access|device-side assert triggered|"
               r"CUBLAS_STATUS_[A-Z_]+|cuDNN error: CUDNN_STATUS|Aicore kernel execute failed",
               "a kernel failed on the device (a bug or bad input, not a network problem)",
               "rerun that rank with CUDA_LAUNCH_BLOCKING=1 / ASCEND_LAUNCH_BLOCKING=1 to find the failing operator",
               ("CUDA error: ", "illegal memory access", "device-side assert", "CUBLAS_STATUS_", "cuDNN error",
                "Aicore kernel execute failed")),
-    Signature("cann.inner_error", _U, r"\bE[A-Z]9999:|\(E[A-Z]9999\):", "CANN reported an inner error",
-              "read the lines after it for the failing module; collect the plog of this device", ("EE9999", "EI9999", "EL9999"), report=True),
+    Signature("collective.mismatch", _E, r"Detected mismatch between collectives on ranks|"
+              r"(?:[Mm]ismatch|inconsistent) (?:between|across) ranks|collective.{0,40}(?:sequence|shape) mismatch",
+              "ranks called different collectives (a program bug the others then wait on)",
+              "compare the collective calls (op, count, dtype, group) of the ranks named in the line",
+              ("mismatch between collectives", "between ranks", "across ranks", "ismatch")),
+    Signature("cann.inner_error", _E, r"\bE[A-Z]9999:|\(E[A-Z]9999\):", "CANN reported an inner error",
+              "read the lines after it for the failing module; collect the plog of this device", ("EE9999", "EI9999", "EL9999"),
+              role="generic"),
     Signature("torch_npu.dist_error", _T, r"\bERR\d{5} DIST\b", "torch_npu's distributed layer failed (often a peer died)",
               _HINT_TIMEOUT, tuple(f"ERR{d}" for d in range(10))),
-    Signature("torch_npu.error", _U, r"\bERR\d{5} (?:PTA|OPS|GRAPH|PROF)\b", "torch_npu raised an error",
-              "read the traceback of this rank", tuple(f"ERR{d}" for d in range(10)), report=True),
+    Signature("torch_npu.error", _E, r"\bERR\d{5} (?:PTA|OPS|GRAPH|PROF)\b", "torch_npu raised an error",
+              "read the traceback of this rank", tuple(f"ERR{d}" for d in range(10)), role="generic"),
     # ---------------------------------------------------------------- generic (last: every specific row wins)
-    Signature("python.exception", _U,
-              r"^(?:\[(?:rank|default|trainer|worker)\d+\]:\s*)?(?:[A-Za-z_]\w*\.)*(?!SignalException\b)[A-Z]\w*(?:Error|Exception): \S",
+    Signature("python.exception", _E,
+              r"^(?:\[(?:rank|default|trainer|worker)\d+\]:\s*)*(?:[A-Za-z_]\w*\.)*"
+              r"(?!SignalException\b|ChildFailedError\b|CalledProcessError\b)[A-Z]\w*(?:Error|Exception): \S",
               "a rank raised a Python exception (the last line of its traceback)",
               "read this rank's traceback: it raised before the other ranks timed out or were stopped",
-              ("Error: ", "Exception: "), report=True),
+              ("Error: ", "Exception: ")),
 )
 
 
@@ -253,7 +326,7 @@ SIGNATURES: tuple[Signature, ...] = (
 CONTEXT_ANCHORS: tuple[str, ...] = (
     "hcom init", "SetupAgent", "Entry-HcclCommInitRootInfo", "LocalRank Key Info", "RankID:",
     "ChildFailedError", "Root Cause (first observed failure)", "Failures:", "  time      :", "  host      :", "  rank      :",
-    "  exitcode  :", "  traceback :", "exitcode: ",
+    "  exitcode  :", "  traceback :", "exitcode: ", "rank id",
 )
 
 
@@ -289,7 +362,11 @@ TRIGGERS: tuple[str, ...] = (
     "link_status", "[Rr]ank_?[Tt]able", "RANK_TABLE", "stablish", "no connect", "NOTIFY WAIT", "not ready",
     "DEVICE_DOWN", "bad_alloc", "specific port", "bind", "not found", "No such file", "can't open", "atchdog",
     "endezvous", "FullMesh", "aborted", "hcom init", "SetupAgent", "CommInitRootInfo", "LocalRank Key", "RankID",
-    "exitcode", "      :", "ParameterConflict", "between ranks",
+    "exitcode", "      :", "ParameterConflict", "between ranks", "ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES",
+    "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "EADDRINUSE", "closing signal", "death signal",
+    "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
+    "srun: error", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
+    "rank id", "setting loss scale to",
 )
 
 

@@ -1,0 +1,750 @@
+"""The blame engine: a model of the job (facts per rank), then culprit inference by an ordered rule table.
+
+Facts come from the findings (extract.py), the launcher's job record and the tails of the logs:
+per rank its first own error, its communication errors and the peer each names, its exit from
+every launcher report, whether its launcher stopped it, and its last training step. The rules in
+RULES are tried in order; the first that names a culprit (or decides there is no single one)
+gives the verdict. `launch` and `triage` both call `decide`: one engine, one answer.
+Pure; must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Mapping
+
+from ..signatures import SIGNATURES, Category
+from .extract import HALVINGS_TO_COLLAPSE, PROGRESS_RX, Extraction, Progress
+from .model import STOP_SIGNALS, Finding, RankSummary, TriageReport, Victim, signal_of
+from .times import NO_YEAR, from_epoch, seconds, with_year
+
+# Which categories win when two own errors cannot be ordered: causes before their usual consequences.
+PRIORITY = (Category.HARDWARE, Category.OOM, Category.LAUNCH, Category.NAN, Category.EXCEPTION, Category.UNKNOWN,
+            Category.COMM_TIMEOUT)
+SAME_MOMENT = 1.0  # seconds: errors this close cannot be ordered by their timestamps
+NETWORK_HINTS = (
+    "every rank failed in communication at about the same time and none failed before: suspect the data path, not a rank",
+    "check the MTU on every hop (`ascendctl preflight --only mtu,path_mtu`), switch ports and links "
+    "(`hccn_tool -i N -link -g`, `ibstat`), and that no firewall drops traffic between nodes",
+    "rerun with a smaller set of nodes, or `ascendctl netcheck`, to find a slow or broken link",
+)
+HINTS = {
+    Category.COMM_TIMEOUT: (
+        "start from the rank named above: the timeouts on the other ranks are usually its victims",
+        "check the MTU on every hop (`ascendctl preflight --only mtu,path_mtu`) and that no firewall drops traffic between nodes",
+        "raise HCCL_CONNECT_TIMEOUT (link setup) or HCCL_EXEC_TIMEOUT (collectives) only if some ranks are just slow to arrive",
+    ),
+    Category.OOM: (
+        "enable recompute (activation checkpointing) to trade compute for memory",
+        "lower micro_batch_num / the micro batch size, or the global batch size",
+        "shard more: ZeRO stage, tensor/pipeline parallel size; for host OOM lower dataloader workers",
+    ),
+    Category.NAN: (
+        "check the mixed-precision config: prefer bf16, or keep fp16 with a dynamic loss scale and a sane minimum",
+        "check the loss scale history and lower the learning rate or enable gradient clipping",
+        "look for bad samples in the batch the first NaN step read",
+    ),
+    Category.HARDWARE: (
+        "drain the node named above and check it: `npu-smi info -t health`, `hccn_tool -i N -link -g`, dmesg",
+        "rerun without that node; report the device for replacement if the error repeats",
+    ),
+    Category.LAUNCH: (
+        "fix the launch environment on the node named above (ports, Python modules, devices, rank table) and relaunch",
+        "`ascendctl preflight` checks ports, devices, versions and the rank table before a launch",
+    ),
+    Category.EXCEPTION: (
+        "read that rank's traceback (its log around the evidence line): the other ranks only lost their peer",
+        "reproduce on one node with the same data shard if the error depends on input",
+    ),
+    Category.UNKNOWN: ("no rank shows an error of its own: read the last lines of each rank's log",),
+}
+
+
+# ---------------------------------------------------------------------------------------------- facts
+
+
+@dataclass(slots=True)
+class Exit:
+    """How one rank (or one node's launcher) ended, from a launcher report or the job record."""
+
+    code: int | None
+    signal: str | None
+    time: str | None
+    source: Finding | None  # the report line; None for the job record
+    by_launcher: bool = False  # stopped by its launcher / ascendctl's teardown, not by its own failure
+
+    @property
+    def abnormal(self) -> bool:
+        return (self.code is not None and self.code != 0) or self.signal is not None
+
+
+@dataclass(slots=True)
+class Actor:
+    """One rank, or one node's launcher (`rank` None), or text that says nothing of where it came from (both None)."""
+
+    node: str | None
+    rank: int | None
+    local: int | None = None  # a local rank whose global rank is unknown (no job record, no pairing line)
+    own: list[Finding] = field(default_factory=list)
+    consequences: list[Finding] = field(default_factory=list)  # own errors after its first communication error
+    generic: list[Finding] = field(default_factory=list)
+    comm: list[Finding] = field(default_factory=list)
+    exits: list[Exit] = field(default_factory=list)
+    stops: list[Finding] = field(default_factory=list)
+    progress: Progress | None = None
+
+    @property
+    def key(self) -> tuple[str | None, int | None, int | None]:
+        return (self.node, self.rank, self.local)
+
+    def label(self) -> str:
+        parts = [f"node {self.node}" if self.node else "", f"rank {self.rank}" if self.rank is not None else "",
+                 f"local rank {self.local}" if self.local is not None else ""]
+        return ", ".join(p for p in parts if p) or "an unattributed log"
+
+    def first_exit(self) -> Exit | None:
+        bad = [e for e in self.exits if e.abnormal]
+        return min(bad, key=lambda e: e.time or "9999") if bad else None
+
+
+@dataclass(slots=True)
+class Facts:
+    """Every actor of the job, the ranks it should have had, and how to map addresses to nodes."""
+
+    actors: dict[tuple[str | None, int | None, int | None], Actor]
+    universe: set[int]  # ranks the job had (job record), else the ranks seen
+    addresses: dict[str, str]
+    findings: list[Finding]
+    teardown_time: str | None = None
+    order: dict[str, int] = field(default_factory=dict)  # file -> read order
+
+    def actor(self, node: str | None, rank: int | None, local: int | None = None) -> Actor:
+        key = (node, rank, local if rank is None else None)
+        if key not in self.actors:
+            self.actors[key] = Actor(*key)
+        return self.actors[key]
+
+    def of(self, f: Finding) -> Actor:
+        """The actor a finding belongs to."""
+        return self.actor(f.node, f.rank, f.local_rank)
+
+    def ranked(self) -> list[Actor]:
+        return [a for a in self.actors.values() if a.rank is not None]
+
+    def node_of_rank(self, rank: int) -> str | None:
+        nodes = {a.node for a in self.actors.values() if a.rank == rank and a.node}
+        return nodes.pop() if len(nodes) == 1 else None
+
+    def sort_key(self, f: Finding) -> tuple[int, str, int, int]:
+        """Time first; untimed findings after timed ones, then read order and line (a paste's lines are in time order)."""
+        return (0 if f.time else 1, f.time or "", self.order.get(f.file, 0), f.line)
+
+    def before(self, a: Finding, b: Finding) -> bool:
+        """Is `a` known to have happened before `b`?"""
+        if a.time and b.time:
+            ta, tb = seconds(a.time), seconds(b.time)
+            if ta is not None and tb is not None and abs(ta - tb) >= SAME_MOMENT:
+                return ta < tb
+            if a.file != b.file:
+                return False
+        if a.file == b.file:
+            return a.line < b.line
+        return False
+
+    def earliest(self, items: Iterable[Finding]) -> Finding | None:
+        return min(items, key=lambda f: (self.sort_key(f), PRIORITY.index(f.category)), default=None)
+
+
+def _fill_years(findings: list[Finding]) -> list[Finding]:
+    """Give year-less times (syslog, glog) the latest year seen elsewhere, so they sort with the rest."""
+    years = [f.time[:4] for f in findings if f.time and not f.time.startswith(NO_YEAR)]
+    if not years:
+        return findings
+    year = max(years)
+    return [replace(f, time=with_year(f.time, year)) if f.time and f.time.startswith(NO_YEAR) else f for f in findings]
+
+
+def _inherit_times(findings: list[Finding]) -> list[Finding]:
+    """An untimed line (a traceback) takes the time of the timed line before it in the same file, else the one after."""
+    by_file: dict[str, list[int]] = {}
+    for i, f in enumerate(findings):
+        by_file.setdefault(f.file, []).append(i)
+    out = list(findings)
+    for indexes in by_file.values():
+        indexes.sort(key=lambda i: findings[i].line)
+        last: str | None = None
+        pending: list[int] = []
+        for i in indexes:
+            f = findings[i]
+            if f.time:
+                last = f.time
+                for j in pending:  # lines before the file's first time: they happened no later than it
+                    out[j] = replace(findings[j], time=last, time_source="inherited")
+                pending = []
+            elif last is not None:
+                out[i] = replace(f, time=last, time_source="inherited")
+            else:
+                pending.append(i)
+    return out
+
+
+def _job_facts(job: Mapping[str, Any] | None) -> tuple[dict[tuple[str, int], int], set[int], dict[str, str], list[tuple[str, Exit]], str | None]:
+    """From a job record: local->global rank map, the rank universe, addresses of nodes, and each launcher's exit."""
+    local_map: dict[tuple[str, int], int] = {}
+    universe: set[int] = set()
+    addresses: dict[str, str] = {}
+    exits: list[tuple[str, Exit]] = []
+    if not job:
+        return local_map, universe, addresses, exits, None
+    teardown = job.get("teardown_started")
+    nodes = job.get("nodes") or []
+    for entry in nodes:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            continue
+        name = entry["name"]
+        offset = entry.get("utc_offset") if isinstance(entry.get("utc_offset"), int) else None
+        for key in ("host",):
+            if isinstance(entry.get(key), str):
+                addresses[entry[key]] = name
+        env: dict[str, Any] = entry["env"] if isinstance(entry.get("env"), dict) else {}
+        for key in ("HCCL_IF_IP", "NCCL_IF_IP"):
+            if isinstance(env.get(key), str):
+                addresses[env[key]] = name
+        if isinstance(entry.get("address"), str):
+            addresses[entry["address"]] = name
+        workers, first = entry.get("workers"), entry.get("first_rank")
+        if isinstance(workers, int) and isinstance(first, int):
+            for local in range(workers):
+                local_map[(name, local)] = first + local
+                universe.add(first + local)
+        code, ended = entry.get("exit_code"), entry.get("ended")
+        signal = entry.get("signal") if isinstance(entry.get("signal"), str) else None
+        when = from_epoch(float(ended), offset) if isinstance(ended, (int, float)) else None
+        if isinstance(code, int) or signal or entry.get("error"):
+            exits.append((name, Exit(code if isinstance(code, int) else None, signal_of(code) if isinstance(code, int) else None,
+                                     when, None, by_launcher=signal is not None)))
+    teardown_time = from_epoch(float(teardown)) if isinstance(teardown, (int, float)) else None
+    return local_map, universe, addresses, exits, teardown_time
+
+
+def build_facts(ex: Extraction) -> Facts:
+    """Join pids and local ranks, complete times, and group every finding under the rank (or node) it belongs to."""
+    local_map, universe, job_addresses, job_exits, teardown_time = _job_facts(ex.job)
+    for (seen_on, local), global_rank in ex.local_ranks.items():
+        if seen_on is not None:
+            local_map.setdefault((seen_on, local), global_rank)
+    findings = _inherit_times(_fill_years(list(ex.findings)))
+    joined = []
+    for f in findings:
+        rank: int | None = f.rank
+        if rank is None and f.local_rank is not None and f.node is not None:
+            rank = local_map.get((f.node, f.local_rank))
+        if rank is None and f.pid is not None:
+            known = ex.pid_ranks.get((f.node, f.pid))
+            if known is None and f.node is None:  # a loose log: a pid seen anywhere
+                known = next((v for (_, pid), v in ex.pid_ranks.items() if pid == f.pid), None)
+            if known is not None and known[0] is not None:
+                rank = known[0]
+                if f.device is None and known[1] is not None:
+                    f = replace(f, device=known[1])
+        joined.append(replace(f, rank=rank) if rank != f.rank else f)
+    # a rank named without a node: the node where that rank was seen, when only one was
+    nodes_of: dict[int, set[str]] = {}
+    for f in joined:
+        if f.rank is not None and f.node is not None:
+            nodes_of.setdefault(f.rank, set()).add(f.node)
+    for (node, _), rank in local_map.items():
+        nodes_of.setdefault(rank, set()).add(node)
+    joined = [replace(f, node=next(iter(nodes_of[f.rank]))) if f.node is None and f.rank is not None
+              and len(nodes_of.get(f.rank, ())) == 1 else f for f in joined]
+    addresses = {**ex.addresses, **job_addresses}
+    facts = Facts({}, set(universe), addresses, joined, teardown_time)
+    facts.order = {}
+    for f in joined:
+        facts.order.setdefault(f.file, len(facts.order))
+    for f in sorted(joined, key=facts.sort_key):
+        actor = facts.of(f)
+        if f.role == "report":
+            if f.exit_code is not None or f.signal is not None:
+                actor.exits.append(Exit(f.exit_code, f.signal, f.time, f, by_launcher=f.signal in STOP_SIGNALS))
+        elif f.role == "stop":
+            actor.stops.append(f)
+        elif f.role == "generic":
+            actor.generic.append(f)
+        elif f.category == Category.COMM_TIMEOUT:
+            actor.comm.append(f)
+        else:
+            actor.own.append(f)
+    for node, exit_ in job_exits:
+        facts.actor(node, None).exits.append(exit_)
+    for (where, known_rank, local_of), progress in ex.progress.items():
+        at_rank = known_rank
+        if at_rank is None and local_of is not None and where is not None:
+            at_rank = local_map.get((where, local_of))
+        if at_rank is None and where is None:
+            continue
+        actor = facts.actor(where, at_rank)
+        if actor.progress is None or progress.step > actor.progress.step:
+            actor.progress = progress
+    # own errors a rank logged after its own communication error are consequences of it (not for node-level text,
+    # which mixes ranks)
+    for actor in facts.ranked():
+        if actor.comm and actor.own:
+            first_comm = actor.comm[0]
+            actor.consequences = [f for f in actor.own if facts.before(first_comm, f)]
+            actor.own = [f for f in actor.own if f not in actor.consequences]
+    if not facts.universe:
+        facts.universe = {a.rank for a in facts.ranked() if a.rank is not None}
+    _loss_scale_collapse(ex, facts)
+    return facts
+
+
+def _loss_scale_collapse(ex: Extraction, facts: Facts) -> None:
+    """A loss scale halved at every report, HALVINGS_TO_COLLAPSE times in a row, is a NaN/overflow failure."""
+    for (_, _, _), steps in ex.scales.items():
+        run = 1
+        for i in range(1, len(steps)):
+            prev, cur = steps[i - 1][0], steps[i][0]
+            run = run + 1 if prev > 0 and abs(cur - prev / 2) < 1e-9 else 1
+            if run >= HALVINGS_TO_COLLAPSE:
+                first = steps[i - run + 1][1]
+                last = steps[i][1]
+                text = f"loss scale halved {run} times in a row (to {cur:g}): {last.text}"
+                finding = replace(last, category=Category.NAN, signature="fp16.loss_scale_collapse", text=text[:400],
+                                  role="error")
+                facts.findings.append(finding)
+                facts.of(finding).own.append(replace(finding, time=first.time or finding.time))
+                break
+
+
+# ---------------------------------------------------------------------------------------------- verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a rule decided."""
+
+    rule: str
+    category: Category
+    culprit: Finding | None  # None: no single culprit
+    reason: str
+    confidence: str
+    actor: Actor | None = None
+    hints: tuple[str, ...] = ()
+
+
+Rule = Callable[[Facts], "Verdict | None"]
+
+
+def _step_of(f: Finding) -> int | None:
+    m = PROGRESS_RX.search(f.text)
+    return int(m.group(1)) if m else None
+
+
+def rule_own_error(facts: Facts) -> Verdict | None:
+    """A rank's own error (OOM, NaN, hardware, launch, exception), not preceded by a communication error of its own."""
+    candidates = [a.own[0] for a in facts.actors.values() if a.own]
+    if not candidates:
+        return None
+    first = facts.earliest(candidates)
+    assert first is not None
+    actor = facts.of(first)
+    others = [f for f in candidates if f is not first]
+    # NaN on several ranks at the same step (or moment): the model diverged, no rank did it first
+    if first.category == Category.NAN:
+        same = [f for f in others if f.category == Category.NAN and _same_moment(facts, first, f)]
+        ranks = {facts.of(f).key for f in [first, *same]}
+        if len(ranks) >= 2:
+            return Verdict("nan_everywhere", Category.NAN, None,
+                           f"{len(ranks)} ranks reported NaN/overflow at the same step; no rank went first", "medium")
+    comm_firsts = [a.comm[0] for a in facts.actors.values() if a.comm]
+    earlier_comm = [c for c in comm_firsts if facts.before(c, first) and facts.of(c) is not actor]
+    ambiguous = [f for f in others if not facts.before(first, f) and f.category != first.category]
+    confidence = "high"
+    if earlier_comm or ambiguous or first.time is None and len(facts.order) > 1:
+        confidence = "medium"
+    what = next((s.meaning for s in SIGNATURES if s.id == first.signature), first.signature)
+    reason = f"{actor.label()} failed on its own first ({what})"
+    if comm_firsts:
+        reason += "; the communication errors of other ranks are its victims"
+    if earlier_comm:
+        reason += f" (though {len(earlier_comm)} communication error(s) carry earlier timestamps)"
+    return Verdict("own_error", first.category, first, reason, confidence, actor)
+
+
+def _same_moment(facts: Facts, a: Finding, b: Finding) -> bool:
+    sa, sb = _step_of(a), _step_of(b)
+    if sa is not None and sb is not None:
+        return sa == sb
+    if a.time and b.time:
+        ta, tb = seconds(a.time), seconds(b.time)
+        return ta is not None and tb is not None and abs(ta - tb) < SAME_MOMENT
+    return False
+
+
+def _exit_category(exit_: Exit) -> tuple[Category, str, str]:
+    """(category, what happened, confidence) of an abnormal exit with no error line of its own."""
+    if exit_.code in (126, 127):
+        return Category.LAUNCH, f"exited {exit_.code} (command not found or not executable)", "high"
+    if exit_.signal == "SIGKILL":
+        return Category.OOM, "was killed with SIGKILL and logged no error (usually the kernel OOM killer: host memory)", "low"
+    if exit_.signal in ("SIGSEGV", "SIGABRT", "SIGBUS"):
+        return Category.EXCEPTION, f"crashed ({exit_.signal})", "medium"
+    if exit_.signal is not None:
+        return Category.EXCEPTION, f"was ended by {exit_.signal}", "low"
+    return Category.EXCEPTION, f"exited with code {exit_.code} and logged no error of its own", "medium"
+
+
+def _stopped_by_launcher(facts: Facts, actor: Actor, exit_: Exit) -> bool:
+    if exit_.by_launcher:
+        return True
+    if exit_.time and facts.teardown_time and exit_.time >= facts.teardown_time:
+        return True
+    return any(s.time and exit_.time and s.time <= exit_.time for s in actor.stops)
+
+
+def rule_bad_exit(facts: Facts) -> Verdict | None:
+    """A rank (or a node's launcher) that exited abnormally with no communication error of its own: it ended itself."""
+    candidates: list[tuple[Actor, Exit]] = []
+    for actor in facts.actors.values():
+        exit_ = actor.first_exit()
+        if exit_ is None or actor.comm or exit_.signal in STOP_SIGNALS or _stopped_by_launcher(facts, actor, exit_):
+            continue
+        if actor.rank is None and actor.node is not None and any(a.node == actor.node and a.comm for a in facts.ranked()):
+            continue  # a launcher that exited because its ranks lost a peer
+        candidates.append((actor, exit_))
+    if not candidates:
+        return None
+    # ranks before node launchers (a launcher exits because a rank did); then by time
+    actor, exit_ = min(candidates, key=lambda c: (c[0].rank is None, 0 if c[1].time else 1, c[1].time or "",
+                                                  c[1].code is None or c[1].code < 0))
+    category, what, confidence = _exit_category(exit_)
+    if len(candidates) > 1 and confidence == "high":
+        confidence = "medium"
+    source = exit_.source
+    text = source.text if source else f"{actor.node}: launcher exited {exit_.code}" + (f" ({exit_.signal})" if exit_.signal else "")
+    culprit = Finding(category, source.signature if source else "job.exit", actor.node, actor.rank,
+                      None, exit_.time, source.file if source else "job.json", source.line if source else 0, text,
+                      pid=source.pid if source else None, role="report", exit_code=exit_.code, signal=exit_.signal,
+                      time_source=source.time_source if source else "job")
+    reason = f"{actor.label()} {what}, and no communication error of its own"
+    voters = _voters_for(facts, actor)
+    if voters:
+        reason += f"; {voters} other rank(s)' communication errors point at it"
+        confidence = "high" if confidence == "medium" else confidence
+    hints: tuple[str, ...] = ()
+    if category == Category.OOM:
+        hints = ("check the node's kernel log for the OOM killer (`ascendctl collect` gathers dmesg), and host memory "
+                 "per rank (dataloader workers, pinned memory)",)
+    return Verdict("bad_exit", category, culprit, reason, confidence, actor, hints)
+
+
+def _peer_targets(facts: Facts, f: Finding) -> tuple[str | None, int | None]:
+    """(node, rank) a communication error points at."""
+    if f.signature == "msrun.node_timeout":
+        return None, None  # msrun's scheduler names the first node to stop answering: often one its launcher killed
+    rank = f.peer_rank
+    node = None
+    if f.peer_addr:
+        node = facts.addresses.get(f.peer_addr) or (f.peer_addr if any(a.node == f.peer_addr for a in facts.actors.values())
+                                                    else None)
+        if node is None and f.peer_addr in ("127.0.0.1", "localhost"):
+            node = f.node
+    if rank is not None and node is None:
+        node = facts.node_of_rank(rank)
+    return node, rank
+
+
+def _votes(facts: Facts) -> tuple[Counter[tuple[str | None, int | None]], Counter[str]]:
+    """Distinct reporters per (node, rank) and per node named by communication errors."""
+    by_rank: dict[tuple[str | None, int | None], set[tuple[str | None, int | None, int | None]]] = {}
+    by_node: dict[str, set[tuple[str | None, int | None, int | None]]] = {}
+    for actor in facts.actors.values():
+        for f in actor.comm:
+            node, rank = _peer_targets(facts, f)
+            if rank is not None and rank != actor.rank:
+                by_rank.setdefault((node, rank), set()).add(actor.key)
+            if node is not None and not (rank is None and node == actor.node and actor.rank is None):
+                by_node.setdefault(node, set()).add(actor.key)
+    return (Counter({k: len(v) for k, v in by_rank.items()}), Counter({k: len(v) for k, v in by_node.items()}))
+
+
+def _voters_for(facts: Facts, actor: Actor) -> int:
+    ranks, nodes = _votes(facts)
+    if actor.rank is not None and (actor.node, actor.rank) in ranks:
+        return ranks[(actor.node, actor.rank)]
+    return nodes.get(actor.node or "", 0) if actor.node else 0
+
+
+def _clear_winner(votes: Counter[Any]) -> tuple[Any, int] | None:
+    ranked = votes.most_common(2)
+    if not ranked:
+        return None
+    top, count = ranked[0]
+    runner = ranked[1][1] if len(ranked) > 1 else 0
+    if count >= 2 and count >= 2 * runner:
+        return top, count
+    if count == 1 and runner == 0 and sum(1 for a in votes) == 1:
+        return top, count
+    return None
+
+
+def rule_peer_votes(facts: Facts) -> Verdict | None:
+    """The rank (or node) the other ranks' communication errors point at, by a clear majority."""
+    ranks, nodes = _votes(facts)
+    win = _clear_winner(ranks)
+    if win is not None:
+        (node, rank), count = win
+        actor = facts.actor(node, rank)
+        pointer = facts.earliest(f for a in facts.actors.values() for f in a.comm if _peer_targets(facts, f)[1] == rank)
+        assert pointer is not None
+        culprit = _actor_evidence(facts, actor) or replace(pointer, node=node, rank=rank, device=None)
+        return Verdict("peer_votes", Category.COMM_TIMEOUT, culprit,
+                       f"{count} rank(s)' communication errors point at rank {rank}" + (f" on node {node}" if node else ""),
+                       "medium", actor)
+    win = _clear_winner(nodes)
+    if win is None:
+        return None
+    node_name, count = win
+    members = [a for a in facts.ranked() if a.node == node_name]
+    quiet = [a for a in members if not a.comm]
+    pick = None
+    if quiet:
+        pick = min(quiet, key=lambda a: ((a.first_exit() or Exit(None, None, None, None)).time or "9999", a.rank or 0))
+    actor = pick or facts.actor(node_name, None)
+    pointer = facts.earliest(f for a in facts.actors.values() for f in a.comm if _peer_targets(facts, f)[0] == node_name)
+    assert pointer is not None
+    culprit = _actor_evidence(facts, actor) or replace(pointer, node=node_name, rank=actor.rank, device=None)
+    which = f"rank {actor.rank} on node {node_name}" if actor.rank is not None else f"node {node_name}"
+    return Verdict("peer_votes", Category.COMM_TIMEOUT, culprit,
+                   f"{count} rank(s)' communication errors point at node {node_name}; {which} shows no communication error "
+                   "of its own" if pick else f"{count} rank(s)' communication errors point at node {node_name}", "medium", actor)
+
+
+def _actor_evidence(facts: Facts, actor: Actor) -> Finding | None:
+    """The best line about an actor that has no error of its own: its exit report, a stop, or its last progress."""
+    exit_ = actor.first_exit()
+    if exit_ is not None and exit_.source is not None:
+        return replace(exit_.source, category=Category.COMM_TIMEOUT)
+    if actor.stops:
+        return replace(actor.stops[0], category=Category.COMM_TIMEOUT)
+    if actor.progress is not None:
+        p = actor.progress
+        return Finding(Category.COMM_TIMEOUT, "progress.last", actor.node, actor.rank, None, p.time, p.file, 0,
+                       f"last progress: {p.line_text}", role="report", time_source="line" if p.time else "none")
+    return None
+
+
+def rule_hang(facts: Facts) -> Verdict | None:
+    """A hang: every other rank timed out waiting, this rank did not (or its progress stopped first)."""
+    universe = facts.universe
+    reporters = {a.rank for a in facts.ranked() if a.comm}
+    if len(reporters) < 2 or len(universe) < 3:
+        return None
+    errored = {a.rank for a in facts.ranked() if a.own}
+    missing = sorted(universe - reporters - errored)
+    progress = {a.rank: a.progress.step for a in facts.ranked() if a.progress is not None and a.rank is not None}
+    laggards: list[int] = []
+    if progress:
+        top = max(progress.values())
+        behind = [r for r, step in progress.items() if step < top]
+        if behind and len(behind) <= max(1, len(universe) // 4):
+            least = min(progress[r] for r in behind)
+            laggards = [r for r in behind if progress[r] == least]
+    if laggards:
+        chosen = laggards
+        why = "its progress stopped first (step {step}, the others reached step {top})"
+    elif missing and len(missing) <= max(1, len(universe) // 4) and not (progress and all(r in progress for r in missing)):
+        chosen = missing
+        why = "it logged no communication error while every other rank timed out waiting for it"
+    else:
+        return None
+    rank = chosen[0]
+    node = facts.node_of_rank(rank)
+    actor = facts.actor(node, rank)
+    step = progress.get(rank)
+    culprit = _actor_evidence(facts, actor) or Finding(Category.COMM_TIMEOUT, "hang.missing_rank", node, rank, None, None,
+                                                       "", 0, f"rank {rank} never reported the collective the others timed out in",
+                                                       role="report", time_source="none")
+    text = why.format(step=step, top=max(progress.values()) if progress else None)
+    more = f" (also silent: ranks {', '.join(map(str, chosen[1:]))})" if len(chosen) > 1 else ""
+    return Verdict("hang", Category.COMM_TIMEOUT, culprit, f"hang: {actor.label()}: {text}{more}",
+                   "medium" if laggards else "low", actor,
+                   ("a hang: look at what that rank was doing (py-spy dump, its last log lines): a dataloader stall, "
+                    "a rank-dependent branch that skips a collective, or a stuck device",))
+
+
+def rule_everyone_timed_out(facts: Facts) -> Verdict | None:
+    """Communication errors everywhere and nothing before them: the data path, not a rank."""
+    reporters = [a for a in facts.actors.values() if a.comm]
+    if not reporters:
+        return None
+    firsts = [a.comm[0] for a in reporters]
+    times = [t for t in (seconds(f.time) for f in firsts if f.time) if t is not None]
+    spread = f" within {max(times) - min(times):.0f}s of each other" if len(times) >= 2 else ""
+    ranked = [a for a in reporters if a.rank is not None]
+    if len(ranked) >= 2 and len(ranked) >= 0.75 * max(1, len(facts.universe)):
+        return Verdict("everyone_timed_out", Category.COMM_TIMEOUT, None,
+                       f"{len(ranked)} of {len(facts.universe)} ranks failed in communication{spread}, none failed before "
+                       "and none is named by the others: no single culprit", "medium", None, NETWORK_HINTS)
+    return Verdict("only_comm_errors", Category.COMM_TIMEOUT, None,
+                   "only communication errors were found and none points at a rank; the log of the rank that failed "
+                   "first may be missing", "low", None,
+                   ("collect the logs of every rank (`ascendctl collect`): the rank that failed first is usually the one "
+                    "whose log is missing here",))
+
+
+def rule_stopped(facts: Facts) -> Verdict | None:
+    """Only stops from outside (SIGTERM, a cancelled Slurm job): nobody failed on their own."""
+    stops = [f for a in facts.actors.values() for f in a.stops]
+    stop_exits = [e for a in facts.actors.values() for e in a.exits if e.signal in STOP_SIGNALS and e.source is not None]
+    if not stops and not stop_exits:
+        return None
+    first = facts.earliest([*stops, *(e.source for e in stop_exits if e.source is not None)])
+    assert first is not None
+    return Verdict("stopped", Category.UNKNOWN, None,
+                   "the job was stopped from outside (a signal, a cancellation or a time limit) and no rank shows an error "
+                   f"of its own: {first.text[:120]}", "low", None,
+                   ("find who or what stopped the job: the scheduler's record (time limit, preemption), a user, or a "
+                    "health checker",))
+
+
+def rule_generic(facts: Facts) -> Verdict | None:
+    """Only generic errors (CANN inner errors, torch_npu error codes)."""
+    generic = [f for a in facts.actors.values() for f in a.generic]
+    first = facts.earliest(generic)
+    if first is None:
+        return None
+    actor = facts.of(first)
+    return Verdict("generic_error", first.category, first, f"{actor.label()} logged the first error, a generic one",
+                   "low", actor)
+
+
+RULES: tuple[tuple[str, Rule, str], ...] = (
+    ("own_error", rule_own_error, "a rank's own error (OOM, NaN, hardware, launch, exception) not preceded by a "
+                                  "communication error of that rank; the earliest wins; NaN on every rank at one step: none"),
+    ("bad_exit", rule_bad_exit, "a rank or launcher that exited non-zero or by a signal other than TERM/INT/HUP, with no "
+                                "communication error of its own and not stopped by its launcher"),
+    ("peer_votes", rule_peer_votes, "the rank or node that other ranks' communication errors name, by a clear majority"),
+    ("hang", rule_hang, "the rank that did not time out while the others did, or whose progress stopped first"),
+    ("everyone_timed_out", rule_everyone_timed_out, "communication errors on (nearly) every rank, none earlier and none "
+                                                    "named by the others: no single culprit"),
+    ("stopped", rule_stopped, "only stops from outside: no culprit"),
+    ("generic_error", rule_generic, "only generic errors: the earliest, with low confidence"),
+)
+
+
+def decide(facts: Facts) -> Verdict | None:
+    """Try each rule of RULES in order; None when nothing at all was found."""
+    own = rule_own_error(facts)
+    exit_ = rule_bad_exit(facts)
+    if own is not None and exit_ is not None and exit_.culprit is not None and own.culprit is not None:
+        # two independent failures: the one that happened first (when the times say so)
+        if facts.before(exit_.culprit, own.culprit) and exit_.culprit.time and own.culprit.time:
+            return exit_
+    if own is not None:
+        return own
+    for _, rule, _ in RULES[1:]:
+        verdict = rule(facts)
+        if verdict is not None:
+            return verdict
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+
+def _victims(facts: Facts, verdict: Verdict | None) -> tuple[list[Victim], list[RankSummary]]:
+    culprit_key = verdict.actor.key if verdict and verdict.actor else None
+    victims: list[Victim] = []
+    summaries: list[RankSummary] = []
+    for actor in sorted(facts.actors.values(), key=lambda a: (a.rank is None, a.rank if a.rank is not None else 0,
+                                                               a.node or "")):
+        if actor.node is None and actor.rank is None and not (actor.own or actor.comm or actor.exits):
+            continue
+        first_comm = actor.comm[0] if actor.comm else None
+        peer = None
+        if first_comm is not None:
+            node, rank = _peer_targets(facts, first_comm)
+            peer = f"rank {rank}" if rank is not None else f"node {node}" if node else first_comm.peer_addr
+        exit_ = actor.first_exit()
+        how = None
+        if actor.key == culprit_key:
+            role = "culprit"
+        elif actor.own and verdict is not None and verdict.culprit is not None:
+            role = "co-failed"
+        elif actor.comm:
+            role, how = "victim", f"communication error ({actor.comm[0].signature})" + (f" naming {peer}" if peer else "")
+        elif exit_ is not None and (exit_.signal in STOP_SIGNALS or _stopped_by_launcher(facts, actor, exit_)):
+            role, how = "stopped", f"stopped by its launcher or ascendctl ({exit_.signal or exit_.code})"
+        elif actor.stops:
+            role, how = "stopped", actor.stops[0].text[:100]
+        elif actor.own:
+            role = "co-failed"
+        elif exit_ is not None:
+            role, how = "victim", f"exited {exit_.code if exit_.code is not None else exit_.signal} after the culprit"
+        else:
+            role = "ok" if actor.rank is not None else "unknown"
+        if how and (actor.rank is not None or actor.node is not None) and actor.key != culprit_key:
+            victims.append(Victim(actor.node, actor.rank, how))
+        first_own = actor.own[0] if actor.own else (actor.consequences[0] if actor.consequences else None)
+        summaries.append(RankSummary(actor.node, actor.rank, role, first_own, first_comm, peer,
+                                     exit_.code if exit_ else None, exit_.signal if exit_ else None, exit_.time if exit_ else None,
+                                     actor.progress.step if actor.progress else None,
+                                     actor.progress.time if actor.progress else None))
+    return victims, summaries
+
+
+def _launcher_blamed(facts: Facts, verdict: Verdict | None) -> str | None:
+    """What torchrun's Root Cause block (or msrun's scheduler) named, when that is not the verdict's rank."""
+    roots = [f for f in facts.findings if f.signature == "torchrun.root_cause"]
+    culprit = verdict.culprit if verdict else None
+    for f in roots:
+        if culprit is None or f.rank != culprit.rank:
+            return (f"torchrun's Root Cause names rank {f.rank}" + (f" on {f.node}" if f.node else "")
+                    + f" (exitcode {f.exit_code}), which is not where the failure started")
+    timeouts = [f for f in facts.findings if f.signature == "msrun.node_timeout" and f.peer_rank is not None]
+    for f in timeouts:
+        if culprit is None or f.peer_rank != culprit.rank:
+            return f"msrun's scheduler names rank {f.peer_rank} as timed out first, which is not where the failure started"
+    return None
+
+
+def _oom_kind(f: Finding | None) -> str | None:
+    if f is None or f.category != Category.OOM:
+        return None
+    if f.kind:
+        return f.kind
+    return "host" if f.signature.startswith(("kernel.", "host.")) or f.signal == "SIGKILL" else "device"
+
+
+def report(ex: Extraction) -> TriageReport:
+    """Facts, the verdict and everything said about it."""
+    facts = build_facts(ex)
+    verdict = decide(facts)
+    victims, summaries = _victims(facts, verdict)
+    if verdict is None:
+        category, first, reason, rule, confidence = Category.UNKNOWN, None, "no known failure signature was found", "none", "low"
+        hints = ["no known failure signature found: read the last lines of each rank's log"]
+    else:
+        category, first, reason, rule, confidence = (verdict.category, verdict.culprit, verdict.reason, verdict.rule,
+                                                     verdict.confidence)
+        hints = list(verdict.hints)
+        if first is not None:
+            sig_hint = next((s.hint for s in SIGNATURES if s.id == first.signature), None)
+            if sig_hint and sig_hint not in hints:
+                hints.insert(0, sig_hint)
+        for hint in HINTS[category]:
+            if hint not in hints and not (first is None and category == Category.COMM_TIMEOUT):
+                hints.append(hint)
+        if first is not None and category == Category.COMM_TIMEOUT:
+            hints.insert(0, f"look first at {verdict.actor.label() if verdict.actor else 'the rank named'}: its log before "
+                            f"{first.time or 'the timeouts'}")
+    findings = sorted(facts.findings, key=lambda f: (facts.sort_key(f), f.file, f.line))
+    return TriageReport(category, first, tuple(findings), tuple(hints), reason, ex.files, ex.bytes_read, ex.suppressed,
+                        tuple(ex.notes), tuple(ex.unreadable), rule, confidence, tuple(victims), tuple(summaries),
+                        _oom_kind(first), first is not None or verdict is None, _launcher_blamed(facts, verdict))
+
+
+__all__ = ["RULES", "Actor", "Exit", "Facts", "Verdict", "build_facts", "decide", "report"]

@@ -1,0 +1,366 @@
+"""From candidate lines to findings: which signature, which node/rank/device/pid, which peer, which exit.
+
+Owns attribution (file paths, line prefixes, pid and local-rank maps learned from context lines),
+launcher reports (torchrun's whole ChildFailedError report, msrun, DeepSpeed, srun, mpirun), peer
+extraction from communication errors, and last progress (step) per rank from file tails.
+Pure; must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Iterable
+
+from ..signatures import SIGNATURES, Category, Signature
+from .model import Finding, Source, signal_of
+from .times import parse_time, split_stamp
+
+MAX_TEXT = 400
+KEEP_PER_KEY = 5  # findings kept per (node, rank, signature); the rest are only counted
+NOT_NODE_DIRS = {"plog", "debug", "run", "process_log", "launcher", "log", "logs", "device_log", "slog", "ascend", "workers"}
+
+_RANK_RXS = (
+    re.compile(r"^(?:\[default\d+\]:)?\[rank(\d+)\]:"),
+    re.compile(r"^\[(?:rank|trainer|worker)(\d+)\]:"),
+    re.compile(r"RankID:\s*(\d+)"),
+    re.compile(r"\[(?:PG \S+ (?:\([^)]*\) )?)?Rank (\d+)\]"),
+    re.compile(r"\b(?:userRank|rankId|rank_id|localRank|rank)\[(\d+)\]"),
+    re.compile(r"\bRank (\d+)\b(?! Skipping)"),
+    re.compile(r"\brank[ =:](\d+)\b(?!/)"),
+)
+_LOCAL_PREFIX_RX = re.compile(r"^\[default(\d+)\]:")
+_DEVICE_RXS = (
+    re.compile(r"\bDevice:\s*(\d+)"),
+    re.compile(r"\((?:NPU|GPU|CUDA|XPU) (\d+);"),
+    re.compile(r"\bdevice(?:LogicId|Id|_id)?[\[=:]\s*(\d+)\b"),
+    re.compile(r"\bdevice\((?:chipId:)?(\d+)"),
+    re.compile(r"\blogicDevi?d?:?\[?(\d+)"),
+    re.compile(r"\bdevid=(\d+)"),
+)
+_PID_RX = re.compile(r"^\[?[A-Z]+\]? ?[A-Z_]+\((\d+)[,:]|\[PID: ?(\d+)\]|\bPID:\s*(\d+)")
+_PEER_RANK_RXS = (
+    re.compile(r"Cluster Exception Location\[IP/ID\]:\[[^/\]]*/(\d+)\]"),
+    re.compile(r"crimer rank \[[^/\]]*/(\d+)\]"),
+    re.compile(r"[Rr]emote[ _]?[Rr]ank\W{0,4}(\d+)"),
+    re.compile(r"^[^|]*\|\s*[\w.:]+\((\d+)\)\s*\|.*\|\s*(?:time out|no connect)\s*\|"),
+    re.compile(r"\bdst_rank\[(\d+)\]"),
+    re.compile(r"[Tt]he node:? (\d+) is timed? ?out"),
+)
+_ADDR = r"(?:\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*(?:\.[\w-]+)*)"
+_PEER_ADDR_RXS = (
+    re.compile(r"Cluster Exception Location\[IP/ID\]:\[(" + _ADDR + r")/"),
+    re.compile(r"by peer \[(" + _ADDR + r")\]"),  # gloo: Connection closed by peer [10.0.0.2]:1234
+    re.compile(r"Read error \[(" + _ADDR + r")\]"),
+    re.compile(r"(?:from|remote) peer (" + _ADDR + r")<\d+>"),  # NCCL: Got completion from peer 10.0.0.2<1234>
+    re.compile(r"\bpeer (" + _ADDR + r")<\d+>"),
+    re.compile(r"[Rr]emote[ _]?(?:[Ii][Pp]|[Aa]ddr(?:ess)?)\W{0,4}(" + _ADDR + r")"),
+    re.compile(r"failed to connect to \[?(" + _ADDR + r")\]?:\d+"),
+    re.compile(r"[Cc]onnect(?:ion)? to \[?(" + _ADDR + r")\]?:\d+ (?:failed|refused|timed out)"),
+)
+_CONTEXT_RX = re.compile(
+    r"hcom init by file success.*?rank\[(?P<r1>\d+)\].*?device\[(?P<d1>\d+)\]"
+    r"|SetupAgent rankNum\[\d+\], rank\[(?P<r2>\d+)\].*?logicDevId\[(?P<d2>\d+)\]"
+    r"|Entry-HcclCommInitRootInfo\w*:ranks\[\d+\], rank\[(?P<r3>\d+)\].*?deviceLogicId\[(?P<d3>\d+)\]"
+    r"|\[LocalRank Key Info\]userRank\[(?P<r4>\d+)\].*?devicePhyId\[(?P<d4>\d+)\]"
+    r"|This node \d+ rank id: (?P<r5>\d+)"
+)
+_MSRUN_START_RX = re.compile(r"Start worker process with rank id:(\d+), log file:(\S+?)\.")
+_TORCHRUN_FIELD_RX = re.compile(r"^\s*(time|host|rank|exitcode|traceback|error_file)\s*: (.*)$")
+_FILE_RANK_RX = re.compile(r"(?:^|[^a-z])(?:rank|worker|default)[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
+_FILE_DEVICE_RX = re.compile(r"(?:^|[^a-z])(?:device|dev|npu)[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
+_FILE_PID_RX = re.compile(r"\b(?:plog|device)-(\d+)_\d+")
+# torchrun --log-dir: <dir>/<run id>/attempt_<n>/<local rank>/{stdout,stderr}.log and error.json
+_ELASTIC_RX = re.compile(r"^attempt_\d+$")
+PROGRESS_RX = re.compile(
+    r"\b(?:global[_ ]step|step|iteration|iter|Step|Iteration|STEP|ITERATION)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?", )
+_LOSS_SCALE_RX = re.compile(r"(?:reducing|Reducing|reduced|Reduced|decreas\w*|setting) (?:the )?loss scale(?: from \S+)? to:? ?"
+                            r"(?P<to>\d+(?:\.\d+)?)|[Aa]ttempted loss scale: (?P<from>\S+?),? reducing to (?P<to2>\d+(?:\.\d+)?)")
+HALVINGS_TO_COLLAPSE = 8  # a loss scale halved this many times in a row, every step, is a collapse
+
+
+def match_line(text: str) -> Signature | None:
+    """The first signature of the table that matches this line, if any."""
+    for sig in SIGNATURES:
+        if sig.regex.search(text):
+            return sig
+    return None
+
+
+def attribute_path(rel: PurePosixPath, *, bundle: bool) -> tuple[str | None, int | None, int | None, int | None]:
+    """Node, rank, device and pid implied by a path inside a bundle or directory."""
+    node, rank, _, device, pid = attribute_path_full(rel, bundle=bundle)
+    return node, rank, device, pid
+
+
+def attribute_path_full(rel: PurePosixPath, *, bundle: bool) -> tuple[str | None, int | None, int | None, int | None, int | None]:
+    """Node, rank, local rank, device and pid implied by a path (torchrun's per-rank layout gives a local rank)."""
+    parts = list(rel.parts)
+    node = None
+    if bundle and len(parts) >= 2 and parts[0].lower() not in NOT_NODE_DIRS and not _FILE_DEVICE_RX.fullmatch(parts[0]):
+        node = parts[0]
+        parts = parts[1:]
+    rank = device = pid = local = None
+    for i, part in enumerate(parts[:-1]):
+        if _ELASTIC_RX.match(part) and i + 1 < len(parts) - 1 and parts[i + 1].isdigit():
+            local = int(parts[i + 1])
+    for part in reversed(parts):
+        if (m := _FILE_PID_RX.search(part)) is not None:  # plog-<pid>_<ts>, device-<pid>_<ts>: a pid, not a device
+            pid = int(m.group(1)) if pid is None else pid
+            continue
+        if rank is None and (m := _FILE_RANK_RX.search(part)):
+            rank = int(m.group(1))
+        if device is None and (m := _FILE_DEVICE_RX.search(part)):
+            device = int(m.group(1))
+    return node, rank, local, device, pid
+
+
+def _first_int(rxs: Iterable[re.Pattern[str]], text: str) -> int | None:
+    for rx in rxs:
+        m = rx.search(text)
+        if m:
+            for group in m.groups():
+                if group is not None:
+                    return int(group)
+    return None
+
+
+def _first_str(rxs: Iterable[re.Pattern[str]], text: str) -> str | None:
+    for rx in rxs:
+        m = rx.search(text)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _line_pid(text: str) -> int | None:
+    m = _PID_RX.search(text)
+    if m is None:
+        return None
+    return int(next(g for g in m.groups() if g is not None))
+
+
+@dataclass(slots=True)
+class Progress:
+    """The last training step a rank logged, from the tail of its log."""
+
+    step: int
+    time: str | None
+    file: str
+    line_text: str
+
+
+@dataclass(slots=True)
+class Extraction:
+    """Mutable accumulator of one triage run (private; the result is a frozen TriageReport)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    kept: Counter[tuple[str | None, int | None, str]] = field(default_factory=Counter)
+    suppressed: int = 0
+    pid_ranks: dict[tuple[str | None, int], tuple[int | None, int | None]] = field(default_factory=dict)
+    local_ranks: dict[tuple[str | None, int], int] = field(default_factory=dict)  # (node, local rank) -> global rank
+    progress: dict[tuple[str | None, int | None, int | None], Progress] = field(default_factory=dict)  # (node, rank, local)
+    scales: dict[tuple[str | None, int | None, str], list[tuple[float, Finding]]] = field(default_factory=dict)
+    files: int = 0
+    bytes_read: int = 0
+    notes: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    job: dict[str, object] | None = None
+    addresses: dict[str, str] = field(default_factory=dict)  # address or host name -> node
+    order: int = 0
+
+    def add(self, finding: Finding) -> None:
+        key = (finding.node, finding.rank if finding.rank is not None else finding.local_rank, finding.signature)
+        self.kept[key] += 1
+        if self.kept[key] > KEEP_PER_KEY and finding.role != "report":
+            self.suppressed += 1
+            return
+        self.findings.append(finding)
+
+    # -------------------------------------------------------------------------------------- lines
+
+    def line(self, src: Source, number: int, raw: str) -> None:
+        """One candidate line of a file (the prefilter already saw a trigger in it)."""
+        stamp, text = split_stamp(raw)
+        if self._torchrun_line(src, number, text, stamp):
+            return
+        local = _local_prefix(text)
+        m = _CONTEXT_RX.search(text)
+        if m is not None:
+            self._context(src, text, m, local)
+            return
+        start = _MSRUN_START_RX.search(text)
+        if start is not None:
+            return
+        sig = match_line(text)
+        if sig is None:
+            return
+        groups = sig.regex.search(text)
+        assert groups is not None
+        pid = _line_pid(text) or src.pid
+        rank = _first_int(_RANK_RXS, text)
+        device = _first_int(_DEVICE_RXS, text)
+        if local is None:
+            local = src.local_rank
+        if rank is None and local is not None:
+            rank = self.local_ranks.get((src.node, local))
+        if rank is None and pid is not None and (src.node, pid) in self.pid_ranks:
+            rank, dev = self.pid_ranks[(src.node, pid)]
+            device = device if device is not None else dev
+        if rank is not None and local is not None:
+            self.local_ranks.setdefault((src.node, local), rank)
+        named = sig.regex.groupindex
+        sig_pid = int(groups["pid"]) if "pid" in named and groups["pid"] else None
+        code = int(groups["code"]) if "code" in named and groups["code"] else None
+        signal = signal_of(code)
+        if "signal" in named and groups["signal"]:
+            signal = groups["signal"]
+        elif "signal2" in named and groups["signal2"]:
+            signal = groups["signal2"]
+        elif "sig" in named and groups["sig"]:
+            signal = signal_of(-int(groups["sig"]))
+        node = src.node
+        if sig.id == "srun.task_exit":
+            node = node or groups["host"]
+            task = groups["task"]
+            rank = int(task) if task.isdigit() else None
+            if groups["signal"]:
+                signal = {"Killed": "SIGKILL", "Terminated": "SIGTERM", "Aborted": "SIGABRT",
+                          "Segmentation fault": "SIGSEGV"}[groups["signal"]]
+        if sig.id == "mpirun.exit" and groups["rank"]:
+            rank, node = int(groups["rank"]), node or groups["host"]
+        if sig.id in ("torchrun.child_failed", "msrun.worker_exit", "deepspeed.exit") and sig_pid is not None:
+            # these lines name a process of the launcher, not the rank of the line's prefix
+            rank = None
+            if (src.node, sig_pid) in self.pid_ranks:
+                rank = self.pid_ranks[(src.node, sig_pid)][0]
+            if sig.id == "torchrun.child_failed" and groups["local_rank"]:
+                local = int(groups["local_rank"])
+                rank = self.local_ranks.get((src.node, local), rank)
+        if sig.id == "launcher.stop_signal" and sig_pid is not None:
+            rank = self.pid_ranks.get((src.node, sig_pid), (None, None))[0]
+        own_time = parse_time(text)
+        time, source = (own_time, "line") if own_time else (stamp, "stamp") if stamp else (None, "none")
+        if own_time and own_time.startswith("0000") and stamp:
+            time, source = stamp[:4] + own_time[4:], "line"
+        peer_rank = peer_addr = None
+        if sig.category == Category.COMM_TIMEOUT:
+            peer_rank = _first_int(_PEER_RANK_RXS, text)
+            if peer_rank is not None and peer_rank >= 4294967295:
+                peer_rank = None
+            peer_addr = _first_str(_PEER_ADDR_RXS, text)
+        finding = Finding(
+            category=sig.category, signature=sig.id, node=node, rank=rank if rank is not None else src.rank,
+            device=device if device is not None else src.device, time=time, file=src.file, line=number,
+            text=text.strip()[:MAX_TEXT], pid=sig_pid if sig_pid is not None else pid, role=sig.role, local_rank=local,
+            peer_rank=peer_rank, peer_addr=peer_addr, exit_code=code, signal=signal, time_source=source, kind=sig.kind,
+        )
+        if sig.id == "fp16.loss_scale_halving":
+            self._scale(finding, text)
+            return
+        self.add(finding)
+
+    def _context(self, src: Source, text: str, m: re.Match[str], local: int | None) -> None:
+        ctx_rank = next(int(g) for g in (m["r1"], m["r2"], m["r3"], m["r4"], m["r5"]) if g is not None)
+        dev_text = next((g for g in (m["d1"], m["d2"], m["d3"], m["d4"]) if g is not None), None)
+        ctx_device = int(dev_text) if dev_text is not None else None
+        ctx_pid = _line_pid(text) or src.pid
+        if ctx_pid is None or ctx_pid == src.pid:
+            src.rank, src.device = ctx_rank, ctx_device if ctx_device is not None else src.device
+        if ctx_pid is not None:
+            self.pid_ranks[(src.node, ctx_pid)] = (ctx_rank, ctx_device)
+        if local is not None:
+            self.local_ranks.setdefault((src.node, local), ctx_rank)
+
+    def _scale(self, finding: Finding, text: str) -> None:
+        """Loss-scale reductions, kept per rank to find a scale halved every step down to nothing."""
+        m = _LOSS_SCALE_RX.search(text)
+        if m is None:
+            return
+        value = float(m.group("to") or m.group("to2"))
+        self.scales.setdefault((finding.node, finding.rank, finding.file), []).append((value, finding))
+
+    # ------------------------------------------------------------------------- torchrun's report
+
+    def _torchrun_line(self, src: Source, number: int, text: str, stamp: str | None) -> bool:
+        """torchrun's ChildFailedError report: every entry of `Failures:` and `Root Cause (first observed failure):`."""
+        if "Root Cause (first observed failure)" in text:
+            self.flush_torchrun(src)
+            src.torchrun_root = True
+            return True
+        if text.strip() == "Failures:":
+            self.flush_torchrun(src)
+            src.torchrun_root = False
+            return True
+        m = _TORCHRUN_FIELD_RX.match(text)
+        if m is None:
+            return False
+        key, value = m.group(1), m.group(2).strip()
+        if key == "time":
+            self.flush_torchrun(src)
+            src.torchrun_at = number
+        src.torchrun[key] = value
+        if stamp and "stamp" not in src.torchrun:
+            src.torchrun["stamp"] = stamp
+        return True
+
+    def flush_torchrun(self, src: Source) -> None:
+        entry, src.torchrun = src.torchrun, {}
+        if "exitcode" not in entry:
+            return
+        m = re.match(r"(-?\d+)(?: \(pid: (\d+)\))?", entry["exitcode"])
+        code = int(m.group(1)) if m else None
+        pid = int(m.group(2)) if m and m.group(2) else None
+        rm = re.match(r"(\d+)(?: \(local_rank: (\d+)\))?", entry.get("rank", ""))
+        rank = int(rm.group(1)) if rm else None
+        local = int(rm.group(2)) if rm and rm.group(2) else None
+        traceback = entry.get("traceback", "")
+        signal = signal_of(code)
+        sm = re.search(r"Signal (\d+)", traceback)
+        if sm:
+            signal = signal_of(-int(sm.group(1)))
+        host = entry.get("host") or None
+        node = src.node if src.node is not None else host
+        if host and src.node and host != src.node:
+            self.addresses.setdefault(host, src.node)
+        if rank is not None and local is not None:
+            self.local_ranks.setdefault((node, local), rank)
+        if pid is not None and rank is not None:
+            self.pid_ranks[(node, pid)] = (rank, None)
+        label = "root cause" if src.torchrun_root else "failure"
+        text = f"torchrun {label}: host {host} rank {rank} exitcode {code} (pid {pid}) {traceback}".strip()
+        when = parse_time(entry.get("time", "").replace("_", " ", 1)) if entry.get("time") else None
+        source = "report"
+        if when is None and entry.get("stamp"):
+            when, source = entry["stamp"], "stamp"
+        self.add(Finding(Category.UNKNOWN, "torchrun.root_cause" if src.torchrun_root else "torchrun.failure", node, rank, None,
+                         when, src.file, src.torchrun_at, text[:MAX_TEXT], pid=pid, role="report", local_rank=local,
+                         exit_code=code, signal=signal, time_source=source))
+
+    # -------------------------------------------------------------------------------- progress
+
+    def tail(self, src: Source, data: bytes) -> None:
+        """The last bytes of a file: the last training step each rank in it logged."""
+        text = data.decode("utf-8", "replace")
+        for raw in text.splitlines()[-2000:]:
+            stamp, line = split_stamp(raw)
+            m = PROGRESS_RX.search(line)
+            if m is None or "rror" in line or "xception" in line:
+                continue
+            local = _local_prefix(line)
+            rank = _first_int(_RANK_RXS[:2], line)
+            if local is None:
+                local = src.local_rank
+            if rank is None:
+                rank = src.rank
+            key = (src.node, rank, local if rank is None else None)
+            when = parse_time(line) or stamp
+            self.progress[key] = Progress(int(m.group(1)), when, src.file, line.strip()[:MAX_TEXT])
+
+
+def _local_prefix(text: str) -> int | None:
+    m = _LOCAL_PREFIX_RX.match(text)
+    return int(m.group(1)) if m else None

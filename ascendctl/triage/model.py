@@ -1,0 +1,206 @@
+"""Records of a triage run: findings (matched lines), exits, per-rank summaries, the verdict.
+
+Frozen dataclasses that cross module boundaries (reader -> facts -> rules -> ui/launch).
+Pure; must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ExitCode
+from ..signatures import Category
+
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
+# A process ended by one of these was stopped by someone else (its launcher, ascendctl, the scheduler, a user).
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+def signal_of(code: int | None) -> str | None:
+    """The signal an exit code stands for: -9 (Python's form), 137 (a shell's 128+9)."""
+    if code is None:
+        return None
+    if code < 0:
+        return SIGNALS.get(-code, f"signal {-code}")
+    if 128 < code < 160:
+        return SIGNALS.get(code - 128, f"signal {code - 128}")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One matched line, attributed to a node, rank, device and time where the evidence allows."""
+
+    category: Category
+    signature: str
+    node: str | None
+    rank: int | None
+    device: int | None
+    time: str | None
+    file: str
+    line: int
+    text: str
+    pid: int | None = None
+    role: str = "error"  # error | generic | report | stop (see signatures.py)
+    local_rank: int | None = None
+    peer_rank: int | None = None  # the rank this line names as the other side (remote rank, heartbeat lost, ...)
+    peer_addr: str | None = None  # the address this line names as the other side (gloo/NCCL peer, HCCL remote IP)
+    exit_code: int | None = None
+    signal: str | None = None
+    time_source: str = "line"  # line | stamp | report | job | inherited | none
+    kind: str = ""  # OOM: device | host
+
+    @property
+    def weak(self) -> bool:
+        return self.role != "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"category": self.category.value, "signature": self.signature, "node": self.node, "rank": self.rank,
+                "local_rank": self.local_rank, "device": self.device, "time": self.time, "file": self.file, "line": self.line,
+                "text": self.text, "role": self.role, "peer_rank": self.peer_rank, "peer_addr": self.peer_addr,
+                "exit_code": self.exit_code, "signal": self.signal}
+
+
+@dataclass(frozen=True, slots=True)
+class RankSummary:
+    """What is known of one rank (or of one node's launcher when `rank` is None), and its part in the failure."""
+
+    node: str | None
+    rank: int | None
+    role: str  # culprit | victim | co-failed | stopped | ok | unknown
+    first_error: Finding | None = None  # its first own error (not a communication symptom)
+    first_comm_error: Finding | None = None
+    peer: str | None = None  # who its communication error names: "rank 3" or "node h02" or an address
+    exit_code: int | None = None
+    signal: str | None = None
+    exit_time: str | None = None
+    last_step: int | None = None
+    last_progress_time: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        def brief(f: Finding | None) -> dict[str, Any] | None:
+            return None if f is None else {"signature": f.signature, "category": f.category.value, "time": f.time,
+                                           "file": f.file, "line": f.line, "text": f.text}
+        return {"node": self.node, "rank": self.rank, "role": self.role, "first_error": brief(self.first_error),
+                "first_comm_error": brief(self.first_comm_error), "peer": self.peer, "exit_code": self.exit_code,
+                "signal": self.signal, "exit_time": self.exit_time, "last_step": self.last_step,
+                "last_progress_time": self.last_progress_time}
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """A rank (or node) that failed because of the culprit, and how."""
+
+    node: str | None
+    rank: int | None
+    how: str  # e.g. "communication error naming node h02", "stopped by its launcher (SIGTERM)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "rank": self.rank, "how": self.how}
+
+
+@dataclass(frozen=True, slots=True)
+class TriageReport:
+    """The verdict: category, first failure (None when no single culprit), why, victims, evidence, hints, what was read."""
+
+    category: Category | None
+    first_failure: Finding | None
+    findings: tuple[Finding, ...]
+    hints: tuple[str, ...]
+    reason: str
+    files_read: int
+    bytes_read: int
+    suppressed: int = 0
+    notes: tuple[str, ...] = ()
+    unreadable: tuple[str, ...] = ()
+    rule: str = "none"  # the culprit rule that fired (rules.RULES)
+    confidence: str = "low"  # high | medium | low
+    victims: tuple[Victim, ...] = ()
+    ranks: tuple[RankSummary, ...] = ()
+    oom_kind: str | None = None  # device | host, for OOM
+    single_culprit: bool = True
+    launcher_blamed: str | None = None  # what a launcher's report named first, when that differs from the verdict
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if not self.files_read:
+            return ExitCode.ERROR
+        # A file we could not read may have held the answer: never a clean verdict then.
+        return ExitCode.ERROR if self.unreadable and self.first_failure is None else ExitCode.OK
+
+    @property
+    def culprit_node(self) -> str | None:
+        return self.first_failure.node if self.first_failure else None
+
+    @property
+    def culprit_rank(self) -> int | None:
+        return self.first_failure.rank if self.first_failure else None
+
+    def headline(self) -> str:
+        """`EXCEPTION on node h02, rank 3` or `COMM_TIMEOUT, no single culprit`: what launch and triage both print."""
+        category = self.category.value if self.category else "UNKNOWN"
+        if self.category is not None and self.oom_kind:
+            category += f" ({self.oom_kind} memory)"
+        f = self.first_failure
+        if f is None:
+            return f"{category}, no single culprit" if not self.single_culprit else f"{category}, no culprit found"
+        parts = [f"node {f.node}" if f.node else "", f"rank {f.rank}" if f.rank is not None else "",
+                 f"local rank {f.local_rank}" if f.rank is None and f.local_rank is not None else "",
+                 f"device {f.device}" if f.device is not None else ""]
+        where = ", ".join(p for p in parts if p)
+        return f"{category} on {where}" if where else category
+
+    def folded_victims(self) -> list[tuple[str, str]]:
+        """Victims grouped by how they failed: (`node[01-03] ranks 0-5`, how)."""
+        from ..nodeset import fold, fold_numbers
+
+        groups: dict[str, list[Victim]] = {}
+        for v in self.victims:
+            groups.setdefault(v.how, []).append(v)
+        out = []
+        for how, members in groups.items():
+            nodes = [v.node for v in members if v.node]
+            ranks = [v.rank for v in members if v.rank is not None]
+            who = " ".join(x for x in (fold(dict.fromkeys(nodes)) if nodes else "",
+                                       f"rank{'s' if len(ranks) > 1 else ''} {fold_numbers(ranks)}" if ranks else "") if x)
+            out.append((who or "?", how))
+        return out
+
+    def timeline(self) -> tuple[RankSummary, ...]:
+        """Ranks that failed, in the order their first error (own or communication) or exit happened."""
+        def when(r: RankSummary) -> str:
+            first = r.first_error or r.first_comm_error
+            return (first.time if first and first.time else None) or r.exit_time or "9999"
+        return tuple(sorted((r for r in self.ranks if r.role != "ok"), key=when))
+
+    def to_dict(self) -> dict[str, Any]:
+        ff = None
+        if self.first_failure is not None:
+            f = self.first_failure
+            ff = {"node": f.node, "rank": f.rank, "device": f.device, "time": f.time, "file": f.file, "line": f.line,
+                  "text": f.text, "signature": f.signature}
+        return {"category": self.category.value if self.category else None, "first_failure": ff,
+                "single_culprit": self.single_culprit, "reason": self.reason, "culprit_reason": self.rule,
+                "confidence": self.confidence, "oom_kind": self.oom_kind,
+                "victims": [v.to_dict() for v in self.victims], "ranks": [r.to_dict() for r in self.ranks],
+                "launcher_blamed": self.launcher_blamed,
+                "findings": [f.to_dict() for f in self.findings], "hints": list(self.hints),
+                "files_read": self.files_read, "bytes_read": self.bytes_read, "suppressed_findings": self.suppressed,
+                "notes": list(self.notes), "unreadable": list(self.unreadable)}
+
+
+@dataclass(slots=True)
+class Source:
+    """What a file's path says about its lines, updated by context lines as the file is read (private to a run)."""
+
+    file: str
+    node: str | None
+    rank: int | None
+    device: int | None
+    pid: int | None
+    local_rank: int | None = None
+    torchrun: dict[str, str] = field(default_factory=dict)
+    torchrun_root: bool = False
+    torchrun_at: int = 0
+    order: int = 0  # the order in which files were read
