@@ -42,6 +42,10 @@ class NodeJob:
     started: float | None = None  # epoch seconds
     ended: float | None = None
     error: str | None = None  # why ascendctl lost track (unreachable, ...)
+    workers: int | None = None  # ranks started on this node
+    first_rank: int | None = None  # global rank of its local rank 0 (None when a rendezvous assigns ranks)
+    address: str | None = None  # the node's cluster address (HCCL_IF_IP): peers name it in their errors
+    utc_offset: int | None = None  # seconds east of UTC on the node, to read its log times against epoch times
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "NodeJob":
@@ -63,7 +67,8 @@ class JobRecord:
     started: float
     ended: float | None = None
     status: str = "running"  # running | succeeded | failed | stopped | interrupted
-    first_failure: dict[str, Any] | None = None  # {"node", "rank", "exit_code", "signal", "time", "reason"}
+    first_failure: dict[str, Any] | None = None  # the triage verdict: {"node", "rank", "category", "reason", ...}
+    teardown_started: float | None = None  # epoch seconds when ascendctl began stopping the other nodes
     schema: int = JOB_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

@@ -16,13 +16,17 @@ import shlex
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .errors import AscendctlError, ExitCode, Interrupted, TransportError, UsageError
 from .fanout import fanout
 from .inventory import Inventory, Node
 from .jobs import JobRecord, NodeJob, load_job, new_job_id, save_job
 from .transport import Transport, TransportFactory
+from .triage.times import parse_utc_offset
+
+if TYPE_CHECKING:
+    from .triage import TriageReport
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,8 @@ class NodePlan:
     command: str  # launcher command line, every word shell-quoted
     env: tuple[tuple[str, str], ...]  # (name, shell expression of the value: quoted, or 'dir:"$PATH"')
     dir: str  # this node's directory under the job's log dir: launcher.log, exit_code, pid, workers/
+    first_rank: int | None = None  # global rank of local rank 0 (None with a rendezvous)
+    address: str | None = None  # the cluster address the job uses on this node
 
     @property
     def log(self) -> str:
@@ -103,6 +109,7 @@ class LaunchOutcome:
     record: JobRecord
     interrupted: bool = False
     detached: bool = False
+    verdict: "TriageReport | None" = None  # the triage engine's answer when the job failed
 
     @property
     def exit_code(self) -> ExitCode:
@@ -162,12 +169,18 @@ def launcher_command(options: LaunchOptions, plan_args: Mapping[str, Any], node:
     else:
         args = [binary, f"--nnodes={nodes}", f"--nproc-per-node={nproc}", f"--node-rank={rank}",
                 f"--master-addr={addr}", f"--master-port={port}"]
+    if options.launcher == "torchrun":
+        # per-rank log files (and torchrun's error files) under the node's directory, and every line on the console too
+        args += [f"--log-dir={node_dir}/workers", "--tee=3"]
     return shlex.join([*args, *options.script])
 
 
 def node_env(node: Node, options: LaunchOptions, address: str, extra: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     """The node's exported variables in order; later ones win. Values are shell expressions."""
     env: dict[str, str] = {"HCCL_IF_IP": shlex.quote(address)}
+    if options.launcher == "torchrun":
+        # each console line says its local and global rank: triage attributes lines without a job record too
+        env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = shlex.quote("[${role_name}${local_rank}]:[rank${rank}]:")
     if node.interface:
         for name in ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
             env[name] = shlex.quote(node.interface)
@@ -215,7 +228,8 @@ def build_plan(
     for node in inventory.nodes:
         node_dir = f"{log_dir}/{node.name}"
         nodes.append(NodePlan(node.name, node.host, node.index, nproc, launcher_command(options, plan_args, node, node_dir),
-                              node_env(node, options, address(node), extra), node_dir))
+                              node_env(node, options, address(node), extra), node_dir,
+                              None if options.rdzv and options.launcher == "torchrun" else node.index * nproc, address(node)))
     return LaunchPlan(job_id, options.launcher, options.script, master_addr, master_port, log_dir, options.grace, tuple(nodes))
 
 
@@ -248,28 +262,47 @@ def marker(job_id: str, node: str) -> str:
     return f"{JOB_MARKER}={job_id}/{node}"
 
 
+def stamper_script() -> str:
+    """The node-side line stamper (ascendctl/sh/stamp_lines.sh): the node's time in front of every launcher line."""
+    from importlib.resources import files
+
+    return (files("ascendctl") / "sh" / "stamp_lines.sh").read_text(encoding="utf-8")
+
+
 def wrapper_script(node: NodePlan) -> str:
-    """What runs under setsid on the node: exports, the launcher with its log, then its exit status."""
+    """What runs under setsid on the node: exports, the launcher into a stamper into its log, then its exit status.
+
+    The launcher writes into a FIFO read by the stamper (bash; plain `cat` when a node has no bash), so the
+    launcher itself runs in this shell, whose TERM handler keeps it alive to record the exit status.
+    """
     q = shlex.quote
     exports = "".join(f"export {name}={value}\n" for name, value in node.env)
+    fifo = q(node.dir + "/.launcher.out")
     return (
         f"echo $$ > {q(node.dir + '/pid')}\n"
         # A handler (not an ignore, which children would inherit) keeps this shell alive to record the status.
         "trap : TERM INT HUP\n"
         f"{exports}"
-        f"{node.command} < /dev/null > {q(node.log)} 2>&1\n"
+        f"rm -f {fifo} && mkfifo {fifo} || exit 1\n"
+        f"if command -v bash >/dev/null 2>&1; then bash -c {q(stamper_script())} < {fifo} > {q(node.log)} 2>&1 & "
+        f"else cat < {fifo} > {q(node.log)} & fi\n"
+        "stamper=$!\n"
+        f"{node.command} < /dev/null > {fifo} 2>&1\n"
         "rc=$?\n"
+        # the stamper ends when the last writer is gone; give it a moment to write the launcher's last lines
+        "i=0; while kill -0 $stamper 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n"
+        f"rm -f {fifo}\n"
         f"echo $rc > {q(node.dir + '/exit_code.tmp')} && mv {q(node.dir + '/exit_code.tmp')} {q(node.dir + '/exit_code')}\n"
     )
 
 
 def start_command(job_id: str, node: NodePlan) -> str:
-    """Start the node's launcher detached (own session, stdin from /dev/null); prints its pid."""
+    """Start the node's launcher detached (own session, stdin from /dev/null); prints its pid and the node's UTC offset."""
     q = shlex.quote
     return (
         f"mkdir -p {q(node.worker_log_dir)} && rm -f {q(node.dir + '/exit_code')} && : > {q(node.log)} && "
         f"{{ env {q(marker(job_id, node.name))} setsid /bin/sh -c {q(wrapper_script(node))} "
-        "< /dev/null > /dev/null 2>&1 & echo $!; }"
+        "< /dev/null > /dev/null 2>&1 & echo $! $(date +%z); }"
     )
 
 
@@ -313,13 +346,6 @@ def state_command(node_dir: str, pid: int | None) -> str:
             f"elif {alive}; then echo running; else echo gone; fi")
 
 
-def evidence_command(node_dir: str) -> str:
-    """The tail of the launcher log, then the worker logs that hold a Python traceback."""
-    q = shlex.quote
-    return (f"tail -n 80 {q(node_dir + '/launcher.log')} 2>/dev/null; echo '--- traceback in:'; "
-            f"grep -l '^Traceback' {q(node_dir)}/workers/*.log 2>/dev/null; true")
-
-
 def address_command(interface: str) -> str:
     return f"ip -o -4 addr show dev {shlex.quote(interface)} 2>/dev/null"
 
@@ -339,16 +365,6 @@ def parse_exit_tag(stderr: str) -> tuple[int | None, float | None] | None:
         return None
     code, when = match.group(1), match.group(2)
     return (int(code) if code.lstrip("-").isdigit() else None, float(when) if re.fullmatch(r"[0-9.]+", when) else None)
-
-
-def failed_rank(launcher: str, evidence: str) -> int | None:
-    """The global rank the logs blame: torchrun's root-cause block, or the msrun worker log with a traceback."""
-    if launcher == "torchrun":
-        match = re.search(r"Root Cause.*?\brank\s*:\s*(\d+)", evidence, re.S)
-        return int(match.group(1)) if match else None
-    _, _, listed = evidence.partition("--- traceback in:")
-    ranks = [int(m.group(1)) for m in re.finditer(r"worker_(\d+)\.log", listed)]
-    return min(ranks) if ranks else None
 
 
 # -- execution --------------------------------------------------------------------------------
@@ -447,7 +463,8 @@ def start_plan(
     record = JobRecord(
         id=plan.job_id, launcher=plan.launcher, inventory=inventory.source, script=list(plan.script),
         master_addr=plan.master_addr, master_port=plan.master_port, log_dir=plan.log_dir,
-        nodes=tuple(NodeJob(n.name, n.host, n.rank, n.command, recorded_env(n.env), n.log, n.worker_log_dir) for n in plan.nodes),
+        nodes=tuple(NodeJob(n.name, n.host, n.rank, n.command, recorded_env(n.env), n.log, n.worker_log_dir, workers=n.workers,
+                            first_rank=n.first_rank, address=n.address) for n in plan.nodes),
         started=now,
     )
     save_job(record)
@@ -455,21 +472,22 @@ def start_plan(
 
     plans = {node.name: node for node in plan.nodes}
 
-    def start(node: Node) -> int:
+    def start(node: Node) -> tuple[int, int | None]:
         node_plan = plans[node.name]
         transport = transports.get(node_plan.name) or factory.open(by_name[node_plan.name])
         transports[node_plan.name] = transport
         result = transport.run(start_command(plan.job_id, node_plan), timeout=by_name[node_plan.name].command_timeout)
-        if not result.ok or not result.stdout.strip().isdigit():
+        words = result.stdout.split()
+        if not result.ok or not words or not words[0].isdigit():
             raise AscendctlError(f"start failed (exit {result.exit_code}): {(result.stderr or result.stdout).strip()[-300:]}")
-        return int(result.stdout.strip())
+        return int(words[0]), parse_utc_offset(words[1]) if len(words) > 1 else None
 
     results = fanout(list(inventory.nodes), start, max_workers=inventory.fanout)
     started = time.time()
     for result in results:
         entry = next(n for n in record.nodes if n.name == result.node)
         if result.value is not None:
-            record = record.with_node(replace(entry, pid=result.value, started=started))
+            record = record.with_node(replace(entry, pid=result.value[0], utc_offset=result.value[1], started=started))
         else:
             assert result.error is not None
             record = record.with_node(replace(entry, error=f"not started: {result.error.message}", ended=started))
@@ -550,24 +568,36 @@ def follow(
     nodes: Sequence[str] | None = None,
     grace: float = DEFAULT_GRACE,
 ) -> LaunchOutcome:
-    """Stream every node's launcher log until all have ended; on a failure or Ctrl-C tear the rest down."""
+    """Stream every node's launcher log until all have ended; on a failure or Ctrl-C tear the rest down.
+
+    Each line goes to `on_line` without its node-side time stamp, and with it to the triage engine, whose
+    verdict becomes the record's `first_failure` when the job failed.
+    """
+    from .triage import LiveTriage, split_stamp
+
     transports = transports if transports is not None else {}
     say = notice or (lambda _msg: None)
     events: queue.Queue[_Ended] = queue.Queue()
     names = [n.name for n in record.nodes if n.pid is not None and (nodes is None or n.name in nodes)]
     entries = {n.name: n for n in record.nodes}
+    live = LiveTriage()
 
     def follower(name: str) -> None:
         entry = entries[name]
         buffer = bytearray()
+
+        def emit(raw: bytes) -> None:
+            line = raw.decode("utf-8", "replace")
+            live.line(name, line)
+            if on_line:
+                on_line(name, split_stamp(line)[1])
 
         def out(chunk: bytes) -> None:
             buffer.extend(chunk)
             while b"\n" in buffer:
                 line, _, rest = bytes(buffer).partition(b"\n")
                 buffer[:] = rest
-                if on_line:
-                    on_line(name, line.decode("utf-8", "replace"))
+                emit(line)
 
         err: list[bytes] = []
         try:
@@ -576,8 +606,8 @@ def follow(
             assert entry.pid is not None
             result = transport.stream(follow_command(entry.log.rsplit("/", 1)[0], entry.pid), on_stdout=out,
                                       on_stderr=err.append, timeout=float("inf"))
-            if buffer and on_line:
-                on_line(name, buffer.decode("utf-8", "replace"))
+            if buffer:
+                emit(bytes(buffer))
             tag = parse_exit_tag(b"".join(err).decode("utf-8", "replace") or result.stderr)
             if tag is None:
                 events.put(_Ended(name, None, time.time(), "connection closed before the launcher ended"))
@@ -595,10 +625,12 @@ def follow(
     stopper: threading.Thread | None = None
     stop_deadline = float("inf")
     torn: dict[str, JobRecord] = {}
+    teardown_started: list[float] = []
     interrupted = False
 
     def stop_rest(reason: str) -> None:
         say(reason)
+        teardown_started.append(time.time())
         targets = [n for n in names if n in pending]
         torn["record"] = teardown(inventory, record, targets, grace=grace, factory=factory, transports=transports)
         log.debug("teardown of %d nodes done", len(targets))
@@ -633,6 +665,7 @@ def follow(
         if stopper is not None:
             stopper.join()
         stop_rest_targets = [n for n in names if n in pending]
+        teardown_started.append(time.time())
         torn["record"] = teardown(inventory, record, stop_rest_targets, grace=grace, factory=factory, transports=transports)
         deadline = time.monotonic() + 5
         while pending and time.monotonic() < deadline:
@@ -644,6 +677,8 @@ def follow(
             entries[ended.name] = replace(entries[ended.name], exit_code=ended.exit_code, ended=ended.when)
     if stopper is not None:
         stopper.join()
+    for thread in threads:  # the last lines of the nodes torn down reach the engine before it decides
+        thread.join(timeout=2)
     log.debug("every follower ended")
     for name in pending:  # never heard back
         entries[name] = replace(entries[name], error=entries[name].error or "lost track of the launcher")
@@ -654,8 +689,8 @@ def follow(
         if n.name in signals:
             entry = replace(entry, signal=signals[n.name].signal, error=entry.error or signals[n.name].error)
         final.append(entry)
-    record = replace(record, nodes=tuple(final), ended=time.time())
-    first = _first_failure(inventory, record, failures, factory, transports) if failures else None
+    record = replace(record, nodes=tuple(final), ended=time.time(),
+                     teardown_started=teardown_started[0] if teardown_started else record.teardown_started)
     if interrupted:
         status = "interrupted"
     elif record.status == "stopped":
@@ -666,74 +701,22 @@ def follow(
         status = "succeeded"
     else:
         status = "failed"
+    verdict = live.report(record.to_dict()) if status == "failed" else None
+    first = verdict_record(verdict) if verdict is not None else None
     record = replace(record, status=status, first_failure=first or record.first_failure)
     save_job(record)
-    return LaunchOutcome(record, interrupted=interrupted)
+    return LaunchOutcome(record, interrupted=interrupted, verdict=verdict)
 
 
-CASCADE_SECONDS = 5.0  # launchers that end this close to the first one may be its victims
-
-
-def own_error(evidence: str) -> bool:
-    """Does the log hold an error of its own (not a timeout or a peer hanging up, not a launcher's exit report)?"""
-    from .signatures import Category
-    from .triage import match_line
-
-    for line in evidence.splitlines():
-        sig = match_line(line)
-        # a plain traceback line is weak evidence for triage, but here it tells a rank that
-        # raised from a launcher's exit report
-        if sig is not None and sig.category != Category.COMM_TIMEOUT and (not sig.report or sig.id == "python.exception"):
-            return True
-    return False
-
-
-def _first_failure(inventory: Inventory, record: JobRecord, failures: list[_Ended], factory: TransportFactory,
-                   transports: Mapping[str, Transport]) -> dict[str, Any]:
-    """The node that failed first, with the rank its logs blame when they allow.
-
-    Launchers end in a cascade: the rank that raised takes its launcher down a moment
-    after peers that merely lost their connection to it may have ended theirs. So among
-    the launchers that ended within CASCADE_SECONDS of the first, the earliest whose log
-    holds an error of its own wins; otherwise the earliest to end.
-    """
-    ordered = sorted(failures, key=lambda f: f.when)
-    window = [f for f in ordered if f.unreachable is None and f.when - ordered[0].when <= CASCADE_SECONDS]
-    evidence: dict[str, str] = {}
-    for candidate in window:
-        evidence[candidate.name] = _evidence(inventory, record, candidate.name, factory, transports)
-        if own_error(evidence[candidate.name]):
-            first = candidate
-            break
-    else:
-        first = ordered[0]
-    rank = None
-    if first.unreachable is None:
-        text = evidence.get(first.name)
-        if text is None:
-            text = _evidence(inventory, record, first.name, factory, transports)
-        rank = failed_rank(record.launcher, text)
-    reason = f"unreachable: {first.unreachable}" if first.unreachable else f"launcher exited {first.exit_code}"
-    return {"node": first.name, "rank": rank, "exit_code": first.exit_code, "signal": None, "time": first.when,
-            "reason": reason}
-
-
-def _evidence(inventory: Inventory, record: JobRecord, name: str, factory: TransportFactory,
-              transports: Mapping[str, Transport]) -> str:
-    """The tail of a node's launcher log and its worker logs with tracebacks (best effort: '' on failure)."""
-    entry = next(n for n in record.nodes if n.name == name)
-    command = evidence_command(entry.log.rsplit("/", 1)[0])
-    try:
-        if name in transports:
-            return transports[name].run(command, timeout=15).stdout
-        transport = factory.open(inventory.node(name))
-        try:
-            return transport.run(command, timeout=15).stdout
-        finally:
-            factory.release(transport)
-    except Exception as exc:  # evidence is best effort
-        log.debug("%s: no failure evidence: %s", name, exc)
-        return ""
+def verdict_record(report: "TriageReport") -> dict[str, Any]:
+    """The triage verdict as a job record keeps it (`first_failure`)."""
+    f = report.first_failure
+    return {"node": f.node if f else None, "rank": f.rank if f else None, "category": report.category.value if report.category else None,
+            "headline": report.headline(), "reason": report.reason, "rule": report.rule, "confidence": report.confidence,
+            "single_culprit": report.single_culprit, "time": f.time if f else None, "file": f.file if f else None,
+            "line": f.line if f else None, "text": f.text if f else None, "exit_code": f.exit_code if f else None,
+            "signal": f.signal if f else None, "victims": [v.to_dict() for v in report.victims],
+            "launcher_blamed": report.launcher_blamed, "hints": list(report.hints)}
 
 
 # -- detached jobs ----------------------------------------------------------------------------
@@ -838,11 +821,13 @@ def job_logs(
 
         by_name = {n.name: n for n in targets}
         results = fanout([inv.node(n.name) for n in targets], lambda nd: cat(by_name[nd.name]), max_workers=inv.fanout)
+        from .triage import split_stamp
+
         for result in results:
             text = result.value if result.value is not None else f"(unreachable: {result.error.message if result.error else ''})\n"
             for line in text.splitlines():
                 if on_line:
-                    on_line(result.node, line)
+                    on_line(result.node, split_stamp(line)[1])
         return LaunchOutcome(record, detached=True)
     finally:
         factory.close_all()

@@ -21,7 +21,7 @@ from ascendctl.cli import app
 from ascendctl.errors import UsageError
 from ascendctl.inventory import load_inventory
 from ascendctl.jobs import list_jobs, load_job
-from ascendctl.launch import (LaunchOptions, build_plan, failed_rank, follow_command, launch_job, launcher_binary, parse_address,
+from ascendctl.launch import (LaunchOptions, build_plan, follow_command, launch_job, launcher_binary, parse_address,
                               parse_exit_tag, parse_env_assignments, render_plan, start_command, teardown_command)
 
 runner = CliRunner()
@@ -87,11 +87,6 @@ def test_parsers() -> None:
     assert parse_exit_tag("noise\nascendctl-exit:1 1763840000.5\n") == (1, 1763840000.5)
     assert parse_exit_tag("ascendctl-exit:none none\n") == (None, None)
     assert parse_exit_tag("connection lost") is None
-    torch_log = "Root Cause (first observed failure):\n[0]:\n  time      : x\n  rank      : 3 (local_rank: 1)\n  exitcode  : 1\n"
-    assert failed_rank("torchrun", torch_log) == 3
-    assert failed_rank("torchrun", "no summary") is None
-    assert failed_rank("msrun", "log\n--- traceback in:\n/l/workers/worker_5.log\n/l/workers/worker_12.log\n") == 5
-    assert failed_rank("msrun", "log\n--- traceback in:\n") is None
 
 
 def test_remote_commands_are_valid_shell_and_quote_everything() -> None:
@@ -219,11 +214,3 @@ def test_launch_core_imports_neither_typer_nor_rich() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_own_error_tells_a_rank_that_raised_from_its_victims() -> None:
-    from ascendctl.launch import own_error
-
-    assert own_error("[rank3]: RuntimeError: rank 3 fails on purpose")
-    assert own_error("rank 3: step 3 loss: nan")
-    assert not own_error("[rank4]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.213.1.11]:8068")
-    assert not own_error("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ")
-    assert not own_error("step 10 loss 2.31")

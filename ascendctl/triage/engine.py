@@ -73,6 +73,7 @@ class Exit:
     time: str | None
     source: Finding | None  # the report line; None for the job record
     by_launcher: bool = False  # stopped by its launcher / ascendctl's teardown, not by its own failure
+    lost: str | None = None  # ascendctl lost the node (unreachable) instead of seeing its launcher end
 
     @property
     def abnormal(self) -> bool:
@@ -221,9 +222,11 @@ def _job_facts(job: Mapping[str, Any] | None) -> tuple[dict[tuple[str, int], int
         code, ended = entry.get("exit_code"), entry.get("ended")
         signal = entry.get("signal") if isinstance(entry.get("signal"), str) else None
         when = from_epoch(float(ended), offset) if isinstance(ended, (int, float)) else None
-        if isinstance(code, int) or signal or entry.get("error"):
+        error = entry.get("error") if isinstance(entry.get("error"), str) else None
+        lost = error if error and error.startswith(("unreachable", "lost track")) and not isinstance(code, int) else None
+        if isinstance(code, int) or signal or lost:
             exits.append((name, Exit(code if isinstance(code, int) else None, signal_of(code) if isinstance(code, int) else None,
-                                     when, None, by_launcher=signal is not None)))
+                                     when, None, by_launcher=signal is not None and not lost, lost=lost)))
     teardown_time = from_epoch(float(teardown)) if isinstance(teardown, (int, float)) else None
     return local_map, universe, addresses, exits, teardown_time
 
@@ -393,7 +396,7 @@ def _exit_category(exit_: Exit) -> tuple[Category, str, str]:
         return Category.EXCEPTION, f"crashed ({exit_.signal})", "medium"
     if exit_.signal is not None:
         return Category.EXCEPTION, f"was ended by {exit_.signal}", "low"
-    return Category.EXCEPTION, f"exited with code {exit_.code} and logged no error of its own", "medium"
+    return Category.EXCEPTION, f"exited with code {exit_.code} without logging an error", "medium"
 
 
 def _stopped_by_launcher(facts: Facts, actor: Actor, exit_: Exit) -> bool:
@@ -428,7 +431,7 @@ def rule_bad_exit(facts: Facts) -> Verdict | None:
                       None, exit_.time, source.file if source else "job.json", source.line if source else 0, text,
                       pid=source.pid if source else None, role="report", exit_code=exit_.code, signal=exit_.signal,
                       time_source=source.time_source if source else "job")
-    reason = f"{actor.label()} {what}, and no communication error of its own"
+    reason = f"{actor.label()} {what}, and had no communication error of its own"
     voters = _voters_for(facts, actor)
     if voters:
         reason += f"; {voters} other rank(s)' communication errors point at it"
@@ -490,6 +493,20 @@ def _clear_winner(votes: Counter[Any]) -> tuple[Any, int] | None:
     return None
 
 
+def rule_node_lost(facts: Facts) -> Verdict | None:
+    """A node whose launcher ascendctl lost (unreachable) while the job ran: the failure started there."""
+    lost = [(a, e) for a in facts.actors.values() for e in a.exits if e.lost]
+    if not lost:
+        return None
+    actor, exit_ = min(lost, key=lambda c: c[1].time or "9999")
+    culprit = Finding(Category.UNKNOWN, "job.node_lost", actor.node, None, None, exit_.time, "job.json", 0,
+                      f"{actor.node}: {exit_.lost}", role="report", time_source="job")
+    return Verdict("node_lost", Category.UNKNOWN, culprit,
+                   f"ascendctl lost node {actor.node} while the job ran ({exit_.lost}); the other nodes were stopped after it",
+                   "medium", actor, ("check the node: is it up, is sshd running, did it run out of memory or reboot "
+                                     "(`ascendctl exec -w NODE -- uptime`, its kernel log)",))
+
+
 def rule_peer_votes(facts: Facts) -> Verdict | None:
     """The rank (or node) the other ranks' communication errors point at, by a clear majority."""
     ranks, nodes = _votes(facts)
@@ -536,43 +553,50 @@ def _actor_evidence(facts: Facts, actor: Actor) -> Finding | None:
     return None
 
 
-def rule_hang(facts: Facts) -> Verdict | None:
-    """A hang: every other rank timed out waiting, this rank did not (or its progress stopped first)."""
+def _hang(facts: Facts, *, by_progress: bool) -> Verdict | None:
     universe = facts.universe
     reporters = {a.rank for a in facts.ranked() if a.comm}
     if len(reporters) < 2 or len(universe) < 3:
         return None
     errored = {a.rank for a in facts.ranked() if a.own}
-    missing = sorted(universe - reporters - errored)
     progress = {a.rank: a.progress.step for a in facts.ranked() if a.progress is not None and a.rank is not None}
-    laggards: list[int] = []
-    if progress:
-        top = max(progress.values())
+    top = max(progress.values()) if progress else None
+    if by_progress:
+        if top is None:
+            return None
         behind = [r for r, step in progress.items() if step < top]
-        if behind and len(behind) <= max(1, len(universe) // 4):
-            least = min(progress[r] for r in behind)
-            laggards = [r for r in behind if progress[r] == least]
-    if laggards:
-        chosen = laggards
-        why = "its progress stopped first (step {step}, the others reached step {top})"
-    elif missing and len(missing) <= max(1, len(universe) // 4) and not (progress and all(r in progress for r in missing)):
+        if not behind or len(behind) > max(1, len(universe) // 4):
+            return None
+        least = min(progress[r] for r in behind)
+        chosen = [r for r in behind if progress[r] == least]
+        why = f"its progress stopped first (step {least}; the others reached step {top}) and the others timed out waiting"
+    else:
+        missing = sorted(universe - reporters - errored)
+        if not missing or len(missing) > max(1, len(universe) // 4):
+            return None
         chosen = missing
         why = "it logged no communication error while every other rank timed out waiting for it"
-    else:
-        return None
     rank = chosen[0]
     node = facts.node_of_rank(rank)
     actor = facts.actor(node, rank)
-    step = progress.get(rank)
     culprit = _actor_evidence(facts, actor) or Finding(Category.COMM_TIMEOUT, "hang.missing_rank", node, rank, None, None,
                                                        "", 0, f"rank {rank} never reported the collective the others timed out in",
                                                        role="report", time_source="none")
-    text = why.format(step=step, top=max(progress.values()) if progress else None)
-    more = f" (also silent: ranks {', '.join(map(str, chosen[1:]))})" if len(chosen) > 1 else ""
-    return Verdict("hang", Category.COMM_TIMEOUT, culprit, f"hang: {actor.label()}: {text}{more}",
-                   "medium" if laggards else "low", actor,
+    more = f" (also behind: ranks {', '.join(map(str, chosen[1:]))})" if len(chosen) > 1 else ""
+    return Verdict("hang", Category.COMM_TIMEOUT, culprit, f"hang: {actor.label()}: {why}{more}",
+                   "medium" if by_progress else "low", actor,
                    ("a hang: look at what that rank was doing (py-spy dump, its last log lines): a dataloader stall, "
                     "a rank-dependent branch that skips a collective, or a stuck device",))
+
+
+def rule_hang_progress(facts: Facts) -> Verdict | None:
+    """A hang: this rank's progress stopped before the others', and the others timed out waiting."""
+    return _hang(facts, by_progress=True)
+
+
+def rule_hang_silent(facts: Facts) -> Verdict | None:
+    """A hang: every other rank timed out waiting, this rank logged nothing (no progress to compare)."""
+    return _hang(facts, by_progress=False)
 
 
 def rule_everyone_timed_out(facts: Facts) -> Verdict | None:
@@ -626,8 +650,11 @@ RULES: tuple[tuple[str, Rule, str], ...] = (
                                   "communication error of that rank; the earliest wins; NaN on every rank at one step: none"),
     ("bad_exit", rule_bad_exit, "a rank or launcher that exited non-zero or by a signal other than TERM/INT/HUP, with no "
                                 "communication error of its own and not stopped by its launcher"),
+    ("node_lost", rule_node_lost, "a node ascendctl lost (unreachable) while the job ran"),
+    ("hang", rule_hang_progress, "a hang: the rank whose progress (training step) stopped before the others', while they "
+                                 "timed out"),
     ("peer_votes", rule_peer_votes, "the rank or node that other ranks' communication errors name, by a clear majority"),
-    ("hang", rule_hang, "the rank that did not time out while the others did, or whose progress stopped first"),
+    ("hang", rule_hang_silent, "a hang: the one rank (or few) that did not time out while every other rank did"),
     ("everyone_timed_out", rule_everyone_timed_out, "communication errors on (nearly) every rank, none earlier and none "
                                                     "named by the others: no single culprit"),
     ("stopped", rule_stopped, "only stops from outside: no culprit"),
@@ -686,7 +713,9 @@ def _victims(facts: Facts, verdict: Verdict | None) -> tuple[list[Victim], list[
             role, how = "victim", f"exited {exit_.code if exit_.code is not None else exit_.signal} after the culprit"
         else:
             role = "ok" if actor.rank is not None else "unknown"
-        if how and (actor.rank is not None or actor.node is not None) and actor.key != culprit_key:
+        launcher_of_listed_ranks = actor.rank is None and actor.local is None and any(
+            a.node == actor.node and (a.rank is not None or a.local is not None) for a in facts.actors.values())
+        if how and (actor.rank is not None or actor.node is not None) and actor.key != culprit_key and not launcher_of_listed_ranks:
             victims.append(Victim(actor.node, actor.rank, how))
         first_own = actor.own[0] if actor.own else (actor.consequences[0] if actor.consequences else None)
         summaries.append(RankSummary(actor.node, actor.rank, role, first_own, first_comm, peer,

@@ -67,6 +67,11 @@ _CONTEXT_RX = re.compile(
     r"|\[LocalRank Key Info\]userRank\[(?P<r4>\d+)\].*?devicePhyId\[(?P<d4>\d+)\]"
     r"|This node \d+ rank id: (?P<r5>\d+)"
 )
+# A line logged at a benign level by CANN/MindSpore/HCCL (`[WARNING] DISTRIBUTED(...)`) or glog (`W1123 ...`,
+# `[W socket.cpp:...]`) is not a failure: MindSpore warns "Topology build timed out., retry(3/60)" at every normal
+# start. Launcher reports and stops are still read from such lines (torchrun's "Sending process N closing signal").
+_BENIGN_LEVEL_RX = re.compile(r"^(?:\[default\d+\]:)?(?:\[rank\d+\]:)*\s*(?:\[(?:WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[A-Z_]+\(|"
+                              r"[IW]\d{4} \d\d:\d\d:\d\d\.\d+ |\[[IW]\d{4} \d\d:\d\d:\d\d|\[[IW] )")
 _MSRUN_START_RX = re.compile(r"Start worker process with rank id:(\d+), log file:(\S+?)\.")
 _TORCHRUN_FIELD_RX = re.compile(r"^\s*(time|host|rank|exitcode|traceback|error_file)\s*: (.*)$")
 _FILE_RANK_RX = re.compile(r"(?:^|[^a-z])(?:rank|worker|default)[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
@@ -197,6 +202,8 @@ class Extraction:
             return
         sig = match_line(text)
         if sig is None:
+            return
+        if sig.role == "error" and _BENIGN_LEVEL_RX.match(text):
             return
         groups = sig.regex.search(text)
         assert groups is not None

@@ -16,6 +16,7 @@ from rich.text import Text
 from ..jobs import JobRecord
 from ..launch import LaunchOutcome, LaunchPlan, render_plan
 from . import error, out
+from .triage_view import verdict_lines
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
            "bright_green", "bright_yellow", "bright_blue", "red")
@@ -78,10 +79,18 @@ def show_outcome(outcome: LaunchOutcome) -> None:
     out.print("\n".join(_node_state(record)), markup=False)
     out.print(f"logs: {record.log_dir}/<node>/ on each node", markup=False)
     first = record.first_failure
+    if outcome.verdict is not None:
+        for line in verdict_lines(outcome.verdict):
+            out.print(line, markup=False)
     if first:
-        rank = f" (rank {first['rank']})" if first.get("rank") is not None else ""
-        error(f"failed first: {first['reason']}", subject=f"{first['node']}{rank}",
-              hint=f"gather the logs with `ascendctl collect {record.id}`")
+        hint = f"gather every log and the kernel messages with `ascendctl collect {record.id}`, then `ascendctl triage BUNDLE`"
+        if first.get("node") is not None:
+            rank = f" (rank {first['rank']})" if first.get("rank") is not None else ""
+            what = f"{first['category']}: {first['reason']}" if first.get("category") else first["reason"]
+            error(f"failed first: {what}", subject=f"{first['node']}{rank}", hint=hint)
+        else:
+            error(f"failed: {first.get('headline') or first.get('category')}: {first['reason']}", subject=f"job {record.id}",
+                  hint=hint)
     elif outcome.interrupted:
         error("job stopped on every node", subject="interrupted", hint=f"gather the logs with `ascendctl collect {record.id}`")
 
@@ -105,5 +114,8 @@ def show_status(record: JobRecord) -> None:
     out.print("\n".join(_node_state(record)), markup=False)
     if record.first_failure:
         f = record.first_failure
-        rank = f" rank {f['rank']}" if f.get("rank") is not None else ""
-        out.print(f"first failure: {f['node']}{rank}: {f['reason']}", markup=False)
+        if f.get("headline"):
+            out.print(f"verdict: {f['headline']} (confidence {f.get('confidence')}): {f['reason']}", markup=False)
+        else:
+            rank = f" rank {f['rank']}" if f.get("rank") is not None else ""
+            out.print(f"first failure: {f['node']}{rank}: {f['reason']}", markup=False)

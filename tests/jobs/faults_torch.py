@@ -1,0 +1,60 @@
+"""A data-parallel toy training loop (gloo) with one injected fault; used by tests/cluster/test_triage_hosts.py.
+
+Every rank logs `rank R: step S loss: X` after each step's all-reduce, so triage can see where
+progress stopped. JOB_FAULT picks what goes wrong, on rank JOB_FAULT_RANK at step JOB_FAULT_STEP
+(default 2):
+  exit    the rank calls sys.exit(7) without printing anything
+  raise   the rank raises RuntimeError in the middle of training
+  hang    the rank stops calling collectives (sleeps) while the others wait in the all-reduce
+  nan     every rank's loss becomes NaN at that step (a diverged model): each logs it and exits 1
+  import  (at start) `import asct_dep`, a module only some hosts have on their PYTHONPATH
+JOB_TIMEOUT: the gloo timeout in seconds (default 60). JOB_NUMEL: floats all-reduced per step
+(default 4; a large value makes every step cross the network in full-size frames).
+"""
+
+import datetime
+import os
+import sys
+import time
+
+fault = os.environ.get("JOB_FAULT", "")
+if fault == "import":
+    import asct_dep  # noqa: F401  (present on some hosts only)
+
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=int(os.environ.get("JOB_TIMEOUT", "60"))))
+rank, world = dist.get_rank(), dist.get_world_size()
+print(f"rank {rank}/{world} started pid {os.getpid()}", flush=True)
+target = os.environ.get("JOB_FAULT_RANK") == str(rank)
+fault_step = int(os.environ.get("JOB_FAULT_STEP", "2"))
+numel = int(os.environ.get("JOB_NUMEL", "4"))
+torch.manual_seed(0)
+weight = torch.zeros(4, requires_grad=True)
+x, y = torch.randn(64, 4), torch.randn(64)
+for step in range(1, 6):
+    if step == fault_step and target:
+        if fault == "exit":
+            sys.exit(7)
+        if fault == "raise":
+            raise RuntimeError(f"rank {rank}: bad batch at step {step}")
+        if fault == "hang":
+            time.sleep(600)
+    loss = ((x @ weight - y) ** 2).mean()
+    if fault == "nan" and step == fault_step:
+        loss = loss * float("nan")
+    if not torch.isfinite(loss):
+        print(f"rank {rank}: step {step} loss: {loss.item():.4f}", flush=True)
+        print(f"rank {rank}: loss is not finite at step {step}, stopping", flush=True)
+        sys.exit(1)
+    loss.backward()
+    grad = weight.grad
+    assert grad is not None
+    payload = torch.cat([grad, torch.zeros(max(0, numel - 4))])
+    dist.all_reduce(payload)
+    with torch.no_grad():
+        weight -= 0.01 * payload[:4] / world
+        grad.zero_()
+    print(f"rank {rank}: step {step} loss: {loss.item():.4f}", flush=True)
+dist.destroy_process_group()
