@@ -305,20 +305,21 @@ def build_facts(ex: Extraction) -> Facts:
 
 def _loss_scale_collapse(ex: Extraction, facts: Facts) -> None:
     """A loss scale halved at every report, HALVINGS_TO_COLLAPSE times in a row, is a NaN/overflow failure."""
-    for (_, _, _), steps in ex.scales.items():
+    for steps in ex.scales.values():
+        best = (0, 0)  # (length, index of the run's last reduction)
         run = 1
         for i in range(1, len(steps)):
             prev, cur = steps[i - 1][0], steps[i][0]
             run = run + 1 if prev > 0 and abs(cur - prev / 2) < 1e-9 else 1
-            if run >= HALVINGS_TO_COLLAPSE:
-                first = steps[i - run + 1][1]
-                last = steps[i][1]
-                text = f"loss scale halved {run} times in a row (to {cur:g}): {last.text}"
-                finding = replace(last, category=Category.NAN, signature="fp16.loss_scale_collapse", text=text[:400],
-                                  role="error")
-                facts.findings.append(finding)
-                facts.of(finding).own.append(replace(finding, time=first.time or finding.time))
-                break
+            if run > best[0]:
+                best = (run, i)
+        length, end = best
+        if length >= HALVINGS_TO_COLLAPSE:
+            first, last = steps[end - length + 1][1], steps[end][1]
+            text = f"loss scale halved {length} times in a row (to {steps[end][0]:g}): {last.text}"
+            finding = replace(last, category=Category.NAN, signature="fp16.loss_scale_collapse", text=text[:400], role="error")
+            facts.findings.append(finding)
+            facts.of(finding).own.append(replace(finding, time=first.time or finding.time))
 
 
 # ---------------------------------------------------------------------------------------------- verdict
@@ -727,8 +728,9 @@ def _victims(facts: Facts, verdict: Verdict | None) -> tuple[list[Victim], list[
 
 def _launcher_blamed(facts: Facts, verdict: Verdict | None) -> str | None:
     """What torchrun's Root Cause block (or msrun's scheduler) named, when that is not the verdict's rank."""
-    roots = [f for f in facts.findings if f.signature == "torchrun.root_cause"]
     culprit = verdict.culprit if verdict else None
+    roots = sorted((f for f in facts.findings if f.signature == "torchrun.root_cause"),
+                   key=lambda f: (culprit is None or f.node != culprit.node, facts.sort_key(f)))
     for f in roots:
         if culprit is None or f.rank != culprit.rank:
             return (f"torchrun's Root Cause names rank {f.rank}" + (f" on {f.node}" if f.node else "")

@@ -1,0 +1,123 @@
+"""Triage accuracy on real failure logs people posted: category and first-failing rank/node, per category, with the misses.
+
+Reads every case of tests/data/triage/real/ (see its README: verbatim logs, a label written by a person,
+a source URL), runs `ascendctl.triage.triage` on `<case>/logs`, and compares:
+  category        the verdict's category with the label's
+  first failing   single culprit labelled with a rank: the same rank; with a node only: the same node;
+                  with neither (the log cannot tell): the verdict names no rank or node;
+                  no single culprit: the verdict names none either
+Run from the repository root:  .venv/bin/python bench/triage_accuracy.py [--split dev|holdout|all] [--misses] [--json]
+Targets (issue 11): >= 95% category and >= 90% first failing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import yaml  # noqa: E402
+
+from ascendctl.triage import TriageReport, triage  # noqa: E402
+
+CORPUS = REPO / "tests" / "data" / "triage" / "real"
+
+
+@dataclass
+class Outcome:
+    case: str
+    label: dict[str, Any]
+    category: str
+    node: str | None
+    rank: int | None
+    category_ok: bool
+    first_ok: bool
+    reason: str
+
+
+def load_cases(split: str) -> list[tuple[Path, dict[str, Any]]]:
+    cases = []
+    for path in sorted(CORPUS.glob("*/case.yaml")):
+        label = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if split != "all" and label.get("split", "dev") != split:
+            continue
+        cases.append((path.parent, label))
+    return cases
+
+
+def first_ok(label: dict[str, Any], report: TriageReport) -> bool:
+    ff = label.get("first_failing") or {}
+    want_rank, want_node = ff.get("rank"), ff.get("node")
+    got = report.first_failure
+    got_rank = got.rank if got else None
+    got_node = got.node if got else None
+    if not label.get("single_culprit", True):
+        return got is None
+    if want_rank is not None:
+        return got_rank == want_rank or (got_rank is None and got is not None and got.local_rank == want_rank
+                                         and want_node is not None and got_node == want_node)
+    if want_node is not None:
+        return got_node == want_node
+    return got_rank is None and got_node is None
+
+
+def evaluate(case_dir: Path, label: dict[str, Any]) -> Outcome:
+    report = triage([case_dir / "logs"])
+    category = report.category.value if report.category else "UNKNOWN"
+    got = report.first_failure
+    return Outcome(case_dir.name, label, category, got.node if got else None, got.rank if got else None,
+                   category == label["category"], first_ok(label, report), f"{report.reason} [{report.rule}]")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--split", choices=("dev", "holdout", "all"), default="all")
+    parser.add_argument("--misses", action="store_true", help="print every miss with the verdict's reason")
+    parser.add_argument("--json", action="store_true", help="one JSON document instead of the table")
+    args = parser.parse_args()
+    outcomes = [evaluate(d, label) for d, label in load_cases(args.split)]
+    if not outcomes:
+        print(f"no cases under {CORPUS} for split {args.split}", file=sys.stderr)
+        return 1
+    by_cat: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        by_cat[o.label["category"]].append(o)
+    total = len(outcomes)
+    cat_acc = sum(o.category_ok for o in outcomes) / total
+    first_acc = sum(o.first_ok for o in outcomes) / total
+    if args.json:
+        print(json.dumps({"split": args.split, "cases": total, "category_accuracy": cat_acc, "first_failing_accuracy": first_acc,
+                          "per_category": {c: {"cases": len(v), "category": sum(o.category_ok for o in v) / len(v),
+                                               "first_failing": sum(o.first_ok for o in v) / len(v)} for c, v in by_cat.items()},
+                          "misses": [{"case": o.case, "want": [o.label["category"], o.label.get("first_failing")],
+                                      "got": [o.category, o.node, o.rank], "reason": o.reason}
+                                     for o in outcomes if not (o.category_ok and o.first_ok)]}, indent=1))
+        return 0
+    print(f"split: {args.split}, {total} real failure logs")
+    print(f"{'category':<14}{'cases':>6}{'category ok':>13}{'first ok':>10}")
+    for cat in sorted(by_cat):
+        group = by_cat[cat]
+        print(f"{cat:<14}{len(group):>6}{sum(o.category_ok for o in group) / len(group):>13.0%}"
+              f"{sum(o.first_ok for o in group) / len(group):>10.0%}")
+    print(f"{'all':<14}{total:>6}{cat_acc:>13.1%}{first_acc:>10.1%}   (targets: 95% / 90%)")
+    misses = [o for o in outcomes if not (o.category_ok and o.first_ok)]
+    if misses:
+        print(f"\n{len(misses)} miss(es):" + ("" if args.misses else " (--misses lists them)"))
+        if args.misses:
+            for o in misses:
+                ff = o.label.get("first_failing") or {}
+                want = "none" if not o.label.get("single_culprit", True) else f"{ff.get('node')}/{ff.get('rank')}"
+                print(f"  {o.case}: want {o.label['category']} {want}, got {o.category} {o.node}/{o.rank}"
+                      f"{'' if o.category_ok else '  [category]'}{'' if o.first_ok else '  [first]'}\n      {o.reason[:200]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

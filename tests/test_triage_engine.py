@@ -1,0 +1,293 @@
+"""The blame engine: one test per culprit rule, the facts it reads (launcher reports, job records, peers, progress,
+stamps, time forms), and `launch`'s live feed agreeing with `triage` on the same lines.
+
+Lines are in the formats the real tools print (torchrun/torch elastic, gloo, NCCL, HCCL, msrun/MindSpore, kernel);
+tests/cluster/test_triage_hosts.py reads the same kinds of failures from real jobs on real test hosts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ascendctl.signatures import Category
+from ascendctl.triage import LiveTriage, parse_time, split_stamp, triage
+from ascendctl.triage.engine import RULES
+
+
+def write(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def stamp(second: float, line: str) -> str:
+    """A launcher-log line as `ascendctl launch` writes it on the node."""
+    return f"2026-11-23T10:00:{second:09.6f} | {line}"
+
+
+def gloo_closed(local: int, rank: int, peer: str) -> str:
+    return (f"[default{local}]:[rank{rank}]:[rank{rank}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+            f"pair.cc:553] Connection closed by peer [{peer}]:40123. This is typically caused by a remote worker crashing.")
+
+
+def gloo_timeout(local: int, rank: int) -> str:
+    return (f"[default{local}]:[rank{rank}]:[rank{rank}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+            "unbound_buffer.cc:81] Timed out waiting 8000ms for recv operation to complete")
+
+
+def failures_block(host: str, entries: list[tuple[int, int, int, int, str]], root: tuple[int, int, int, int, str]) -> list[str]:
+    """torchrun's ChildFailedError report: (rank, local rank, exit code, pid, traceback) per failed worker."""
+    def entry(index: int, e: tuple[int, int, int, int, str]) -> list[str]:
+        rank, local, code, pid, tb = e
+        return [f"[{index}]:", "  time      : 2026-11-23_10:00:05", f"  host      : {host}",
+                f"  rank      : {rank} (local_rank: {local})", f"  exitcode  : {code} (pid: {pid})", "  error_file: <N/A>",
+                f"  traceback : {tb}"]
+    lines = ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "=" * 60, "train.py FAILED", "-" * 60,
+             "Failures:"]
+    for i, e in enumerate(entries, 1):
+        lines += entry(i, e)
+    lines += ["-" * 60, "Root Cause (first observed failure):", *entry(0, root), "=" * 60]
+    return lines
+
+
+SIGTERM = "Signal 15 (SIGTERM) received by PID"
+NO_TB = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+
+
+def job_record(nodes: int = 3, workers: int = 2, **node_extra: dict[str, object]) -> dict[str, object]:
+    entries = []
+    for i in range(nodes):
+        name = f"h{i + 1:02d}"
+        entries.append({"name": name, "host": f"10.0.0.{11 + i}", "rank": i, "workers": workers, "first_rank": i * workers,
+                        "address": f"192.168.0.{11 + i}", "env": {"HCCL_IF_IP": f"192.168.0.{11 + i}"},
+                        **node_extra.get(name, {})})
+    return {"id": "j1", "launcher": "torchrun", "nodes": entries}
+
+
+def exit_without_traceback_bundle(root: Path) -> None:
+    """The issue's case: rank 3 (h02, local 1) calls sys.exit(7); every other rank loses its peer at h02's address."""
+    write(root / "job.json", [json.dumps(job_record())])
+    write(root / "h01" / "launcher.log", [
+        stamp(1.0, "[default0]:[rank0]:rank 0: step 1 loss: 0.7353"),
+        stamp(4.8, gloo_closed(0, 0, "192.168.0.12")),
+        stamp(4.9, gloo_closed(1, 1, "192.168.0.12")),
+        *(stamp(5.5, line) for line in failures_block("h01", [(1, 1, 1, 301, NO_TB)], (0, 0, 1, 300, NO_TB))),
+    ])
+    write(root / "h02" / "launcher.log", [
+        stamp(1.0, "[default0]:[rank2]:rank 2: step 1 loss: 0.7353"),
+        stamp(4.9, gloo_closed(0, 2, "192.168.0.12")),
+        stamp(5.0, "W1123 10:00:05.001000 200 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 302 "
+                   "closing signal SIGTERM"),
+        # torchrun's Root Cause names rank 2 (a victim); rank 3 is only in the Failures block, exit code 7
+        *(stamp(5.5, line) for line in failures_block("h02", [(3, 1, 7, 303, NO_TB)], (2, 0, -15, 302, f"{SIGTERM} 302"))),
+    ])
+    write(root / "h03" / "launcher.log", [
+        stamp(4.85, gloo_closed(0, 4, "192.168.0.12")),
+        stamp(4.95, gloo_closed(1, 5, "192.168.0.12")),
+    ])
+
+
+def test_rank_exiting_7_without_a_traceback_is_the_culprit_not_the_rank_torchrun_blames(tmp_path: Path) -> None:
+    exit_without_traceback_bundle(tmp_path / "b")
+    report = triage([tmp_path / "b"])
+    assert report.category is Category.EXCEPTION and report.rule == "bad_exit"
+    assert report.first_failure is not None and (report.first_failure.node, report.first_failure.rank) == ("h02", 3)
+    assert "exited with code 7" in report.reason and "point at it" in report.reason
+    assert report.confidence == "high"
+    assert {(v.node, v.rank) for v in report.victims} == {("h01", 0), ("h01", 1), ("h02", 2), ("h03", 4), ("h03", 5)}
+    assert report.launcher_blamed is not None and "rank 2" in report.launcher_blamed
+    ranks = {(r.node, r.rank): r for r in report.ranks}
+    assert ranks[("h01", 0)].peer == "node h02" and ranks[("h02", 3)].role == "culprit" and ranks[("h02", 3)].exit_code == 7
+    doc = report.to_dict()
+    assert {"culprit_reason", "confidence", "victims", "ranks", "single_culprit", "oom_kind"} <= set(doc)
+    assert doc["culprit_reason"] == "bad_exit"
+
+
+def test_launch_live_feed_gives_the_same_verdict_as_triage_of_the_same_logs(tmp_path: Path) -> None:
+    exit_without_traceback_bundle(tmp_path / "b")
+    live = LiveTriage()
+    for node in ("h01", "h02", "h03"):
+        for line in (tmp_path / "b" / node / "launcher.log").read_text().splitlines():
+            live.line(node, line)
+    got = live.report(job_record())
+    want = triage([tmp_path / "b"])
+    assert (got.category, got.rule, got.culprit_node, got.culprit_rank) == (want.category, want.rule, want.culprit_node,
+                                                                             want.culprit_rank)
+    assert {(v.node, v.rank) for v in got.victims} == {(v.node, v.rank) for v in want.victims}
+
+
+def test_own_error_beats_earlier_looking_timeouts_of_other_ranks_and_consequences_on_the_same_rank(tmp_path: Path) -> None:
+    root = tmp_path / "b"
+    write(root / "n1" / "rank0.log", [
+        "[rank0]:[E1123 10:00:10.000000 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+        # what a watchdog timeout does next: a crash that is its consequence, not its cause
+        "[rank0]:[E1123 10:00:11.000000] Fatal Python error: Aborted",
+    ])
+    write(root / "n2" / "rank1.log", [
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 1; 79.15 GiB total capacity) "
+        "2026-11-23 10:00:30,000",
+    ])
+    report = triage([root])
+    assert report.category is Category.OOM and report.oom_kind == "device"
+    assert report.first_failure is not None and report.first_failure.rank == 1 and report.rule == "own_error"
+    ranks = {r.rank: r for r in report.ranks}
+    assert ranks[0].role == "victim" and ranks[0].first_error is not None  # the crash is listed, as a consequence
+
+
+def test_hang_the_rank_whose_progress_stopped_first_while_the_others_timed_out(tmp_path: Path) -> None:
+    root = tmp_path / "b"
+    for rank in range(4):
+        lines = [f"rank {rank}: step {s} loss: 0.5" for s in range(1, 12 if rank != 2 else 11)]
+        if rank != 2:
+            lines.append(gloo_timeout(0, rank).replace("[default0]:", ""))
+        write(root / f"n{rank}" / f"rank{rank}.log", lines)
+    report = triage([root])
+    assert report.category is Category.COMM_TIMEOUT and report.rule == "hang"
+    assert report.first_failure is not None and report.first_failure.rank == 2
+    assert "step 10" in report.reason and "step 11" in report.reason
+
+
+def test_hang_without_progress_names_the_one_rank_that_did_not_time_out(tmp_path: Path) -> None:
+    root = tmp_path / "b"
+    write(root / "job.json", [json.dumps(job_record(nodes=2, workers=2))])
+    write(root / "h01" / "launcher.log", [gloo_timeout(0, 0), gloo_timeout(1, 1)])
+    write(root / "h02" / "launcher.log", [
+        gloo_timeout(0, 2),
+        "W1123 10:00:05.001000 200 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 303 closing signal SIGTERM",
+        *failures_block("h02", [(3, 1, -15, 303, f"{SIGTERM} 303")], (2, 0, 1, 302, NO_TB)),
+    ])
+    report = triage([root])
+    assert report.rule == "hang" and report.first_failure is not None and (report.culprit_node, report.culprit_rank) == ("h02", 3)
+
+
+def test_every_rank_timing_out_together_has_no_single_culprit_and_network_hints(tmp_path: Path) -> None:
+    root = tmp_path / "b"
+    write(root / "job.json", [json.dumps(job_record())])
+    for n in range(3):
+        write(root / f"h{n + 1:02d}" / "launcher.log", [stamp(9.0 + n / 10, gloo_timeout(i, 2 * n + i)) for i in range(2)])
+    report = triage([root])
+    assert report.category is Category.COMM_TIMEOUT and report.first_failure is None and not report.single_culprit
+    assert report.rule == "everyone_timed_out" and report.headline() == "COMM_TIMEOUT, no single culprit"
+    assert any("MTU" in h for h in report.hints)
+    assert len(report.victims) == 6
+
+
+def test_nan_on_every_rank_at_one_step_has_no_single_culprit_but_nan_on_one_rank_first_names_it(tmp_path: Path) -> None:
+    everywhere = tmp_path / "all"
+    for rank in range(4):
+        write(everywhere / f"n{rank}" / "train.log", [f"rank {rank}: step 7 loss: nan"])
+    report = triage([everywhere])
+    assert (report.category, report.first_failure, report.rule) == (Category.NAN, None, "nan_everywhere")
+    first = tmp_path / "one"
+    write(first / "n0" / "train.log", ["[rank0]: iteration 6 | lm loss: 1.2 ", "[rank0]: iteration 7 | lm loss: nan"])
+    write(first / "n1" / "train.log", ["[rank1]: iteration 8 | lm loss: nan"])
+    report = triage([first])
+    assert report.category is Category.NAN and report.culprit_rank == 0 and report.rule == "own_error"
+
+
+def test_a_loss_scale_halved_at_every_step_is_a_nan_failure_a_few_halvings_are_not(tmp_path: Path) -> None:
+    def halvings(n: int) -> list[str]:
+        scale = 65536
+        lines = []
+        for _ in range(n):
+            lines.append(f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {scale}, reducing to {scale // 2}")
+            scale //= 2
+        return lines
+    write(tmp_path / "collapse" / "rank0.log", halvings(9))
+    report = triage([tmp_path / "collapse"])
+    assert report.category is Category.NAN and report.first_failure is not None
+    assert report.first_failure.signature == "fp16.loss_scale_collapse" and "halved 9 times" in report.first_failure.text
+    write(tmp_path / "normal" / "rank0.log", halvings(3))
+    report = triage([tmp_path / "normal"])
+    assert report.first_failure is None and report.category is Category.UNKNOWN
+
+
+def test_a_job_stopped_from_outside_has_no_culprit(tmp_path: Path) -> None:
+    write(tmp_path / "torchrun.log", [
+        "W1123 10:00:05.000000 100 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM death signal, "
+        "shutting down workers",
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 100 got signal: 15",
+    ])
+    report = triage([tmp_path / "torchrun.log"])
+    assert report.category is Category.UNKNOWN and report.first_failure is None and report.rule == "stopped"
+
+
+def test_a_launcher_exiting_127_on_one_node_is_a_launch_failure_there_whatever_the_order_of_the_logs(tmp_path: Path) -> None:
+    root = tmp_path / "b"
+    write(root / "job.json", [json.dumps(job_record(nodes=2, h01={"exit_code": 1, "ended": 1790000010.0, "signal": "SIGTERM"},
+                                                    h02={"exit_code": 127, "ended": 1790000001.0}))])
+    write(root / "h01" / "launcher.log", ["[default0]:[rank0]:rank 0/4 started"])
+    write(root / "h02" / "launcher.log", ["sh: 1: torchrun: not found"])
+    report = triage([root])
+    assert report.category is Category.LAUNCH and report.culprit_node == "h02"
+
+
+def test_a_rank_killed_with_sigkill_and_no_kernel_record_is_host_memory_with_low_confidence(tmp_path: Path) -> None:
+    write(tmp_path / "n1" / "torchrun.log", failures_block("n1", [(1, 1, -15, 11, f"{SIGTERM} 11")],
+                                                          (0, 0, -9, 10, "Signal 9 (SIGKILL) received by PID 10")))
+    report = triage([tmp_path])
+    assert report.category is Category.OOM and report.oom_kind == "host" and report.culprit_rank == 0
+    assert report.confidence == "low" and any("OOM killer" in h for h in report.hints)
+
+
+def test_msrun_worker_exit_is_joined_to_its_rank_by_pid_and_the_schedulers_timed_out_node_is_not_blamed(tmp_path: Path) -> None:
+    write(tmp_path / "n1" / "launcher.log", [
+        "[WARNING] DISTRIBUTED(3202,7f1bd7430b80,python):2026-11-23-15:36:17.734.780 [mindspore/ccsrc/cluster/topology/"
+        "cluster_context.cc:428] PostProcess] This node 1 rank id: 1",
+        "[WARNING] DISTRIBUTED(3200,7fb9ba400b80,python):2026-11-23-15:36:16.098.209 [mindspore/ccsrc/cluster/topology/"
+        "cluster_context.cc:316] BuildCluster] Topology build timed out., retry(1/60).",
+        "[ERROR] ME(3195:139807558605696,MainProcess):2026-11-23-15:36:22.488.000 [mindspore/parallel/cluster/process_entity/"
+        "_api.py:365] Worker process 3202 exit with exception. Error code: 7.",
+        "[WARNING] ME(3195:139807558605696,MainProcess):2026-11-23-15:36:22.489.000 [mindspore/parallel/cluster/process_entity/"
+        "_api.py:370] There's worker exits with exception, kill all other workers.",
+        "[ERROR] DISTRIBUTED(3199,7f7d95b9e6c0,python):2026-11-23-15:36:51.034.929 [mindspore/ccsrc/cluster/topology/"
+        "meta_server_node.cc:548] UpdateTopoState] The node: 0 is timed out. It may exit with exception, please check this node's log.",
+    ])
+    report = triage([tmp_path])
+    assert report.category is Category.EXCEPTION and report.culprit_rank == 1 and report.rule == "bad_exit"
+    assert report.launcher_blamed is not None and "rank 0" in report.launcher_blamed
+    # the normal start-up retry warning is not a communication error
+    assert not [f for f in report.findings if "retry(1/60)" in f.text]
+
+
+def test_peers_named_by_address_map_to_nodes_through_collects_facts(tmp_path: Path) -> None:
+    root = tmp_path / "b"
+    for n, addr in ((1, "10.1.0.1"), (2, "10.1.0.2"), (3, "10.1.0.3")):
+        write(root / f"n{n}" / "facts.json", [json.dumps({"name": f"n{n}", "host": f"n{n}", "addresses": [addr]})])
+    for n in (1, 3):
+        write(root / f"n{n}" / "train.log", [
+            f"n{n}:1234:1300 [0] NCCL INFO NET/IB : Got completion from peer 10.1.0.2<58210> with status=12 opcode=0 len=0 "
+            f"vendor err 129 (Recv) localGid ::ffff:10.1.0.{n} remoteGidsfe80::1 [rank{n}]"])
+    write(root / "n2" / "train.log", ["[rank2]: step 5 loss 2.1"])
+    report = triage([root])
+    assert report.rule == "peer_votes" and report.culprit_node == "n2"
+
+
+def test_rule_table_is_documented_and_ordered() -> None:
+    ids = [rule_id for rule_id, _, _ in RULES]
+    assert ids[:3] == ["own_error", "bad_exit", "node_lost"]
+    assert all(doc for _, _, doc in RULES)
+
+
+@pytest.mark.parametrize("line,expected", [
+    ("E1123 06:38:52.617000 2977 torch/distributed/run.py:874] x", "0000-11-23T06:38:52.617000"),
+    ("[rank0]:[E1123 06:38:52.617000 ProcessGroupNCCL.cpp:607] y", "0000-11-23T06:38:52.617000"),
+    ("11/23/2026 15:35:08 - INFO - transformers.trainer - z", "2026-11-23T15:35:08.000000"),
+    ("  time      : 2026-11-23_15:35:08", "2026-11-23T15:35:08.000000"),
+    ("[ERROR] ME(3195:1398,MainProcess):2026-11-23-15:36:22.488.000 [x]", "2026-11-23T15:36:22.488000"),
+])
+def test_more_time_forms(line: str, expected: str) -> None:
+    assert parse_time(line) == expected
+
+
+def test_launch_stamps_are_split_off_and_give_the_time_of_unstamped_lines() -> None:
+    assert split_stamp("2026-11-23T10:00:01.000001 | [rank0]: hello") == ("2026-11-23T10:00:01.000001", "[rank0]: hello")
+    assert split_stamp("2026-11-23 10:00:01 | not ours") == (None, "2026-11-23 10:00:01 | not ours")
+    live = LiveTriage()
+    live.line("h1", stamp(3.5, "[rank0]: ValueError: bad shape"))
+    report = live.report(None)
+    assert report.first_failure is not None and report.first_failure.time == "2026-11-23T10:00:03.500000"
+    assert report.first_failure.text == "[rank0]: ValueError: bad shape"
