@@ -79,7 +79,7 @@ _HINT_HW = "hardware fault: drain the node, check `npu-smi info -t health` / `hc
 _HINT_PORT = "a port is already in use: kill stale processes from an earlier run or change MASTER_PORT / HCCL_IF_BASE_PORT"
 _HINT_RANKTABLE = "the rank table does not match the machines: regenerate it with `ascendctl render ranktable` and check it"
 
-_NAN_ANCHORS = (": nan", "=nan", "is nan", "NaN", "NAN", ": inf", "=inf", ": Inf", "=Inf", ": -inf", "is inf")
+_NAN_ANCHORS = (": nan", "=nan", "is nan", "NaN", "NAN", ": inf", "=inf", ": Inf", "=Inf", ": -inf", "is inf", "loss nan")
 
 # A bare code in either the classic form ("EI0006:") or the CANN 8.5+ form ("Name(EI0006):").
 def _code(codes: str) -> str:
@@ -126,7 +126,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("megatron.nan_iterations", _N, r"number of nan iterations:\s*[1-9]", "Megatron counted NaN iterations", _HINT_NAN,
               ("nan iterations: 1",)),
     Signature("loss.nan", _N,
-              r"\b(?:lm |train |training |total |avg |mean )?loss(?:es)?\b['\"]?\s*(?:[:=]|is)\s*\[?\s*(?:tensor\()?[-+]?(?:nan|inf)\b",
+              r"\b(?:lm |train |training |total |avg |mean )?loss(?:es)?\b['\"]?\s*(?:[:=]|is)?\s*\[?\s*(?:tensor\()?[-+]?(?:nan|inf)\b",
               "the loss is NaN or Inf", _HINT_NAN, _NAN_ANCHORS, I),
     Signature("grad_norm.nan", _N, r"\bgrad(?:ient)?[ _]norm\b['\"]?\s*[:=]\s*\[?\s*[-+]?(?:nan|inf)\b",
               "the gradient norm is NaN or Inf", _HINT_NAN, _NAN_ANCHORS, I),
@@ -169,10 +169,11 @@ SIGNATURES: tuple[Signature, ...] = (
               "a network link went down", _HINT_HW, ("Link is Down", "link down", "link is down", "link_status", "Link down")),
     # ---------------------------------------------------------------- launch
     Signature("port.in_use", _L, r"Address already in use|\bbind failed\b|bind\(\) failed|[Ff]ailed to bind|"
-              r"specific port\[\d+\] fail|have already been bound|EADDRINUSE|" + _code("EI0019"),
+              r"specific port\[\d+\] fail|have already been bound|EADDRINUSE|failed to listen on any local network address|"
+              + _code("EI0019"),
               "a port the job needs is taken", _HINT_PORT,
               ("already in use", "bind failed", "bind() failed", "ailed to bind", "specific port", "already been bound", "EI0019",
-               "EADDRINUSE")),
+               "EADDRINUSE", "failed to listen on any")),
     Signature("python.module_not_found", _L, r"\bModuleNotFoundError: No module named|\bImportError: cannot import name|"
               r"\bImportError: \S+\.so[.\d]*: cannot open shared object file|"
               r"error while loading shared libraries: \S+: cannot open shared object file",
@@ -192,6 +193,11 @@ SIGNATURES: tuple[Signature, ...] = (
               ("device ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES", "nvalid device", "device id",
                "SetDevice", "set device", "is busy", "is occupied", "already in use", "already occupied", "occupied by",
                "resource busy")),
+    Signature("hccp.init_failed", _L, r"Failed to initialize the HCCP process|Maybe the last training process is running|"
+              r"tsd client wait response fail|[Dd]evice is occupied by (?:another|an? other) process",
+              "the NPU is still held by an earlier process (HCCP could not start on it)",
+              "kill the leftover training processes on that node (`ascendctl preflight --only npu_stale_procs` finds them) "
+              "and relaunch", ("HCCP process", "last training process", "tsd client wait", "occupied by")),
     Signature("ranktable.invalid", _L, r"\[RanktableCheck\]|\[RanktableConfig\]|rank_?table.{0,40}(?:invalid|not a valid|error|fail)|"
               r"in the ranktable is inconsistent|RANK_TABLE_FILE.{0,40}(?:invalid|not exist|error)|"
               + _code("EI0001|EI0003|EI0004|EI0007|EI0008|EI0009|EI0010|EJ0003"),
@@ -217,9 +223,9 @@ SIGNATURES: tuple[Signature, ...] = (
               "ranks called a collective with different arguments (a program bug the others then wait on)",
               "compare the collective calls (op, count, dtype, group) of the ranks named in the line",
               ("EI0005", "inconsistent between ranks", "ParameterConflict")),
-    Signature("hccl.code_timeout", _T, _code(r"EI0014|EJ0001|EI0012|EI0015"),
+    Signature("hccl.code_timeout", _T, _code(r"EI0014|EI0012|EI0015"),
               "HCCL reported a cluster communication error", _HINT_TIMEOUT,
-              ("EI0014", "EJ0001", "EI0012", "EI0015")),
+              ("EI0014", "EI0012", "EI0015")),
     Signature("hccl.heartbeat_lost", _T, r"Heartbeat Lost|status\[LOST\]|heartbeat lost|Cluster Exception Location",
               "a rank stopped answering HCCL heartbeats", _HINT_TIMEOUT, ("Heartbeat Lost", "LOST", "Exception Location")),
     Signature("hccl.link_timeout", _T,
@@ -260,7 +266,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("msrun.worker_exit", _U, r"(?:Worker|Scheduler) process (?P<pid>\d+) exit with exception\. Error code: (?P<code>-?\d+)",
               "msrun saw a process exit with an error", "look at that process' own log for the first error",
               ("exit with exception",), role="report"),
-    Signature("torchrun.child_failed", _U, r"\bChildFailedError\b|(?:^|\s)failed \(exitcode: (?P<code>-?\d+)\) local_rank: "
+    Signature("torchrun.child_failed", _U, r"\bChildFailedError\b|\bfailed \(exitcode: (?P<code>-?\d+)\) local_rank: "
               r"(?P<local_rank>\d+) \(pid: (?P<pid>\d+)\)",
               "torchrun saw a worker fail", "the first rank to exit is not always the cause: check the others' first errors",
               ("ChildFailedError", "exitcode: "), role="report"),
@@ -366,7 +372,8 @@ TRIGGERS: tuple[str, ...] = (
     "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "EADDRINUSE", "closing signal", "death signal",
     "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
     "srun: error", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
-    "rank id", "setting loss scale to",
+    "rank id", "setting loss scale to", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
+    "tsd client wait",
 )
 
 

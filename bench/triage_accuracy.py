@@ -58,14 +58,16 @@ def first_ok(label: dict[str, Any], report: TriageReport) -> bool:
     got = report.first_failure
     got_rank = got.rank if got else None
     got_node = got.node if got else None
+    names_none = got_rank is None and got_node is None and (got is None or got.local_rank is None)
     if not label.get("single_culprit", True):
-        return got is None
+        return names_none  # the evidence line may be shown, but no rank or node may be blamed
     if want_rank is not None:
+        # a local rank is the rank in a one-node paste (the label names no node) or on the labelled node
         return got_rank == want_rank or (got_rank is None and got is not None and got.local_rank == want_rank
-                                         and want_node is not None and got_node == want_node)
+                                         and (want_node is None or got_node == want_node))
     if want_node is not None:
         return got_node == want_node
-    return got_rank is None and got_node is None
+    return names_none
 
 
 def evaluate(case_dir: Path, label: dict[str, Any]) -> Outcome:
@@ -74,6 +76,7 @@ def evaluate(case_dir: Path, label: dict[str, Any]) -> Outcome:
     got = report.first_failure
     return Outcome(case_dir.name, label, category, got.node if got else None, got.rank if got else None,
                    category == label["category"], first_ok(label, report), f"{report.reason} [{report.rule}]")
+
 
 
 def main() -> int:

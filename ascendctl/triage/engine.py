@@ -300,7 +300,30 @@ def build_facts(ex: Extraction) -> Facts:
     if not facts.universe:
         facts.universe = {a.rank for a in facts.ranked() if a.rank is not None}
     _loss_scale_collapse(ex, facts)
+    _join_unattributed(facts)
     return facts
+
+
+def _join_unattributed(facts: Facts) -> None:
+    """An error that names no rank (a paste of a launcher's console) belongs to the one rank the launcher reports as
+    having ended on its own (not stopped by it), when exactly one did: the report says who, the error says why."""
+    for actor in list(facts.actors.values()):
+        if actor.rank is not None or actor.local is not None or not actor.own:
+            continue
+        candidates = []
+        for other in facts.actors.values():
+            if other.rank is None and other.local is None or other.own or other.comm:
+                continue
+            if actor.node is not None and other.node != actor.node:
+                continue
+            exit_ = other.first_exit()
+            if exit_ is not None and exit_.signal not in STOP_SIGNALS and not _stopped_by_launcher(facts, other, exit_):
+                candidates.append(other)
+        if len(candidates) == 1:
+            target = candidates[0]
+            target.own.extend(replace(f, node=target.node or f.node, rank=target.rank, local_rank=target.local)
+                              for f in actor.own)
+            actor.own = []
 
 
 def _loss_scale_collapse(ex: Extraction, facts: Facts) -> None:
@@ -355,13 +378,28 @@ def rule_own_error(facts: Facts) -> Verdict | None:
     assert first is not None
     actor = facts.of(first)
     others = [f for f in candidates if f is not first]
-    # NaN on several ranks at the same step (or moment): the model diverged, no rank did it first
-    if first.category == Category.NAN:
-        same = [f for f in others if f.category == Category.NAN and _same_moment(facts, first, f)]
-        ranks = {facts.of(f).key for f in [first, *same]}
-        if len(ranks) >= 2:
+    # Ranks that cannot be told apart: the same error at the same step or moment. NaN everywhere is a diverged
+    # model; any other error everywhere is a shared cause (configuration, environment, data), unless every such
+    # rank is on one node, which is then the place it started.
+    same = [f for f in others if _same_moment(facts, first, f) and (f.signature == first.signature or
+                                                                    f.category == first.category == Category.NAN)]
+    tied = {facts.of(f).key: f for f in [first, *same]}
+    if len(tied) >= 2:
+        nodes = {key[0] for key in tied}
+        ranks = sorted(key[1] for key in tied if key[1] is not None)
+        listed = f"ranks {', '.join(map(str, ranks))}" if ranks else f"{len(tied)} ranks"
+        if first.category == Category.NAN:
             return Verdict("nan_everywhere", Category.NAN, None,
-                           f"{len(ranks)} ranks reported NaN/overflow at the same step; no rank went first", "medium")
+                           f"{listed} reported NaN/overflow at the same step; no rank went first", "medium")
+        if len(nodes) == 1 and None not in nodes:
+            node = next(iter(nodes))
+            culprit = replace(first, rank=None, local_rank=None, device=None)
+            return Verdict("own_error", first.category, culprit,
+                           f"{listed} on node {node} failed together with the same error; the node is where it started",
+                           "medium", facts.actor(node, None))
+        return Verdict("same_error_everywhere", first.category, None,
+                       f"{listed} failed with the same error at the same moment: a shared cause (configuration, environment "
+                       "or data), not one rank", "medium")
     comm_firsts = [a.comm[0] for a in facts.actors.values() if a.comm]
     earlier_comm = [c for c in comm_firsts if facts.before(c, first) and facts.of(c) is not actor]
     ambiguous = [f for f in others if not facts.before(first, f) and f.category != first.category]
@@ -384,7 +422,7 @@ def _same_moment(facts: Facts, a: Finding, b: Finding) -> bool:
     if a.time and b.time:
         ta, tb = seconds(a.time), seconds(b.time)
         return ta is not None and tb is not None and abs(ta - tb) < SAME_MOMENT
-    return False
+    return a.time is None and b.time is None and a.file == b.file  # one paste without times: no order to go by
 
 
 def _exit_category(exit_: Exit) -> tuple[Category, str, str]:
@@ -430,8 +468,8 @@ def rule_bad_exit(facts: Facts) -> Verdict | None:
     text = source.text if source else f"{actor.node}: launcher exited {exit_.code}" + (f" ({exit_.signal})" if exit_.signal else "")
     culprit = Finding(category, source.signature if source else "job.exit", actor.node, actor.rank,
                       None, exit_.time, source.file if source else "job.json", source.line if source else 0, text,
-                      pid=source.pid if source else None, role="report", exit_code=exit_.code, signal=exit_.signal,
-                      time_source=source.time_source if source else "job")
+                      pid=source.pid if source else None, role="report", local_rank=actor.local, exit_code=exit_.code,
+                      signal=exit_.signal, time_source=source.time_source if source else "job")
     reason = f"{actor.label()} {what}, and had no communication error of its own"
     voters = _voters_for(facts, actor)
     if voters:
@@ -649,6 +687,8 @@ def rule_generic(facts: Facts) -> Verdict | None:
 RULES: tuple[tuple[str, Rule, str], ...] = (
     ("own_error", rule_own_error, "a rank's own error (OOM, NaN, hardware, launch, exception) not preceded by a "
                                   "communication error of that rank; the earliest wins; NaN on every rank at one step: none"),
+    ("same_error_everywhere", rule_own_error, "several ranks on different nodes with the same own error at the same "
+                                              "moment: no single culprit (nan_everywhere for NaN)"),
     ("bad_exit", rule_bad_exit, "a rank or launcher that exited non-zero or by a signal other than TERM/INT/HUP, with no "
                                 "communication error of its own and not stopped by its launcher"),
     ("node_lost", rule_node_lost, "a node ascendctl lost (unreachable) while the job ran"),
@@ -673,7 +713,11 @@ def decide(facts: Facts) -> Verdict | None:
             return exit_
     if own is not None:
         return own
-    for _, rule, _ in RULES[1:]:
+    tried: set[Rule] = {rule_own_error}
+    for _, rule, _ in RULES:
+        if rule in tried:
+            continue
+        tried.add(rule)
         verdict = rule(facts)
         if verdict is not None:
             return verdict

@@ -67,11 +67,16 @@ _CONTEXT_RX = re.compile(
     r"|\[LocalRank Key Info\]userRank\[(?P<r4>\d+)\].*?devicePhyId\[(?P<d4>\d+)\]"
     r"|This node \d+ rank id: (?P<r5>\d+)"
 )
-# A line logged at a benign level by CANN/MindSpore/HCCL (`[WARNING] DISTRIBUTED(...)`) or glog (`W1123 ...`,
-# `[W socket.cpp:...]`) is not a failure: MindSpore warns "Topology build timed out., retry(3/60)" at every normal
-# start. Launcher reports and stops are still read from such lines (torchrun's "Sending process N closing signal").
+# A communication timeout logged at a benign level by CANN/MindSpore/HCCL (`[WARNING] DISTRIBUTED(...)`) or glog
+# (`W1123 ...`, `[W socket.cpp:...]`) is a retry, not a failure: MindSpore warns "Topology build timed out.,
+# retry(3/60)" at every normal start. Other warnings still count (torch warns "failed to bind ... Address already
+# in use" before it gives up), and launcher reports and stops are read from any line.
 _BENIGN_LEVEL_RX = re.compile(r"^(?:\[default\d+\]:)?(?:\[rank\d+\]:)*\s*(?:\[(?:WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[A-Z_]+\(|"
                               r"[IW]\d{4} \d\d:\d\d:\d\d\.\d+ |\[[IW]\d{4} \d\d:\d\d:\d\d|\[[IW] )")
+# CANN / torch_npu error headers: "[ERROR] 2024-05-21-11:57:54 (PID:927000, Device:3, RankID:3) ERR02200 DIST ..."; the
+# lines after it (EJ0001: ..., EI0006: ...) say no rank of their own but belong to it
+_BLOCK_RX = re.compile(r"\(PID:\s*(\d+), Device:\s*(-?\d+), RankID:\s*(-?\d+)\)")
+BLOCK_LINES = 30
 _MSRUN_START_RX = re.compile(r"Start worker process with rank id:(\d+), log file:(\S+?)\.")
 _TORCHRUN_FIELD_RX = re.compile(r"^\s*(time|host|rank|exitcode|traceback|error_file)\s*: (.*)$")
 _FILE_RANK_RX = re.compile(r"(?:^|[^a-z])(?:rank|worker|default)[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
@@ -200,10 +205,14 @@ class Extraction:
         start = _MSRUN_START_RX.search(text)
         if start is not None:
             return
+        block = _BLOCK_RX.search(text)
+        if block is not None:
+            rank_id, device_id = int(block.group(3)), int(block.group(2))
+            src.block = (number, rank_id if rank_id >= 0 else None, device_id if device_id >= 0 else None, int(block.group(1)))
         sig = match_line(text)
         if sig is None:
             return
-        if sig.role == "error" and _BENIGN_LEVEL_RX.match(text):
+        if sig.role == "error" and sig.category == Category.COMM_TIMEOUT and _BENIGN_LEVEL_RX.match(text):
             return
         groups = sig.regex.search(text)
         assert groups is not None
@@ -217,6 +226,10 @@ class Extraction:
         if rank is None and pid is not None and (src.node, pid) in self.pid_ranks:
             rank, dev = self.pid_ranks[(src.node, pid)]
             device = device if device is not None else dev
+        if rank is None and src.block is not None and 0 < number - src.block[0] <= BLOCK_LINES:
+            rank = src.block[1]
+            device = device if device is not None else src.block[2]
+            pid = pid if pid is not None else src.block[3]
         if rank is not None and local is not None:
             self.local_ranks.setdefault((src.node, local), rank)
         named = sig.regex.groupindex

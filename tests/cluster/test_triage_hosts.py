@@ -282,7 +282,8 @@ def test_module_missing_on_one_node_is_a_launch_failure_there(cluster_factory: A
                       env={} if i == 2 else {"PYTHONPATH": str(dep)}) for i in range(1, 4)]
     case = run_case(cluster_factory(specs), tmp_path, "faults_torch.py", {"JOB_TIMEOUT": "20", "JOB_FAULT": "import"})
     category, node, rank = verdict(case)
-    assert (category, node) == ("LAUNCH", "h02") and rank in (2, 3), case.brief()
+    # both ranks of h02 fail at once with the same error: the node is named, no rank of it went first
+    assert (category, node) == ("LAUNCH", "h02") and rank in (2, 3, None), case.brief()
     assert "No module named 'asct_dep'" in case.doc["first_failure"]["text"], case.brief()
     assert not any(v["node"] == "h02" for v in case.doc["victims"] if v["rank"] is not None and "communication" in v["how"])
     agree(case)
