@@ -25,7 +25,7 @@ from pathlib import Path
 from common import ASCENDCTL, PYTHON, REPO
 
 from ascendctl.signatures import TRIGGERS
-from ascendctl.triage import _GREP_TRIGGERS
+from ascendctl.triage.reader import GREP_TRIGGERS as _GREP_TRIGGERS
 
 SAMPLES = REPO / "tests" / "data" / "samples" / "ascend"
 # stdout is a pipe, not /dev/null: GNU grep stops at the first match when it sees /dev/null, which would flatter it.

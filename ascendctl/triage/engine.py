@@ -290,12 +290,12 @@ def build_facts(ex: Extraction) -> Facts:
         actor = facts.actor(where, at_rank)
         if actor.progress is None or progress.step > actor.progress.step:
             actor.progress = progress
-    # own errors a rank logged after its own communication error are consequences of it (not for node-level text,
-    # which mixes ranks)
+    # an exception (a crash, an abort) a rank logged after its own communication error is how that error surfaced,
+    # not a new cause; OOM, NaN, hardware and launch errors stand on their own. Not for node-level text, which mixes ranks.
     for actor in facts.ranked():
         if actor.comm and actor.own:
             first_comm = actor.comm[0]
-            actor.consequences = [f for f in actor.own if facts.before(first_comm, f)]
+            actor.consequences = [f for f in actor.own if f.category == Category.EXCEPTION and facts.before(first_comm, f)]
             actor.own = [f for f in actor.own if f not in actor.consequences]
     if not facts.universe:
         facts.universe = {a.rank for a in facts.ranked() if a.rank is not None}
