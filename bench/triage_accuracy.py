@@ -61,6 +61,11 @@ def first_ok(label: dict[str, Any], report: TriageReport) -> bool:
     names_none = got_rank is None and got_node is None and (got is None or got.local_rank is None)
     if not label.get("single_culprit", True):
         return names_none  # the evidence line may be shown, but no rank or node may be blamed
+    if want_rank is not None and names_none and not any(r.rank is not None or r.node for r in report.ranks):
+        # a log of one process that names no rank anywhere: the verdict points at that process (rank 0),
+        # or at its device when the label took the rank from the device number of a one-node log
+        device = got.device if got is not None else None
+        return want_rank == 0 or (device == want_rank and want_node is None)
     if want_rank is not None:
         # a local rank is the rank in a one-node paste (the label names no node) or on the labelled node
         return got_rank == want_rank or (got_rank is None and got is not None and got.local_rank == want_rank

@@ -383,7 +383,14 @@ def rule_own_error(facts: Facts) -> Verdict | None:
     # rank is on one node, which is then the place it started.
     same = [f for f in others if _same_moment(facts, first, f) and (f.signature == first.signature or
                                                                     f.category == first.category == Category.NAN)]
-    tied = {facts.of(f).key: f for f in [first, *same]}
+    if first.node is None and first.rank is None and first.local_rank is None:
+        # the same event told twice, once with its place (Ray: "killed ..." then "Memory on the node (IP: ...)")
+        placed = [f for f in same if f.category == first.category and (f.node or f.rank is not None)]
+        if placed:
+            first = placed[0]
+            actor = facts.of(first)
+            same = [f for f in same if f is not first]
+    tied = {facts.of(f).key: f for f in [first, *same] if f.rank is not None or f.local_rank is not None}
     if len(tied) >= 2:
         nodes = {key[0] for key in tied}
         ranks = sorted(key[1] for key in tied if key[1] is not None)

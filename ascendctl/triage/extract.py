@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Iterable
 
@@ -86,8 +86,11 @@ _FILE_PID_RX = re.compile(r"\b(?:plog|device)-(\d+)_\d+")
 _ELASTIC_RX = re.compile(r"^attempt_\d+$")
 PROGRESS_RX = re.compile(
     r"\b(?:global[_ ]step|step|iteration|iter|Step|Iteration|STEP|ITERATION)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?", )
+_NUM = r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 _LOSS_SCALE_RX = re.compile(r"(?:reducing|Reducing|reduced|Reduced|decreas\w*|setting) (?:the )?loss scale(?: from \S+)? to:? ?"
-                            r"(?P<to>\d+(?:\.\d+)?)|[Aa]ttempted loss scale: (?P<from>\S+?),? reducing to (?P<to2>\d+(?:\.\d+)?)")
+                            rf"(?P<to>{_NUM})|[Aa]ttempted loss scale: (?P<from>\S+?),? reducing to (?P<to2>{_NUM})")
+# NCCL's own log prefix: "<host>:<pid>:<tid> [<cuda device>] NCCL WARN ..."
+_NCCL_PREFIX_RX = re.compile(r"^(?:\[default\d+\]:)?(?:\[rank\d+\]:)*\s*(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] (?:\S+ )?NCCL ")
 HALVINGS_TO_COLLAPSE = 8  # a loss scale halved this many times in a row, every step, is a collapse
 
 
@@ -243,6 +246,13 @@ class Extraction:
         elif "sig" in named and groups["sig"]:
             signal = signal_of(-int(groups["sig"]))
         node = src.node
+        nccl = _NCCL_PREFIX_RX.match(text)
+        if nccl is not None:
+            node = node or nccl["host"]
+            pid = pid if pid is not None and pid != src.pid else int(nccl["pid"])
+            device = device if device is not None else int(nccl["dev"])
+        if "host" in named and groups["host"] and sig.id not in ("srun.task_exit", "mpirun.exit"):
+            node = node or groups["host"]
         if sig.id == "srun.task_exit":
             node = node or groups["host"]
             task = groups["task"]
@@ -301,6 +311,10 @@ class Extraction:
         if m is None:
             return
         value = float(m.group("to") or m.group("to2"))
+        if value <= 1.0:  # a dynamic loss scale at 1 or below: every step overflows
+            self.add(replace(finding, signature="fp16.loss_scale_collapse", role="error",
+                             text=f"loss scale reduced to {value:g}: {finding.text}"[:MAX_TEXT]))
+            return
         self.scales.setdefault((finding.node, finding.rank, finding.file), []).append((value, finding))
 
     # ------------------------------------------------------------------------- torchrun's report
