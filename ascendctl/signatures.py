@@ -192,8 +192,13 @@ SIGNATURES: tuple[Signature, ...] = (
               "a port the job needs is taken", _HINT_PORT,
               ("already in use", "bind failed", "bind() failed", "ailed to bind", "specific port", "already been bound", "EI0019",
                "EADDRINUSE", "failed to listen on any")),
+    Signature("launch.env_missing", _L, r"KeyError: b?'(?:RANK|LOCAL_RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT|LOCAL_WORLD_SIZE)'|"
+              r"environment variable (?:RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT|LOCAL_RANK) expected, but not set",
+              "the process was started without the distributed environment (RANK, WORLD_SIZE, MASTER_ADDR) a launcher sets",
+              "start it with torchrun/msrun/deepspeed (or `ascendctl launch`), not with plain python",
+              ("KeyError: ", "expected, but not set")),
     Signature("python.module_not_found", _L, r"\bModuleNotFoundError: No module named|\bImportError: cannot import name|"
-              r"\bImportError: \S+\.so[.\d]*: cannot open shared object file|"
+              r"\bImportError: \S+\.so[.\d]*: cannot open|"
               r"error while loading shared libraries: \S+: cannot open shared object file",
               "a Python module or shared library is missing on this node",
               "install the same environment on every node (`ascendctl preflight` compares versions)",
@@ -253,6 +258,10 @@ SIGNATURES: tuple[Signature, ...] = (
               "HCCL could not finish link setup with a peer", _HINT_TIMEOUT,
               ("establish timeout", "p2p timeout", "get socket timeout", "LinksEstablishCompleted", "Transport init error",
                "CONNECT TIMEOUT", "dispatch timeout", "time out |", "no connect |")),
+    Signature("torch.monitored_barrier", _T, r"failed to pass monitoredBarrier|received errors while waiting for send/recv from "
+              r"rank \d+|[Rr]ank \d+ (?:failed to pass|did not call) (?:monitored)?[Bb]arrier",
+              "a rank waited at a (monitored) barrier for a peer that never arrived; the line names it", _HINT_TIMEOUT,
+              ("monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call")),
     Signature("nccl.watchdog_timeout", _T, r"Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out|"
               r"ProcessGroupNCCL's watchdog got stuck|Some NCCL operations have failed or timed out",
               "a NCCL collective hit the torch watchdog timeout", _HINT_TIMEOUT,
@@ -339,7 +348,7 @@ SIGNATURES: tuple[Signature, ...] = (
     # ---------------------------------------------------------------- generic (last: every specific row wins)
     Signature("python.exception", _E,
               r"^(?:\[(?:rank|default|trainer|worker)\d+\]:\s*)*(?:[A-Za-z_]\w*\.)*"
-              r"(?!SignalException\b|ChildFailedError\b|CalledProcessError\b)[A-Z]\w*(?:Error|Exception): \S",
+              r"(?!SignalException\b|ChildFailedError\b|CalledProcessError\b)[A-Z]\w*(?:Error|Exception)(?:: \S|\s*$)",
               "a rank raised a Python exception (the last line of its traceback)",
               "read this rank's traceback: it raised before the other ranks timed out or were stopped",
               ("Error: ", "Exception: ")),
@@ -392,7 +401,9 @@ TRIGGERS: tuple[str, ...] = (
     "srun: error", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
     "rank id", "setting loss scale to", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
     "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
-    "out of memory", "total mem size", "Failed to CUDA", "running low on memory", "Memory on the node",
+    "out of memory", "total mem size", "Failed to CUDA", "running low on memory", "Memory on the node", "KeyError: ",
+    "expected, but not set", "monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call",
+    "[A-Z][A-Za-z]*(Error|Exception) *$",
 )
 
 

@@ -268,7 +268,7 @@ def test_peers_named_by_address_map_to_nodes_through_collects_facts(tmp_path: Pa
 
 def test_rule_table_is_documented_and_ordered() -> None:
     ids = [rule_id for rule_id, _, _ in RULES]
-    assert ids[:4] == ["own_error", "same_error_everywhere", "bad_exit", "node_lost"]
+    assert ids[:5] == ["own_error", "same_error_everywhere", "bad_exit", "exits_only", "node_lost"]
     assert all(doc for _, _, doc in RULES)
 
 

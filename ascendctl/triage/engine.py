@@ -466,9 +466,27 @@ def rule_bad_exit(facts: Facts) -> Verdict | None:
     if not candidates:
         return None
     # ranks before node launchers (a launcher exits because a rank did); then by time
-    actor, exit_ = min(candidates, key=lambda c: (c[0].rank is None, 0 if c[1].time else 1, c[1].time or "",
-                                                  c[1].code is None or c[1].code < 0))
+    actor, exit_ = min(candidates, key=lambda c: (c[0].rank is None and c[0].local is None, 0 if c[1].time else 1,
+                                                  c[1].time or "", c[1].code is None or c[1].code < 0))
     category, what, confidence = _exit_category(exit_)
+    identified = [a for a in facts.actors.values() if a.rank is not None or a.local is not None]
+    from_job = exit_.source is None  # the job record's launcher exit: ascendctl saw it end
+    if category == Category.EXCEPTION and not from_job:
+        # An exit code says who ended, not why. With nothing else to tell processes apart, say that.
+        tied = [c for c in candidates if c[0] is not actor and (c[0].rank is not None or c[0].local is not None)
+                and _exit_same_moment(c[1], exit_)]
+        if tied:
+            who = sorted(a.label() for a, _ in [(actor, exit_), *tied])
+            return Verdict("exits_only", Category.UNKNOWN, None,
+                           f"{len(who)} processes ({'; '.join(who)}) exited with errors at the same moment and none logged "
+                           "why: no single culprit", "low", None,
+                           ("the launcher's report only says who exited: collect each rank's own log (stderr) to see why",))
+        # other processes in the log: other ranks, ranks their launcher stopped, ranks that lost a peer
+        others_seen = len(identified) > 1 or any((a.stops or a.comm) for a in facts.actors.values() if a is not actor)
+        if actor.rank is None and actor.local is None or not others_seen:
+            return Verdict("exits_only", Category.UNKNOWN, None,
+                           f"{'the only process' if identified else 'a process'} {what}; the log does not say why", "low", None,
+                           ("the launcher's report only says who exited: collect the process's own log (stderr) to see why",))
     if len(candidates) > 1 and confidence == "high":
         confidence = "medium"
     source = exit_.source
@@ -487,6 +505,13 @@ def rule_bad_exit(facts: Facts) -> Verdict | None:
         hints = ("check the node's kernel log for the OOM killer (`ascendctl collect` gathers dmesg), and host memory "
                  "per rank (dataloader workers, pinned memory)",)
     return Verdict("bad_exit", category, culprit, reason, confidence, actor, hints)
+
+
+def _exit_same_moment(a: Exit, b: Exit) -> bool:
+    if a.time and b.time:
+        ta, tb = seconds(a.time), seconds(b.time)
+        return ta is not None and tb is not None and abs(ta - tb) < SAME_MOMENT
+    return a.time is None and b.time is None
 
 
 def _peer_targets(facts: Facts, f: Finding) -> tuple[str | None, int | None]:
@@ -698,6 +723,8 @@ RULES: tuple[tuple[str, Rule, str], ...] = (
                                               "moment: no single culprit (nan_everywhere for NaN)"),
     ("bad_exit", rule_bad_exit, "a rank or launcher that exited non-zero or by a signal other than TERM/INT/HUP, with no "
                                 "communication error of its own and not stopped by its launcher"),
+    ("exits_only", rule_bad_exit, "only exit codes, from processes that cannot be told apart (the only process, or "
+                                  "several at one moment): who ended is known, why is not; no culprit"),
     ("node_lost", rule_node_lost, "a node ascendctl lost (unreachable) while the job ran"),
     ("hang", rule_hang_progress, "a hang: the rank whose progress (training step) stopped before the others', while they "
                                  "timed out"),

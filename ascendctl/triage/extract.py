@@ -23,7 +23,7 @@ KEEP_PER_KEY = 5  # findings kept per (node, rank, signature); the rest are only
 NOT_NODE_DIRS = {"plog", "debug", "run", "process_log", "launcher", "log", "logs", "device_log", "slog", "ascend", "workers"}
 
 _RANK_RXS = (
-    re.compile(r"^(?:\[default\d+\]:)?\[rank(\d+)\]:"),
+    re.compile(r"\[rank(\d+)\]:"),
     re.compile(r"^\[(?:rank|trainer|worker)(\d+)\]:"),
     re.compile(r"RankID:\s*(\d+)"),
     re.compile(r"\[(?:PG \S+ (?:\([^)]*\) )?)?Rank (\d+)\]"),
@@ -42,6 +42,8 @@ _DEVICE_RXS = (
 )
 _PID_RX = re.compile(r"^\[?[A-Z]+\]? ?[A-Z_]+\((\d+)[,:]|\[PID: ?(\d+)\]|\bPID:\s*(\d+)")
 _PEER_RANK_RXS = (
+    re.compile(r"waiting for send/recv from rank (\d+)"),
+    re.compile(r"[Rr]ank (\d+) (?:failed to pass|did not call) (?:monitored)?[Bb]arrier"),
     re.compile(r"Cluster Exception Location\[IP/ID\]:\[[^/\]]*/(\d+)\]"),
     re.compile(r"crimer rank \[[^/\]]*/(\d+)\]"),
     re.compile(r"[Rr]emote[ _]?[Rr]ank\W{0,4}(\d+)"),
@@ -198,9 +200,11 @@ class Extraction:
     def line(self, src: Source, number: int, raw: str) -> None:
         """One candidate line of a file (the prefilter already saw a trigger in it)."""
         stamp, text = split_stamp(raw)
-        if self._torchrun_line(src, number, text, stamp):
+        prefixes = strip_prefixes(text)
+        body = prefixes.body
+        if self._torchrun_line(src, number, body, stamp):
             return
-        local = _local_prefix(text)
+        local = prefixes.local
         m = _CONTEXT_RX.search(text)
         if m is not None:
             self._context(src, text, m, local)
@@ -212,15 +216,15 @@ class Extraction:
         if block is not None:
             rank_id, device_id = int(block.group(3)), int(block.group(2))
             src.block = (number, rank_id if rank_id >= 0 else None, device_id if device_id >= 0 else None, int(block.group(1)))
-        sig = match_line(text)
+        sig = match_line(body)
         if sig is None:
             return
-        if sig.role == "error" and sig.category == Category.COMM_TIMEOUT and _BENIGN_LEVEL_RX.match(text):
+        if sig.role == "error" and sig.category == Category.COMM_TIMEOUT and _BENIGN_LEVEL_RX.match(body):
             return
-        groups = sig.regex.search(text)
+        groups = sig.regex.search(body)
         assert groups is not None
-        pid = _line_pid(text) or src.pid
-        rank = _first_int(_RANK_RXS, text)
+        pid = prefixes.pid or _line_pid(body) or src.pid
+        rank = prefixes.rank if prefixes.rank is not None else _first_int(_RANK_RXS, body)
         device = _first_int(_DEVICE_RXS, text)
         if local is None:
             local = src.local_rank
@@ -245,8 +249,8 @@ class Extraction:
             signal = groups["signal2"]
         elif "sig" in named and groups["sig"]:
             signal = signal_of(-int(groups["sig"]))
-        node = src.node
-        nccl = _NCCL_PREFIX_RX.match(text)
+        node = src.node or (self.addresses.get(prefixes.ip) if prefixes.ip else None) or prefixes.ip
+        nccl = _NCCL_PREFIX_RX.match(body)
         if nccl is not None:
             node = node or nccl["host"]
             pid = pid if pid is not None and pid != src.pid else int(nccl["pid"])
@@ -393,6 +397,52 @@ class Extraction:
             key = (src.node, rank, local if rank is None else None)
             when = parse_time(line) or stamp
             self.progress[key] = Progress(int(m.group(1)), when, src.file, line.strip()[:MAX_TEXT])
+
+
+# Prefixes runners put in front of a process's lines; signatures are matched on what follows them.
+_PREFIX_RXS = (
+    re.compile(r"^\[default(?P<local>\d+)\]:"),  # torchrun --tee
+    re.compile(r"^\[rank(?P<rank>\d+)\]:\s?"),  # torch's own rank prefix
+    re.compile(r"^\((?:[\w.-]+?[ _](?:rank=(?P<arank>\d+) |TP(?P<tp>\d+) )?)?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s*"),  # Ray / vLLM actors
+    re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\] "),  # vLLM logger
+    re.compile(r"^[\w.-]+ \[std(?:out|err)\] "),  # multi-node runners: "<job>.<host> [stderr] "
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Prefixes:
+    """What the stripped prefixes said about the line."""
+
+    body: str
+    rank: int | None = None
+    local: int | None = None
+    pid: int | None = None
+    ip: str | None = None
+
+
+def strip_prefixes(text: str) -> Prefixes:
+    """Remove runner prefixes (torchrun, torch, Ray/vLLM actors, vLLM logger, multi-node runners), keeping what they say."""
+    rank = local = pid = None
+    ip = None
+    body = text
+    for _ in range(6):
+        for rx in _PREFIX_RXS:
+            m = rx.match(body)
+            if m is not None and m.end() > 0:
+                g = m.groupdict()
+                if g.get("local") is not None and local is None:
+                    local = int(g["local"])
+                for key in ("rank", "arank", "tp"):
+                    if g.get(key) is not None and rank is None:
+                        rank = int(g[key])
+                if g.get("pid") is not None:
+                    pid = int(g["pid"])
+                ip = ip or g.get("ip")
+                body = body[m.end():]
+                break
+        else:
+            break
+    return Prefixes(body, rank, local, pid, ip)
 
 
 def _local_prefix(text: str) -> int | None:
