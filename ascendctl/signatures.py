@@ -172,10 +172,13 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("ascend.device_fault", _H,
               r"receive ts exception msg|device (?:heartbeat|heart beat) (?:lost|timeout)|DEVICE_DOWN|"
               r"there is a sdma error|ProcessSdmaErrorInfo|hbm (?:multi-bit|ecc)|aicore (?:error|fault)|"
-              r"\b(?:EH|EZ)\d{4}:",
+              r"\b(?:EH|EZ)(?!9999)\d{4}:|Device\[\d+\] lost heartbeat|reason=lost heartbeat|GPU is lost|"
+              r"Unable to determine the device handle for GPU|fallen off the bus|"
+              r"NET/IB ?: (?:\S+ )?Got async event ?: (?:port error|local catastrophic error|device fatal)",
               "the NPU reported a device-level fault", _HINT_HW,
               ("ts exception", "heartbeat lost", "heartbeat timeout", "heart beat", "DEVICE_DOWN", "sdma error", "SdmaErrorInfo",
-               "hbm ", "aicore", "EH0001", "EZ9999")),
+               "hbm ", "aicore", "EH0001", "EZ9999", "lost heartbeat", "GPU is lost", "device handle for GPU",
+               "fallen off the bus", "Got async event")),
     Signature("nccl.ib_completion", _T, r"NET/IB ?: .*(?:Got completion|completion) .*(?:error|status=\d*[1-9])|"
               r"\bibv_poll_cq\b.*(?:error|failed)|transport retry counter exceeded|IBV_WC_RETRY_EXC_ERR|"
               r"local protection error|remote access error",
@@ -274,7 +277,8 @@ SIGNATURES: tuple[Signature, ...] = (
               ("connectFullMesh", "Timed out waiting", "Connection closed by peer", "Connection reset")),
     Signature("rendezvous.timeout", _T, r"RendezvousTimeoutError|[Rr]endezvous (?:timed out|timeout)|"
               r"Timed out initializing process group|DistStoreError: .*(?:[Tt]imeout|[Tt]imed out)|"
-              r"TCPStore.*(?:timed out|Timed out)|socket timed out after|The client socket has timed out",
+              r"TCPStore.*(?:timed out|Timed out)|socket timed out after|The client socket has timed out|"
+              r"waitForInput: socket .{0,200}timed out|connect\(\) timed out|got error: Socket Timeout",
               "ranks did not all join the rendezvous in time", _HINT_TIMEOUT,
               ("Rendezvous", "endezvous", "Timed out initializing", "DistStoreError", "socket timed out",
                "socket has timed out")),
@@ -323,10 +327,14 @@ SIGNATURES: tuple[Signature, ...] = (
               ("job exited with exception", "non-zero exit status", "ProcessExitedException"), role="report"),
     # ---------------------------------------------------------------- crashes and program errors
     Signature("process.segfault", _E, r"Segmentation fault|\bSIGSEGV\b|Fatal Python error|core dumped|\bSIGABRT\b|"
-              r"terminate called after throwing|\bSIGBUS\b|Bus error",
+              r"\bSIGBUS\b|Bus error",
               "a process crashed", "read the traceback just before this line on the same rank",
-              ("Segmentation fault", "SIGSEGV", "Fatal Python error", "core dumped", "SIGABRT", "terminate called", "SIGBUS",
-               "Bus error")),
+              ("Segmentation fault", "SIGSEGV", "Fatal Python error", "core dumped", "SIGABRT", "SIGBUS", "Bus error")),
+    Signature("process.uncaught_abort", _E, r"terminate called after throwing|(?:ACL|acl) ?stream synchroni[sz]e failed|"
+              r"aclrtSynchronizeStream\w* failed",
+              "a C++ exception or a failed stream sync ended the process (usually how an earlier error, often a "
+              "communication timeout, surfaced)", "read the lines before it on the same rank for the error it carries",
+              ("terminate called", "stream synchroni", "aclrtSynchronizeStream"), role="generic"),
     Signature("device.runtime_error", _E, r"CUDA error: (?!out of memory)[a-z]|illegal memory access|device-side assert triggered|"
               r"CUBLAS_STATUS_[A-Z_]+|cuDNN error: CUDNN_STATUS|Aicore kernel execute failed",
               "a kernel failed on the device (a bug or bad input, not a network problem)",
@@ -343,8 +351,20 @@ SIGNATURES: tuple[Signature, ...] = (
               role="generic"),
     Signature("torch_npu.dist_error", _T, r"\bERR\d{5} DIST\b", "torch_npu's distributed layer failed (often a peer died)",
               _HINT_TIMEOUT, tuple(f"ERR{d}" for d in range(10))),
+    Signature("hccl.op_failed", _T, r"function error: Hccl\w+|\bHccl\w+ failed|HCCL function error|"
+              r"call hccl api failed",
+              "an HCCL operation failed (a peer is gone, or a link broke)", _HINT_TIMEOUT,
+              ("function error: Hccl", "failed", "HCCL function error", "hccl api failed")),
     Signature("torch_npu.error", _E, r"\bERR\d{5} (?:PTA|OPS|GRAPH|PROF)\b", "torch_npu raised an error",
               "read the traceback of this rank", tuple(f"ERR{d}" for d in range(10)), role="generic"),
+    Signature("torch_npu.wrapper", _E, r"(?:Error|Exception): (?:\[ERROR\]|.*\b(?:NPU|ACL|HCCL|acl\w*) function error\b|"
+              r".*HCCL error in:)",
+              "torch_npu wrapped a CANN/HCCL error; the lines after it (ERRxxxxx, EIxxxx) say what failed",
+              "read the error code lines that follow it", ("Error: ", "Exception: "), role="generic"),
+    Signature("exception.timed_out", _T, r"(?:Error|Exception): (?!.*DataLoader).*(?:[Tt]imed out|[Tt]ime ?out\b|TIMEOUT)|"
+              r"^(?:[A-Za-z_]\w*\.)*TimeoutError\b",
+              "an exception raised because something timed out waiting for a peer or a store", _HINT_TIMEOUT,
+              ("Error: ", "Exception: ", "TimeoutError")),
     # ---------------------------------------------------------------- generic (last: every specific row wins)
     Signature("python.exception", _E,
               r"^(?:\[(?:rank|default|trainer|worker)\d+\]:\s*)*(?:[A-Za-z_]\w*\.)*"
@@ -403,7 +423,8 @@ TRIGGERS: tuple[str, ...] = (
     "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
     "out of memory", "total mem size", "Failed to CUDA", "running low on memory", "Memory on the node", "KeyError: ",
     "expected, but not set", "monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call",
-    "[A-Z][A-Za-z]*(Error|Exception) *$",
+    "[A-Z][A-Za-z]*(Error|Exception) *$", "TimeoutError", "lost heartbeat", "GPU is lost", "device handle for GPU",
+    "fallen off the bus", "Got async event", "stream synchroni", "aclrtSynchronizeStream", "Socket Timeout",
 )
 
 

@@ -398,7 +398,8 @@ def rule_own_error(facts: Facts) -> Verdict | None:
         if first.category == Category.NAN:
             return Verdict("nan_everywhere", Category.NAN, None,
                            f"{listed} reported NaN/overflow at the same step; no rank went first", "medium")
-        if len(nodes) == 1 and None not in nodes:
+        other_nodes = {a.node for a in facts.actors.values() if a.node is not None} - nodes
+        if len(nodes) == 1 and None not in nodes and other_nodes:
             node = next(iter(nodes))
             culprit = replace(first, rank=None, local_rank=None, device=None)
             return Verdict("own_error", first.category, culprit,
@@ -456,9 +457,14 @@ def _stopped_by_launcher(facts: Facts, actor: Actor, exit_: Exit) -> bool:
 def rule_bad_exit(facts: Facts) -> Verdict | None:
     """A rank (or a node's launcher) that exited abnormally with no communication error of its own: it ended itself."""
     candidates: list[tuple[Actor, Exit]] = []
+    # a rank that ended exactly as the ranks that lost their peers did (the same code or signal: SIGABRT from the
+    # NCCL watchdog, exit 1 after a raised timeout) cannot be told from them
+    victim_ends = {(e.code, e.signal) for a in facts.actors.values() if a.comm for e in a.exits if e.abnormal}
     for actor in facts.actors.values():
         exit_ = actor.first_exit()
         if exit_ is None or actor.comm or exit_.signal in STOP_SIGNALS or _stopped_by_launcher(facts, actor, exit_):
+            continue
+        if (exit_.code, exit_.signal) in victim_ends:
             continue
         if actor.rank is None and actor.node is not None and any(a.node == actor.node and a.comm for a in facts.ranked()):
             continue  # a launcher that exited because its ranks lost a peer

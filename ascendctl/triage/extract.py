@@ -24,6 +24,7 @@ NOT_NODE_DIRS = {"plog", "debug", "run", "process_log", "launcher", "log", "logs
 
 _RANK_RXS = (
     re.compile(r"\[rank(\d+)\]:"),
+    re.compile(r"\[(\d+)\] is setting up NCCL communicator"),
     re.compile(r"^\[(?:rank|trainer|worker)(\d+)\]:"),
     re.compile(r"RankID:\s*(\d+)"),
     re.compile(r"\[(?:PG \S+ (?:\([^)]*\) )?)?Rank (\d+)\]"),
@@ -42,6 +43,7 @@ _DEVICE_RXS = (
 )
 _PID_RX = re.compile(r"^\[?[A-Z]+\]? ?[A-Z_]+\((\d+)[,:]|\[PID: ?(\d+)\]|\bPID:\s*(\d+)")
 _PEER_RANK_RXS = (
+    re.compile(r"retrieving ncclUniqueId from \[(\d+)\]"),
     re.compile(r"waiting for send/recv from rank (\d+)"),
     re.compile(r"[Rr]ank (\d+) (?:failed to pass|did not call) (?:monitored)?[Bb]arrier"),
     re.compile(r"Cluster Exception Location\[IP/ID\]:\[[^/\]]*/(\d+)\]"),
@@ -69,12 +71,12 @@ _CONTEXT_RX = re.compile(
     r"|\[LocalRank Key Info\]userRank\[(?P<r4>\d+)\].*?devicePhyId\[(?P<d4>\d+)\]"
     r"|This node \d+ rank id: (?P<r5>\d+)"
 )
-# A communication timeout logged at a benign level by CANN/MindSpore/HCCL (`[WARNING] DISTRIBUTED(...)`) or glog
-# (`W1123 ...`, `[W socket.cpp:...]`) is a retry, not a failure: MindSpore warns "Topology build timed out.,
-# retry(3/60)" at every normal start. Other warnings still count (torch warns "failed to bind ... Address already
-# in use" before it gives up), and launcher reports and stops are read from any line.
-_BENIGN_LEVEL_RX = re.compile(r"^(?:\[default\d+\]:)?(?:\[rank\d+\]:)*\s*(?:\[(?:WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[A-Z_]+\(|"
-                              r"[IW]\d{4} \d\d:\d\d:\d\d\.\d+ |\[[IW]\d{4} \d\d:\d\d:\d\d|\[[IW] )")
+# A communication timeout logged at a benign level by CANN/MindSpore/HCCL (`[WARNING] DISTRIBUTED(...)`) or at glog
+# INFO is a retry, not a failure: MindSpore warns "Topology build timed out., retry(3/60)" at every normal start.
+# torch's own warnings still count (`[W socket.cpp] ... waitForInput ... timed out` is how a store wait ends), and
+# launcher reports and stops are read from any line.
+_BENIGN_LEVEL_RX = re.compile(r"^\s*(?:\[(?:WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[A-Z_]+\(|I\d{4} \d\d:\d\d:\d\d\.\d+ |"
+                              r"\[I\d{4} \d\d:\d\d:\d\d|\[I )")
 # CANN / torch_npu error headers: "[ERROR] 2024-05-21-11:57:54 (PID:927000, Device:3, RankID:3) ERR02200 DIST ..."; the
 # lines after it (EJ0001: ..., EI0006: ...) say no rank of their own but belong to it
 _BLOCK_RX = re.compile(r"\(PID:\s*(\d+), Device:\s*(-?\d+), RankID:\s*(-?\d+)\)")
@@ -92,7 +94,7 @@ _NUM = r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 _LOSS_SCALE_RX = re.compile(r"(?:reducing|Reducing|reduced|Reduced|decreas\w*|setting) (?:the )?loss scale(?: from \S+)? to:? ?"
                             rf"(?P<to>{_NUM})|[Aa]ttempted loss scale: (?P<from>\S+?),? reducing to (?P<to2>{_NUM})")
 # NCCL's own log prefix: "<host>:<pid>:<tid> [<cuda device>] NCCL WARN ..."
-_NCCL_PREFIX_RX = re.compile(r"^(?:\[default\d+\]:)?(?:\[rank\d+\]:)*\s*(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] (?:\S+ )?NCCL ")
+_NCCL_PREFIX_RX = re.compile(r"(?:^|[\s:>\]])(?P<host>[\w.-]*[\w-]):(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] (?:\S+ )?NCCL ")
 HALVINGS_TO_COLLAPSE = 8  # a loss scale halved this many times in a row, every step, is a collapse
 
 
@@ -224,7 +226,15 @@ class Extraction:
         groups = sig.regex.search(body)
         assert groups is not None
         pid = prefixes.pid or _line_pid(body) or src.pid
+        peer_rank = peer_addr = None
+        if sig.category == Category.COMM_TIMEOUT:
+            peer_rank = _first_int(_PEER_RANK_RXS, text)
+            if peer_rank is not None and peer_rank >= 4294967295:
+                peer_rank = None
+            peer_addr = _first_str(_PEER_ADDR_RXS, text)
         rank = prefixes.rank if prefixes.rank is not None else _first_int(_RANK_RXS, body)
+        if rank is not None and rank == peer_rank and prefixes.rank is None:
+            rank = None  # "a possible crash on rank 0": the line names its peer, not itself
         device = _first_int(_DEVICE_RXS, text)
         if local is None:
             local = src.local_rank
@@ -250,7 +260,7 @@ class Extraction:
         elif "sig" in named and groups["sig"]:
             signal = signal_of(-int(groups["sig"]))
         node = src.node or (self.addresses.get(prefixes.ip) if prefixes.ip else None) or prefixes.ip
-        nccl = _NCCL_PREFIX_RX.match(body)
+        nccl = _NCCL_PREFIX_RX.search(body)
         if nccl is not None:
             node = node or nccl["host"]
             pid = pid if pid is not None and pid != src.pid else int(nccl["pid"])
@@ -280,12 +290,6 @@ class Extraction:
         time, source = (own_time, "line") if own_time else (stamp, "stamp") if stamp else (None, "none")
         if own_time and own_time.startswith("0000") and stamp:
             time, source = stamp[:4] + own_time[4:], "line"
-        peer_rank = peer_addr = None
-        if sig.category == Category.COMM_TIMEOUT:
-            peer_rank = _first_int(_PEER_RANK_RXS, text)
-            if peer_rank is not None and peer_rank >= 4294967295:
-                peer_rank = None
-            peer_addr = _first_str(_PEER_ADDR_RXS, text)
         finding = Finding(
             category=sig.category, signature=sig.id, node=node, rank=rank if rank is not None else src.rank,
             device=device if device is not None else src.device, time=time, file=src.file, line=number,
@@ -401,6 +405,8 @@ class Extraction:
 
 # Prefixes runners put in front of a process's lines; signatures are matched on what follows them.
 _PREFIX_RXS = (
+    re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?: "),  # mpirun --timestamp-output
+    re.compile(r"^\[\d+,(?P<mrank>\d+)\]<std(?:out|err)>:"),  # mpirun --tag-output: [job,rank]<stdout>:
     re.compile(r"^\[default(?P<local>\d+)\]:"),  # torchrun --tee
     re.compile(r"^\[rank(?P<rank>\d+)\]:\s?"),  # torch's own rank prefix
     re.compile(r"^\((?:[\w.-]+?[ _](?:rank=(?P<arank>\d+) |TP(?P<tp>\d+) )?)?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s*"),  # Ray / vLLM actors
@@ -432,7 +438,7 @@ def strip_prefixes(text: str) -> Prefixes:
                 g = m.groupdict()
                 if g.get("local") is not None and local is None:
                     local = int(g["local"])
-                for key in ("rank", "arank", "tp"):
+                for key in ("rank", "arank", "tp", "mrank"):
                     if g.get(key) is not None and rank is None:
                         rank = int(g[key])
                 if g.get("pid") is not None:
