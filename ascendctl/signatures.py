@@ -276,11 +276,11 @@ SIGNATURES: tuple[Signature, ...] = (
               "a gloo collective or connection timed out", _HINT_TIMEOUT,
               ("connectFullMesh", "Timed out waiting", "Connection closed by peer", "Connection reset")),
     Signature("rendezvous.timeout", _T, r"RendezvousTimeoutError|[Rr]endezvous (?:timed out|timeout)|"
-              r"Timed out initializing process group|DistStoreError: .*(?:[Tt]imeout|[Tt]imed out)|"
+              r"Timed out initializing process group|DistStoreError: .*(?:[Tt]imeout|[Tt]imed out)|RendezvousClosedError|"
               r"TCPStore.*(?:timed out|Timed out)|socket timed out after|The client socket has timed out|"
               r"waitForInput: socket .{0,200}timed out|connect\(\) timed out|got error: Socket Timeout",
               "ranks did not all join the rendezvous in time", _HINT_TIMEOUT,
-              ("Rendezvous", "endezvous", "Timed out initializing", "DistStoreError", "socket timed out",
+              ("Rendezvous", "endezvous", "Timed out initializing", "DistStoreError", "socket timed out", "RendezvousClosedError",
                "socket has timed out")),
     Signature("nccl.system_error", _T, r"unhandled system error|NCCL error.*remote process exited|ncclRemoteError|"
               r"unhandled cuda error|NCCL communicator was aborted",
@@ -312,15 +312,17 @@ SIGNATURES: tuple[Signature, ...] = (
               r"(?P<host>\S+) exited on signal (?P<sig>\d+)|Primary job\s+terminated normally, but \d+ process returned",
               "mpirun saw a rank end badly", "the first rank to end is not always the cause: check the others' first errors",
               ("noticed that process rank", "Primary job"), role="report"),
-    Signature("launcher.stop_signal", _U, r"\bSignalException: Process \d+ got signal: (?P<sig>\d+)|"
-              r"Sending process (?P<pid>\d+) closing signal (?P<signal>SIG[A-Z]+)|"
-              r"Received (?:Signals\.)?(?P<signal2>SIG[A-Z]+) death signal|There's worker exits with exception, kill all other workers|"
+    Signature("launcher.stop_signal", _U, r"Sending process (?P<pid>\d+) closing signal (?P<signal>SIG[A-Z]+)|"
+              r"There's worker exits with exception, kill all other workers",
+              "a launcher stopped one of its workers (a victim of another worker's failure, or of a stop from outside)",
+              "find the rank that failed before the stop", ("closing signal", "kill all other workers"), role="stop"),
+    Signature("job.stopped", _U, r"\bSignalException: Process \d+ got signal: (?P<sig>\d+)|"
+              r"Received (?:Signals\.)?(?:(?P<signal2>SIG[A-Z]+)|(?P<sig2>\d+)) death signal|"
               r"CANCELLED AT .{0,40}(?:DUE TO TIME LIMIT|\*\*\*)|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|"
               r"^\s*(?:\[rank\d+\]:\s*)?KeyboardInterrupt\s*$",
-              "a process was stopped by its launcher or from outside (a victim, or the job was cancelled)",
-              "find the rank that failed before the stop, or why the job was cancelled",
-              ("SignalException", "closing signal", "death signal", "kill all other workers", "CANCELLED AT", "DUE TO",
-               "KeyboardInterrupt"), role="stop"),
+              "the launcher or the job was stopped from outside (a signal, a cancellation, a time limit, Ctrl-C)",
+              "find who stopped it: the scheduler (time limit, preemption), a user, ascendctl's teardown after another failure",
+              ("SignalException", "death signal", "CANCELLED AT", "DUE TO", "KeyboardInterrupt"), role="stop"),
     Signature("launcher.job_failed", _U, r"Distributed job exited with exception|returned non-zero exit status \d+|"
               r"ProcessExitedException: process \d+ terminated with exit code",
               "the launcher or a wrapper reports that the job failed", "look for the first error of a rank before this line",

@@ -212,7 +212,7 @@ def test_a_job_stopped_from_outside_has_no_culprit(tmp_path: Path) -> None:
         "torch.distributed.elastic.multiprocessing.api.SignalException: Process 100 got signal: 15",
     ])
     report = triage([tmp_path / "torchrun.log"])
-    assert report.category is Category.UNKNOWN and report.first_failure is None and report.rule == "stopped"
+    assert report.category is Category.UNKNOWN and report.first_failure is None and report.rule == "stopped_first"
 
 
 def test_a_launcher_exiting_127_on_one_node_is_a_launch_failure_there_whatever_the_order_of_the_logs(tmp_path: Path) -> None:

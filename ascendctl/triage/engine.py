@@ -22,7 +22,9 @@ from .times import NO_YEAR, from_epoch, seconds, with_year
 # Which categories win when two own errors cannot be ordered: causes before their usual consequences.
 PRIORITY = (Category.HARDWARE, Category.OOM, Category.LAUNCH, Category.NAN, Category.EXCEPTION, Category.UNKNOWN,
             Category.COMM_TIMEOUT)
-SAME_MOMENT = 1.0  # seconds: errors this close cannot be ordered by their timestamps
+SAME_MOMENT = 1.0
+# own errors that describe ranks disagreeing with each other: the rank that noticed is not the one that diverged
+DISAGREEMENTS = ("collective.mismatch", "hccl.inconsistent_args")  # seconds: errors this close cannot be ordered by their timestamps
 NETWORK_HINTS = (
     "every rank failed in communication at about the same time and none failed before: suspect the data path, not a rank",
     "check the MTU on every hop (`ascendctl preflight --only mtu,path_mtu`), switch ports and links "
@@ -399,7 +401,8 @@ def rule_own_error(facts: Facts) -> Verdict | None:
             return Verdict("nan_everywhere", Category.NAN, None,
                            f"{listed} reported NaN/overflow at the same step; no rank went first", "medium")
         other_nodes = {a.node for a in facts.actors.values() if a.node is not None} - nodes
-        if len(nodes) == 1 and None not in nodes and other_nodes:
+        # one node's ranks failing together point at that node when there are others, or when its hardware failed
+        if len(nodes) == 1 and None not in nodes and (other_nodes or first.category == Category.HARDWARE):
             node = next(iter(nodes))
             culprit = replace(first, rank=None, local_rank=None, device=None)
             return Verdict("own_error", first.category, culprit,
@@ -408,6 +411,10 @@ def rule_own_error(facts: Facts) -> Verdict | None:
         return Verdict("same_error_everywhere", first.category, None,
                        f"{listed} failed with the same error at the same moment: a shared cause (configuration, environment "
                        "or data), not one rank", "medium")
+    if first.signature in DISAGREEMENTS:
+        return Verdict("ranks_disagree", first.category, None,
+                       f"{actor.label()} found that ranks called different collectives ({first.text[:160]}): a program bug "
+                       "in which every rank involved took part; the error names both sides", "medium")
     comm_firsts = [a.comm[0] for a in facts.actors.values() if a.comm]
     earlier_comm = [c for c in comm_firsts if facts.before(c, first) and facts.of(c) is not actor]
     ambiguous = [f for f in others if not facts.before(first, f) and f.category != first.category]
@@ -696,6 +703,25 @@ def rule_everyone_timed_out(facts: Facts) -> Verdict | None:
                     "whose log is missing here",))
 
 
+def rule_stopped_first(facts: Facts) -> Verdict | None:
+    """A launcher or job stopped from outside before anything failed: the stop started it."""
+    external = [f for a in facts.actors.values() for f in a.stops if f.signature == "job.stopped"
+                and not (facts.teardown_time and f.time and f.time >= facts.teardown_time)]
+    first = facts.earliest(external)
+    if first is None:
+        return None
+    events = [f for a in facts.actors.values() for f in (*a.own, *a.comm)]
+    if any(facts.before(e, first) for e in events):
+        return None
+    actor = facts.of(first)
+    named = first if (first.node or first.rank is not None) else None
+    return Verdict("stopped_first", Category.UNKNOWN, named,
+                   f"{actor.label()} was stopped from outside ({first.text[:100]}) before any rank failed; the errors "
+                   "after it are its consequences", "medium", actor if named else None,
+                   ("find who or what stopped it: the scheduler's record (time limit, preemption), a user, or a "
+                    "health checker",))
+
+
 def rule_stopped(facts: Facts) -> Verdict | None:
     """Only stops from outside (SIGTERM, a cancelled Slurm job): nobody failed on their own."""
     stops = [f for a in facts.actors.values() for f in a.stops]
@@ -732,6 +758,7 @@ RULES: tuple[tuple[str, Rule, str], ...] = (
     ("exits_only", rule_bad_exit, "only exit codes, from processes that cannot be told apart (the only process, or "
                                   "several at one moment): who ended is known, why is not; no culprit"),
     ("node_lost", rule_node_lost, "a node ascendctl lost (unreachable) while the job ran"),
+    ("stopped_first", rule_stopped_first, "a launcher or job stopped from outside before anything failed"),
     ("hang", rule_hang_progress, "a hang: the rank whose progress (training step) stopped before the others', while they "
                                  "timed out"),
     ("peer_votes", rule_peer_votes, "the rank or node that other ranks' communication errors name, by a clear majority"),

@@ -259,6 +259,8 @@ class Extraction:
             signal = groups["signal2"]
         elif "sig" in named and groups["sig"]:
             signal = signal_of(-int(groups["sig"]))
+        elif "sig2" in named and groups["sig2"]:
+            signal = signal_of(-int(groups["sig2"]))
         node = src.node or (self.addresses.get(prefixes.ip) if prefixes.ip else None) or prefixes.ip
         nccl = _NCCL_PREFIX_RX.search(body)
         if nccl is not None:
