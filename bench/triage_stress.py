@@ -1,7 +1,7 @@
 """Run the real-host triage cases (tests/cluster/test_triage_hosts.py) several times: the same answer every time?
 
 Each run launches the real failing jobs on real test hosts, collects them and triages the bundles; every case
-appends its verdict (triage's and launch's: category, node, rank, rule) to $ASCENDCTL_STRESS_OUT/<test>.jsonl.
+appends its verdict (triage's and launch's: category, node, rank, rule) to $TRIAGE_STRESS_OUT/<test>.jsonl.
 This prints, per case, the distinct verdicts seen and how often. Needs root (network namespaces); not run in CI.
 
 Run from the repository root:  .venv/bin/python bench/triage_stress.py [--runs 5] [-k PATTERN]
@@ -32,7 +32,7 @@ def main() -> int:
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/cluster/test_triage_hosts.py"]
         if args.k:
             argv += ["-k", args.k]
-        proc = subprocess.run(argv, cwd=REPO, env={**os.environ, "ASCENDCTL_STRESS_OUT": str(out)}, capture_output=True, text=True)
+        proc = subprocess.run(argv, cwd=REPO, env={**os.environ, "TRIAGE_STRESS_OUT": str(out)}, capture_output=True, text=True)
         last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-200:]
         print(f"run {run}/{args.runs}: {last}", flush=True)
         failed_runs += proc.returncode != 0
