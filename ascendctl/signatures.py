@@ -123,6 +123,9 @@ SIGNATURES: tuple[Signature, ...] = (
               "the Linux OOM killer picked a process", _HINT_HOST_OOM, ("oom-kill:",), kind="host"),
     Signature("kernel.oom_reaper", _O, r"oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>[^)]*)\)",
               "the Linux OOM reaper freed a killed process", _HINT_HOST_OOM, ("oom_reaper:",), kind="host"),
+    Signature("dataloader.killed", _O, r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
+              "a DataLoader worker was SIGKILLed (on Linux almost always the kernel OOM killer: host memory)", _HINT_HOST_OOM,
+              ("is killed by signal",), kind="host"),
     Signature("host.memoryerror", _O, r"^\s*(?:\S+:\s*)?MemoryError\b|std::bad_alloc\b|Cannot allocate memory|memory allocation of \d+ bytes failed",
               "the host process could not allocate memory", _HINT_HOST_OOM, ("MemoryError", "bad_alloc", "Cannot allocate memory", "memory allocation of"), kind="host"),
     # ---------------------------------------------------------------- NaN / overflow
@@ -174,7 +177,7 @@ SIGNATURES: tuple[Signature, ...] = (
               r"there is a sdma error|ProcessSdmaErrorInfo|hbm (?:multi-bit|ecc)|aicore (?:error|fault)|"
               r"\b(?:EH|EZ)(?!9999)\d{4}:|Device\[\d+\] lost heartbeat|reason=lost heartbeat|GPU is lost|"
               r"Unable to determine the device handle for GPU|fallen off the bus|"
-              r"NET/IB ?: (?:\S+ )?Got async event ?: (?:port error|local catastrophic error|device fatal)",
+              r"NET/IB ?: (?:\S+ )?Got async (?:error )?event ?: (?:port error|local catastrophic error|device fatal)",
               "the NPU reported a device-level fault", _HINT_HW,
               ("ts exception", "heartbeat lost", "heartbeat timeout", "heart beat", "DEVICE_DOWN", "sdma error", "SdmaErrorInfo",
                "hbm ", "aicore", "EH0001", "EZ9999", "lost heartbeat", "GPU is lost", "device handle for GPU",
@@ -278,7 +281,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("rendezvous.timeout", _T, r"RendezvousTimeoutError|[Rr]endezvous (?:timed out|timeout)|"
               r"Timed out initializing process group|DistStoreError: .*(?:[Tt]imeout|[Tt]imed out)|RendezvousClosedError|"
               r"TCPStore.*(?:timed out|Timed out)|socket timed out after|The client socket has timed out|"
-              r"waitForInput: socket .{0,200}timed out|connect\(\) timed out|got error: Socket Timeout",
+              r"waitForInput: socket .{0,200}timed out|connect\(\) timed out|got error: Socket Timeout|"
+              r"Stream synchronize timeout|stream sync timeout",
               "ranks did not all join the rendezvous in time", _HINT_TIMEOUT,
               ("Rendezvous", "endezvous", "Timed out initializing", "DistStoreError", "socket timed out", "RendezvousClosedError",
                "socket has timed out")),
@@ -359,6 +363,11 @@ SIGNATURES: tuple[Signature, ...] = (
               ("function error: Hccl", "failed", "HCCL function error", "hccl api failed")),
     Signature("torch_npu.error", _E, r"\bERR\d{5} (?:PTA|OPS|GRAPH|PROF)\b", "torch_npu raised an error",
               "read the traceback of this rank", tuple(f"ERR{d}" for d in range(10)), role="generic"),
+    Signature("worker.exception_report", _E, r"WorkerProc hit an exception|Invocation of \w+ method failed|"
+              r"Scheduler hit an exception|(?:EngineCore|Worker) (?:encountered|hit) an? (?:fatal )?(?:error|exception)",
+              "a serving/training framework reports that a worker raised (the traceback follows)",
+              "read the traceback after this line", ("hit an exception", "method failed", "encountered a", "encountered an",
+                                                     "hit a fatal"), role="generic"),
     Signature("torch_npu.wrapper", _E, r"(?:Error|Exception): (?:\[ERROR\]|.*\b(?:NPU|ACL|HCCL|acl\w*) function error\b|"
               r".*HCCL error in:)",
               "torch_npu wrapped a CANN/HCCL error; the lines after it (ERRxxxxx, EIxxxx) say what failed",
@@ -427,6 +436,8 @@ TRIGGERS: tuple[str, ...] = (
     "expected, but not set", "monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call",
     "[A-Z][A-Za-z]*(Error|Exception) *$", "TimeoutError", "lost heartbeat", "GPU is lost", "device handle for GPU",
     "fallen off the bus", "Got async event", "stream synchroni", "aclrtSynchronizeStream", "Socket Timeout",
+    "is killed by signal", "hit an exception", "method failed", "encountered an?", "hit a fatal", "Got async error event",
+    "ynchronize timeout", "sync timeout",
 )
 
 

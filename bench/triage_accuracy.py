@@ -86,7 +86,7 @@ def evaluate(case_dir: Path, label: dict[str, Any]) -> Outcome:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--split", choices=("dev", "holdout", "all"), default="all")
+    parser.add_argument("--split", default="all", help="dev, holdout, holdout2 (added last, never tuned on), or all")
     parser.add_argument("--misses", action="store_true", help="print every miss with the verdict's reason")
     parser.add_argument("--json", action="store_true", help="one JSON document instead of the table")
     args = parser.parse_args()

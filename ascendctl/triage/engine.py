@@ -23,6 +23,7 @@ from .times import NO_YEAR, from_epoch, seconds, with_year
 PRIORITY = (Category.HARDWARE, Category.OOM, Category.LAUNCH, Category.NAN, Category.EXCEPTION, Category.UNKNOWN,
             Category.COMM_TIMEOUT)
 SAME_MOMENT = 1.0
+FINE_MOMENT = 0.001  # for times with sub-second digits (launch stamps, glog, plog)
 # own errors that describe ranks disagreeing with each other: the rank that noticed is not the one that diverged
 DISAGREEMENTS = ("collective.mismatch", "hccl.inconsistent_args")  # seconds: errors this close cannot be ordered by their timestamps
 NETWORK_HINTS = (
@@ -144,10 +145,11 @@ class Facts:
         return (0 if f.time else 1, f.time or "", self.order.get(f.file, 0), f.line)
 
     def before(self, a: Finding, b: Finding) -> bool:
-        """Is `a` known to have happened before `b`?"""
+        """Is `a` known to have happened before `b`? Whole-second times closer than SAME_MOMENT cannot tell."""
         if a.time and b.time:
             ta, tb = seconds(a.time), seconds(b.time)
-            if ta is not None and tb is not None and abs(ta - tb) >= SAME_MOMENT:
+            fine = not a.time.endswith(".000000") and not b.time.endswith(".000000")
+            if ta is not None and tb is not None and abs(ta - tb) >= (FINE_MOMENT if fine else SAME_MOMENT):
                 return ta < tb
             if a.file != b.file:
                 return False
@@ -591,9 +593,26 @@ def rule_node_lost(facts: Facts) -> Verdict | None:
                                      "(`ascendctl exec -w NODE -- uptime`, its kernel log)",))
 
 
+def _failed_before_votes(facts: Facts, members: list[Actor], pointers: list[Finding]) -> bool:
+    """Did every one of these actors have a communication error of its own before anyone pointed at them? Then they
+    are not where it started: they lost their own peers first and others saw them go (a race after a fabric fault)."""
+    first_vote = facts.earliest(pointers)
+    return bool(members) and first_vote is not None and all(m.comm and facts.before(m.comm[0], first_vote) for m in members)
+
+
 def rule_peer_votes(facts: Facts) -> Verdict | None:
     """The rank (or node) the other ranks' communication errors point at, by a clear majority."""
     ranks, nodes = _votes(facts)
+    comm = [f for a in facts.actors.values() for f in a.comm]
+    for node_rank in list(ranks):
+        node, rank = node_rank
+        pointers = [f for f in comm if _peer_targets(facts, f)[1] == rank]
+        if _failed_before_votes(facts, [facts.actor(node, rank)], pointers):
+            del ranks[node_rank]
+    for name in list(nodes):
+        pointers = [f for f in comm if _peer_targets(facts, f)[0] == name]
+        if _failed_before_votes(facts, [a for a in facts.ranked() if a.node == name], pointers):
+            del nodes[name]
     win = _clear_winner(ranks)
     if win is not None:
         (node, rank), count = win

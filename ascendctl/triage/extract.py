@@ -409,6 +409,7 @@ class Extraction:
 _PREFIX_RXS = (
     re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?: "),  # mpirun --timestamp-output
     re.compile(r"^\[\d+,(?P<mrank>\d+)\]<std(?:out|err)>:"),  # mpirun --tag-output: [job,rank]<stdout>:
+    re.compile(r"^(?P<task>\d{1,5}): (?=\[|\S+(?:Error|Exception)\b|\s)"),  # srun --label: "3: [rank3]: ..."
     re.compile(r"^\[default(?P<local>\d+)\]:"),  # torchrun --tee
     re.compile(r"^\[rank(?P<rank>\d+)\]:\s?"),  # torch's own rank prefix
     re.compile(r"^\((?:[\w.-]+?[ _](?:rank=(?P<arank>\d+) |TP(?P<tp>\d+) )?)?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s*"),  # Ray / vLLM actors
@@ -440,7 +441,7 @@ def strip_prefixes(text: str) -> Prefixes:
                 g = m.groupdict()
                 if g.get("local") is not None and local is None:
                     local = int(g["local"])
-                for key in ("rank", "arank", "tp", "mrank"):
+                for key in ("rank", "arank", "tp", "mrank", "task"):
                     if g.get(key) is not None and rank is None:
                         rank = int(g[key])
                 if g.get("pid") is not None:
