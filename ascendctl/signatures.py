@@ -92,9 +92,12 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("device.oom", _O, r"\b(?:CUDA|NPU|XPU|MLU|HIP) out of memory\. Tried to allocate",
               "the accelerator ran out of memory", _HINT_OOM, ("out of memory. Tried",), kind="device"),
     Signature("ray.node_oom", _O, r"Task was killed due to the node running low on memory|"
-              r"Memory on the node \(IP: (?P<host>[\w.:-]+), ID: \w+\) where the (?:task|actor)",
+              r"killed due to memory pressure \(OOM\)|"
+              r"(?:Memory on the )?node \((?:ID: \w+, )?IP: (?P<host>[\w.:-]+)(?:, ID: \w+)?\) (?:where the (?:task|actor)|over the "
+              r"last time period)",
               "Ray's memory monitor killed a worker because the node ran out of host memory", _HINT_HOST_OOM,
-              ("running low on memory", "Memory on the node (IP"), kind="host"),
+              ("running low on memory", "Memory on the node (IP", "killed due to memory pressure", "over the last time period"),
+              kind="host"),
     Signature("nccl.cuda_oom", _O, r"NCCL WARN Cuda failure 'out of memory'|NCCL WARN Failed to CUDA (?:calloc|malloc)",
               "NCCL could not allocate device memory", _HINT_OOM, ("Cuda failure 'out of memory'", "Failed to CUDA"), kind="device"),
     Signature("cann.runtime_oom", _O, r"driver error:out of memory|halMemAlloc failed|DevMemAllocManaged failed|"
@@ -147,7 +150,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("loss.nan", _N,
               r"\b(?:lm |train |training |total |avg |mean )?loss(?:es)?\b['\"]?\s*(?:[:=]|is)?\s*\[?\s*(?:tensor\()?[-+]?(?:nan|inf)\b",
               "the loss is NaN or Inf", _HINT_NAN, _NAN_ANCHORS, I),
-    Signature("metrics.nan", _N, r"^\s*\{.*'(?:loss|learning_rate|epoch|lr)'.*'[\w/.@-]+': [-+]?(?:nan|inf)[,}]",
+    Signature("metrics.nan", _N, r"^\s*\{.*'(?:loss|learning_rate|epoch|lr)'.*'[\w/.@-]+': [-+]?(?:nan|inf)[,}]|"
+              r"^\s*[\w.@-]+(?:/[\w.@-]+)+\s*[:=]\s*[-+]?nan\s*$",
               "a metric of the training log (rewards, logps, loss) is NaN or Inf", _HINT_NAN, ("': nan", "': inf", "': -inf")),
     Signature("grad_norm.nan", _N, r"\bgrad(?:ient)?[ _]norm\b['\"]?\s*[:=]\s*\[?\s*[-+]?(?:nan|inf)\b",
               "the gradient norm is NaN or Inf", _HINT_NAN, _NAN_ANCHORS, I),
@@ -204,11 +208,11 @@ SIGNATURES: tuple[Signature, ...] = (
               "start it with torchrun/msrun/deepspeed (or `ascendctl launch`), not with plain python",
               ("KeyError: ", "expected, but not set")),
     Signature("python.module_not_found", _L, r"\bModuleNotFoundError: No module named|\bImportError: cannot import name|"
-              r"\bImportError: \S+\.so[.\d]*: cannot open|"
+              r"\bImportError: \S+\.so[.\d]*: cannot open|Cannot re-initialize (?:CUDA|NPU) in forked subprocess|"
               r"error while loading shared libraries: \S+: cannot open shared object file",
               "a Python module or shared library is missing on this node",
               "install the same environment on every node (`ascendctl preflight` compares versions)",
-              ("ModuleNotFoundError", "ImportError", "error while loading shared libraries")),
+              ("ModuleNotFoundError", "ImportError", "error while loading shared libraries", "Cannot re-initialize")),
     Signature("launch.device_ordinal", _L,
               r"invalid device ordinal|Duplicate GPU detected|No CUDA GPUs are available|"
               r"(?:CUDA|ASCEND_RT|ASCEND)_VISIBLE_DEVICES.{0,60}(?:invalid|out of range|not match|error)|"
@@ -269,9 +273,12 @@ SIGNATURES: tuple[Signature, ...] = (
               "a rank waited at a (monitored) barrier for a peer that never arrived; the line names it", _HINT_TIMEOUT,
               ("monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call")),
     Signature("nccl.watchdog_timeout", _T, r"Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out|"
-              r"ProcessGroupNCCL's watchdog got stuck|Some NCCL operations have failed or timed out",
+              r"ProcessGroupNCCL's watchdog got stuck|Some NCCL operations have failed or timed out|"
+              r"failure detected by watchdog|\(either an error or timeout\) detected by watchdog|"
+              r"[Rr]eceived a dump signal due to a collective timeout",
               "a NCCL collective hit the torch watchdog timeout", _HINT_TIMEOUT,
-              ("Watchdog caught", "before timing out", "watchdog got stuck", "failed or timed out")),
+              ("Watchdog caught", "before timing out", "watchdog got stuck", "failed or timed out", "detected by watchdog",
+               "dump signal due to a collective timeout")),
     Signature("torch.dist_backend_error", _T, r"\bDistBackendError\b", "torch.distributed raised DistBackendError", _HINT_TIMEOUT,
               ("DistBackendError",)),
     Signature("gloo.timeout", _T, r"Gloo connectFullMesh failed|Timed out waiting \d+ms for (?:recv|send) operation|"
@@ -437,7 +444,8 @@ TRIGGERS: tuple[str, ...] = (
     "[A-Z][A-Za-z]*(Error|Exception) *$", "TimeoutError", "lost heartbeat", "GPU is lost", "device handle for GPU",
     "fallen off the bus", "Got async event", "stream synchroni", "aclrtSynchronizeStream", "Socket Timeout",
     "is killed by signal", "hit an exception", "method failed", "encountered an?", "hit a fatal", "Got async error event",
-    "ynchronize timeout", "sync timeout",
+    "ynchronize timeout", "sync timeout", "detected by watchdog", "dump signal", "memory pressure", "last time period",
+    r"/[A-Za-z0-9_.@-]+ *[:=] *[-+]?nan *$", "Cannot re-initialize",
 )
 
 

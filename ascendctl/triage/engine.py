@@ -25,7 +25,8 @@ PRIORITY = (Category.HARDWARE, Category.OOM, Category.LAUNCH, Category.NAN, Cate
 SAME_MOMENT = 1.0
 FINE_MOMENT = 0.001  # for times with sub-second digits (launch stamps, glog, plog)
 # own errors that describe ranks disagreeing with each other: the rank that noticed is not the one that diverged
-DISAGREEMENTS = ("collective.mismatch", "hccl.inconsistent_args")  # seconds: errors this close cannot be ordered by their timestamps
+DISAGREEMENTS = ("collective.mismatch", "hccl.inconsistent_args")
+WATCHDOG_ABORTS = ("nccl.watchdog_timeout", "torch.dist_backend_error")  # seconds: errors this close cannot be ordered by their timestamps
 NETWORK_HINTS = (
     "every rank failed in communication at about the same time and none failed before: suspect the data path, not a rank",
     "check the MTU on every hop (`ascendctl preflight --only mtu,path_mtu`), switch ports and links "
@@ -469,6 +470,8 @@ def rule_bad_exit(facts: Facts) -> Verdict | None:
     # a rank that ended exactly as the ranks that lost their peers did (the same code or signal: SIGABRT from the
     # NCCL watchdog, exit 1 after a raised timeout) cannot be told from them
     victim_ends = {(e.code, e.signal) for a in facts.actors.values() if a.comm for e in a.exits if e.abnormal}
+    if any(f.signature in WATCHDOG_ABORTS for a in facts.actors.values() for f in a.comm):
+        victim_ends |= {(-6, "SIGABRT"), (134, "SIGABRT")}  # the NCCL watchdog takes a timed-out process down with abort()
     for actor in facts.actors.values():
         exit_ = actor.first_exit()
         if exit_ is None or actor.comm or exit_.signal in STOP_SIGNALS or _stopped_by_launcher(facts, actor, exit_):
@@ -497,7 +500,8 @@ def rule_bad_exit(facts: Facts) -> Verdict | None:
                            "why: no single culprit", "low", None,
                            ("the launcher's report only says who exited: collect each rank's own log (stderr) to see why",))
         # other processes in the log: other ranks, ranks their launcher stopped, ranks that lost a peer
-        others_seen = len(identified) > 1 or any((a.stops or a.comm) for a in facts.actors.values() if a is not actor)
+        others_seen = (len(identified) > 1 or any((a.stops or a.comm) for a in facts.actors.values() if a is not actor)
+                       or bool(actor.rank) or bool(actor.local))  # a rank 1 means there was a rank 0
         if actor.rank is None and actor.local is None or not others_seen:
             return Verdict("exits_only", Category.UNKNOWN, None,
                            f"{'the only process' if identified else 'a process'} {what}; the log does not say why", "low", None,
