@@ -213,8 +213,12 @@ SIGNATURES: tuple[Signature, ...] = (
               "a Python module or shared library is missing on this node",
               "install the same environment on every node (`ascendctl preflight` compares versions)",
               ("ModuleNotFoundError", "ImportError", "error while loading shared libraries", "Cannot re-initialize")),
+    Signature("launch.duplicate_device", _L, r"Duplicate GPU detected|both on (?:CUDA|NPU) device",
+              "two ranks were given the same device (a launch configuration error both ranks take part in)",
+              "give each rank its own device: check nproc per node, CUDA/ASCEND_RT_VISIBLE_DEVICES and LOCAL_RANK handling",
+              ("Duplicate GPU", "both on")),
     Signature("launch.device_ordinal", _L,
-              r"invalid device ordinal|Duplicate GPU detected|No CUDA GPUs are available|"
+              r"invalid device ordinal|No CUDA GPUs are available|"
               r"(?:CUDA|ASCEND_RT|ASCEND)_VISIBLE_DEVICES.{0,60}(?:invalid|out of range|not match|error)|"
               r"[Ii]nvalid device ?(?:ID|id|Id)\b|device id[^,.]{0,30} (?:is )?(?:invalid|out of range)|"
               r"(?:rtSetDevice|aclrtSetDevice|SetDevice|set device)\w*(?: execute)? failed|"
@@ -445,7 +449,7 @@ TRIGGERS: tuple[str, ...] = (
     "fallen off the bus", "Got async event", "stream synchroni", "aclrtSynchronizeStream", "Socket Timeout",
     "is killed by signal", "hit an exception", "method failed", "encountered an?", "hit a fatal", "Got async error event",
     "ynchronize timeout", "sync timeout", "detected by watchdog", "dump signal", "memory pressure", "last time period",
-    r"/[A-Za-z0-9_.@-]+ *[:=] *[-+]?nan *$", "Cannot re-initialize",
+    r"/[A-Za-z0-9_.@-]+ *[:=] *[-+]?nan *$", "Cannot re-initialize", "both on", "terminated with the following error",
 )
 
 

@@ -25,7 +25,7 @@ PRIORITY = (Category.HARDWARE, Category.OOM, Category.LAUNCH, Category.NAN, Cate
 SAME_MOMENT = 1.0
 FINE_MOMENT = 0.001  # for times with sub-second digits (launch stamps, glog, plog)
 # own errors that describe ranks disagreeing with each other: the rank that noticed is not the one that diverged
-DISAGREEMENTS = ("collective.mismatch", "hccl.inconsistent_args")
+DISAGREEMENTS = ("collective.mismatch", "hccl.inconsistent_args", "launch.duplicate_device")
 WATCHDOG_ABORTS = ("nccl.watchdog_timeout", "torch.dist_backend_error")  # seconds: errors this close cannot be ordered by their timestamps
 NETWORK_HINTS = (
     "every rank failed in communication at about the same time and none failed before: suspect the data path, not a rank",
@@ -415,9 +415,10 @@ def rule_own_error(facts: Facts) -> Verdict | None:
                        f"{listed} failed with the same error at the same moment: a shared cause (configuration, environment "
                        "or data), not one rank", "medium")
     if first.signature in DISAGREEMENTS:
+        what = next((sig.meaning for sig in SIGNATURES if sig.id == first.signature), first.signature)
         return Verdict("ranks_disagree", first.category, None,
-                       f"{actor.label()} found that ranks called different collectives ({first.text[:160]}): a program bug "
-                       "in which every rank involved took part; the error names both sides", "medium")
+                       f"{actor.label()} reported a conflict between ranks ({what}): every rank involved took part, "
+                       f"the error names both sides: {first.text[:160]}", "medium")
     comm_firsts = [a.comm[0] for a in facts.actors.values() if a.comm]
     earlier_comm = [c for c in comm_firsts if facts.before(c, first) and facts.of(c) is not actor]
     ambiguous = [f for f in others if not facts.before(first, f) and f.category != first.category]

@@ -81,6 +81,9 @@ _BENIGN_LEVEL_RX = re.compile(r"^\s*(?:\[(?:WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[
 # lines after it (EJ0001: ..., EI0006: ...) say no rank of their own but belong to it
 _BLOCK_RX = re.compile(r"\(PID:\s*(\d+), Device:\s*(-?\d+), RankID:\s*(-?\d+)\)")
 BLOCK_LINES = 30
+# torch.multiprocessing.spawn: "-- Process 1 terminated with the following error:" then that process's traceback
+_SPAWN_RX = re.compile(r"-- Process (\d+) terminated with the following error")
+SPAWN_LINES = 300
 _MSRUN_START_RX = re.compile(r"Start worker process with rank id:(\d+), log file:(\S+?)\.")
 _TORCHRUN_FIELD_RX = re.compile(r"^\s*(time|host|rank|exitcode|traceback|error_file)\s*: (.*)$")
 _FILE_RANK_RX = re.compile(r"(?:^|[^a-z])(?:rank|worker|default)[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
@@ -214,10 +217,15 @@ class Extraction:
         start = _MSRUN_START_RX.search(text)
         if start is not None:
             return
+        spawn = _SPAWN_RX.search(text)
+        if spawn is not None:
+            src.block = (number, int(spawn.group(1)), None, None, SPAWN_LINES)
+            return
         block = _BLOCK_RX.search(text)
         if block is not None:
             rank_id, device_id = int(block.group(3)), int(block.group(2))
-            src.block = (number, rank_id if rank_id >= 0 else None, device_id if device_id >= 0 else None, int(block.group(1)))
+            src.block = (number, rank_id if rank_id >= 0 else None, device_id if device_id >= 0 else None, int(block.group(1)),
+                         BLOCK_LINES)
         sig = match_line(body)
         if sig is None:
             return
@@ -243,7 +251,7 @@ class Extraction:
         if rank is None and pid is not None and (src.node, pid) in self.pid_ranks:
             rank, dev = self.pid_ranks[(src.node, pid)]
             device = device if device is not None else dev
-        if rank is None and src.block is not None and 0 < number - src.block[0] <= BLOCK_LINES:
+        if rank is None and src.block is not None and 0 < number - src.block[0] <= src.block[4]:
             rank = src.block[1]
             device = device if device is not None else src.block[2]
             pid = pid if pid is not None else src.block[3]

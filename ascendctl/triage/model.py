@@ -204,4 +204,4 @@ class Source:
     torchrun_root: bool = False
     torchrun_at: int = 0
     order: int = 0  # the order in which files were read
-    block: tuple[int, int | None, int | None, int | None] | None = None  # (line, rank, device, pid) of a CANN error header
+    block: tuple[int, int | None, int | None, int | None, int] | None = None  # (line, rank, device, pid, lines it covers)
