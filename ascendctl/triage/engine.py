@@ -58,7 +58,7 @@ HINTS = {
         "`ascendctl preflight` checks ports, devices, versions and the rank table before a launch",
     ),
     Category.EXCEPTION: (
-        "read that rank's traceback (its log around the evidence line): the other ranks only lost their peer",
+        "the other ranks only lost their peer: fix the error on the rank named above, not the network",
         "reproduce on one node with the same data shard if the error depends on input",
     ),
     Category.UNKNOWN: ("no rank shows an error of its own: read the last lines of each rank's log",),
@@ -865,7 +865,7 @@ def _launcher_blamed(facts: Facts, verdict: Verdict | None) -> str | None:
     """What torchrun's Root Cause block (or msrun's scheduler) named, when that is not the verdict's rank."""
     culprit = verdict.culprit if verdict else None
     roots = sorted((f for f in facts.findings if f.signature == "torchrun.root_cause"),
-                   key=lambda f: (culprit is None or f.node != culprit.node, facts.sort_key(f)))
+                   key=lambda f: (culprit is None or f.node != culprit.node, f.time or "~", f.node or "", f.rank or 0))
     for f in roots:
         if culprit is None or f.rank != culprit.rank:
             return (f"torchrun's Root Cause names rank {f.rank}" + (f" on {f.node}" if f.node else "")

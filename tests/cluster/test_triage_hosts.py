@@ -309,3 +309,22 @@ def test_msrun_rank_that_exits_7_without_a_message_is_named(cluster_factory: Any
     assert verdict(case) == ("EXCEPTION", "h02", 3), case.brief()
     assert "exited with code 7" in case.doc["reason"], case.brief()
     agree(case)
+
+
+def test_launcher_missing_on_one_node_is_a_launch_failure_there_not_on_the_first_node(cluster_factory: Any,
+                                                                                       tmp_path: Path) -> None:
+    # h02's python is the system's, next to which there is no torchrun: its launcher exits 127 at once
+    cluster: Cluster = cluster_factory(hosts(2))
+    inv = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"slots": 2, "python": sys.executable, "command_timeout": 60},
+                                  nodes_extra={"h02": {"python": "/usr/bin/python3"}})
+    proc = start(inv, tmp_path, "torchrun", "faults_torch.py", {"JOB_TIMEOUT": "20"})
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out[-3000:] + err[-3000:]
+    job = last_job()
+    assert [n["exit_code"] for n in job["nodes"]][1] == 127, job["nodes"]
+    case = Case(out, err, job, collect_and_triage(inv, tmp_path))
+    record(case)
+    category, node, _ = verdict(case)
+    assert (category, node) == ("LAUNCH", "h02"), case.brief()
+    assert "h02: failed first: LAUNCH: " in err or "h02 (rank" in err, err
+    agree(case)
