@@ -38,11 +38,12 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Mapping, Sequence
 
 from .checks.probe import TOOL_PATH, build_probe, parse_probe
-from .errors import ExitCode, UsageError, worst_exit_code
+from .errors import ExitCode, UsageError
 from .fanout import run_on_nodes
 from .inventory import Inventory, Node
 from .jobs import JobRecord
 from .models import EventSink, NodeError, NodeStatus
+from .outcome import exit_code_for, node_outcome
 from .transport import Transport
 
 log = logging.getLogger(__name__)
@@ -192,9 +193,7 @@ class CollectReport:
 
     @property
     def exit_code(self) -> ExitCode:
-        codes = [ExitCode.NODES_UNREACHABLE for n in self.nodes if not n.status.reached]
-        codes += [ExitCode.ERROR for n in self.nodes if n.status == NodeStatus.ERROR]
-        return worst_exit_code(codes)
+        return exit_code_for(node_outcome(n.status) for n in self.nodes)
 
     def manifest(self) -> dict[str, Any]:
         return {

@@ -16,9 +16,10 @@ class ExitCode(IntEnum):
     OK = 0
     ERROR = 1  # ascendctl could not do the job
     USAGE = 2  # bad command line or bad inventory
-    CHECKS_FAILED = 3  # checks (or the remote command) ran and failed on some node
+    CHECKS_FAILED = 3  # checks (or the remote command) ran and failed, or could not be evaluated, on some node
     NODES_UNREACHABLE = 4  # connect, auth, host key or timeout failures on some node
-    INTERRUPTED = 130  # Ctrl-C
+    JOB_FAILED = 5  # the training job ran and failed (launch, status, logs -f)
+    INTERRUPTED = 130  # Ctrl-C, SIGTERM, SIGHUP
 
 
 # When several codes apply, the one earliest in this tuple wins.
@@ -27,6 +28,7 @@ EXIT_CODE_PRIORITY: tuple[ExitCode, ...] = (
     ExitCode.ERROR,
     ExitCode.USAGE,
     ExitCode.NODES_UNREACHABLE,
+    ExitCode.JOB_FAILED,
     ExitCode.CHECKS_FAILED,
     ExitCode.OK,
 )

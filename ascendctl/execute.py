@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ExitCode, worst_exit_code
+from .errors import ExitCode
 from .fanout import run_on_nodes
 from .inventory import Inventory, Node
+from .outcome import exit_code_for, node_outcome
 from .models import CommandResult, EventSink, NodeStatus
 from .nodeset import group_by
 from .transport import Transport, TransportFactory
@@ -53,16 +54,8 @@ class ExecReport:
 
     @property
     def exit_code(self) -> ExitCode:
-        """4 when some node was not reached, else 3 when the command failed somewhere, else 0."""
-        codes = [ExitCode.OK]
-        for node in self.nodes:
-            if node.status == NodeStatus.FAILED:
-                codes.append(ExitCode.CHECKS_FAILED)
-            elif node.status == NodeStatus.ERROR:
-                codes.append(ExitCode.ERROR)
-            elif node.status != NodeStatus.OK:
-                codes.append(ExitCode.NODES_UNREACHABLE)
-        return worst_exit_code(codes)
+        """4 when some node was not reached, else 3 when the command failed (or could not be judged) somewhere, else 0."""
+        return exit_code_for(node_outcome(node.status) for node in self.nodes)
 
     def groups(self) -> list[tuple[list[str], NodeExec]]:
         """Nodes with identical outcomes, in first-appearance order: [(names, sample outcome)]."""

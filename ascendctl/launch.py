@@ -22,6 +22,7 @@ from .errors import AscendctlError, ExitCode, Interrupted, TransportError, Usage
 from .fanout import fanout
 from .inventory import Inventory, Node
 from .jobs import JobRecord, NodeJob, load_job, new_job_id, save_job
+from .outcome import Outcome, exit_code_for
 from .transport import Transport, TransportFactory
 from .triage.times import parse_utc_offset
 
@@ -113,11 +114,20 @@ class LaunchOutcome:
 
     @property
     def exit_code(self) -> ExitCode:
+        """130 interrupted; 4 a node was lost; 5 the job ran and failed; 0 it succeeded (or started, detached)."""
         if self.interrupted:
-            return ExitCode.INTERRUPTED
-        if self.detached:
-            return ExitCode.OK if all(n.error is None for n in self.record.nodes) else ExitCode.ERROR
-        return ExitCode.OK if self.record.status == "succeeded" else ExitCode.ERROR
+            return exit_code_for([Outcome.INTERRUPTED])
+        return exit_code_for(job_outcomes(self.record, started_only=self.detached))
+
+
+def job_outcomes(record: JobRecord, *, started_only: bool = False) -> list[Outcome]:
+    """A job's outcomes: each node lost, and the job's own end (failed, interrupted, stopped) unless only its start counts."""
+    outcomes = [Outcome.UNREACHABLE for n in record.nodes if n.error and n.error.startswith(("unreachable", "lost track"))]
+    if any(n.error and n.error.startswith("not started") for n in record.nodes):
+        outcomes.append(Outcome.FAILED)
+    if not started_only:
+        outcomes.append({"failed": Outcome.JOB_FAILED, "interrupted": Outcome.INTERRUPTED}.get(record.status, Outcome.OK))
+    return outcomes
 
 
 class LaunchRefused(AscendctlError):

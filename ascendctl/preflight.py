@@ -18,7 +18,8 @@ from .checks import (ALL_CHECKS, Check, CheckResult, ClusterCheck, NodeCheck, No
                      result)
 from .checks import clock, network, npu, system
 from .checks.probe import build_probe, parse_probe
-from .errors import ExitCode, TransportError, worst_exit_code
+from .errors import ExitCode, TransportError
+from .outcome import Outcome, exit_code_for
 from .fanout import fanout, node_error
 from .inventory import Inventory, Node
 from .models import EventSink, NodeError
@@ -56,15 +57,10 @@ class PreflightReport:
     @property
     def exit_code(self) -> ExitCode:
         """4 when a node was unreachable, else 3 when a check failed or could not be evaluated, else 0."""
-        codes = [ExitCode.OK]
-        for node in self.nodes:
-            if not node.reachable:
-                codes.append(ExitCode.NODES_UNREACHABLE)
-            if any(c.status in (Status.FAIL, Status.ERROR) for c in node.checks):
-                codes.append(ExitCode.CHECKS_FAILED)
-        if any(c.status in (Status.FAIL, Status.ERROR) for c in self.cluster):
-            codes.append(ExitCode.CHECKS_FAILED)
-        return worst_exit_code(codes)
+        outcomes = [Outcome.UNREACHABLE for node in self.nodes if not node.reachable]
+        outcomes += [c.status.outcome for node in self.nodes for c in node.checks]
+        outcomes += [c.status.outcome for c in self.cluster]
+        return exit_code_for(outcomes)
 
     @property
     def ok(self) -> bool:

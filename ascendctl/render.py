@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .devices import DeviceAddress, NodeDevices, discover_devices, fold_ids
-from .errors import AscendctlError, ExitCode, TemplateError, worst_exit_code
+from .errors import AscendctlError, ExitCode, TemplateError
 from .inventory import Inventory, Node
+from .outcome import Outcome, exit_code_for, node_outcome
 from .models import EventSink, NodeResult, NodeResults, NodeStatus
 from .transport import TransportFactory
 
@@ -127,10 +128,11 @@ class Problem:
         return f"{self.subject}: {self.message}" if self.subject else self.message
 
     @property
-    def exit_code(self) -> ExitCode:
-        if self.code in (s.value for s in NodeStatus if s not in (NodeStatus.OK, NodeStatus.FAILED, NodeStatus.ERROR)):
-            return ExitCode.NODES_UNREACHABLE
-        return ExitCode.ERROR if self.code == NodeStatus.ERROR.value else ExitCode.CHECKS_FAILED
+    def outcome(self) -> Outcome:
+        """A problem of a node that did not answer is that node's transport outcome; anything else is invalid input."""
+        if self.code in {s.value for s in NodeStatus}:
+            return node_outcome(NodeStatus(self.code))
+        return Outcome.FAILED
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "node": self.node, "device": self.device, "message": str(self)}
@@ -138,7 +140,7 @@ class Problem:
 
 def exit_code_of(problems: Sequence[Problem]) -> ExitCode:
     """4 if some node did not answer, else 3 if anything is invalid, else 0."""
-    return worst_exit_code([p.exit_code for p in problems])
+    return exit_code_for(p.outcome for p in problems)
 
 
 # --------------------------------------------------------------------------- validation

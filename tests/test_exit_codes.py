@@ -89,3 +89,18 @@ def test_interrupted_is_130_and_names_incomplete_nodes(tmp_path: Path) -> None:
     assert proc.returncode == ExitCode.INTERRUPTED == 130
     assert "ascendctl: error: interrupted: " in err and "did not complete" in err
     assert subprocess.run(["pgrep", "-f", "^sleep 30$"], capture_output=True).returncode == 1
+
+
+def test_job_failed_is_5_when_the_training_job_ran_and_failed(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    launcher = bin_dir / "torchrun"
+    launcher.write_text("#!/bin/sh\necho 'rank 0: ValueError: bad input'\nexit 7\n")
+    launcher.chmod(0o755)
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"defaults:\n  transport: local\n  slots: 1\n  python: {bin_dir}/python\nnodes:\n  - {{name: a, host: 127.0.0.1}}\n")
+    result = runner.invoke(cli.app, ["launch", "-i", str(inv), "--launcher", "torchrun", "--no-preflight", "--log-dir",
+                                     str(tmp_path / "logs"), "--", "train.py"], catch_exceptions=False)
+    assert result.exit_code == ExitCode.JOB_FAILED == 5, result.output
+    status = runner.invoke(cli.app, ["status"], catch_exceptions=False)
+    assert status.exit_code == 5 and "failed" in status.stdout

@@ -7,6 +7,8 @@ Nothing registers itself at import time: ALL_CHECKS is the list. Must not import
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Mapping, Sequence
@@ -14,6 +16,9 @@ from typing import Any, Callable, Mapping, Sequence
 from ..errors import UsageError
 from ..inventory import Inventory, Node
 from ..settings import PreflightConfig
+
+if TYPE_CHECKING:
+    from ..outcome import Outcome
 
 
 class Status(str, Enum):
@@ -24,6 +29,12 @@ class Status(str, Enum):
     FAIL = "fail"
     ERROR = "error"  # could not evaluate
     SKIP = "skip"  # not applicable here (tool absent where optional, one node, ...)
+
+    @property
+    def outcome(self) -> "Outcome":
+        from ..outcome import Outcome
+
+        return {Status.FAIL: Outcome.FAILED, Status.ERROR: Outcome.UNEVALUATED}.get(self, Outcome.OK)
 
 
 @dataclass(frozen=True, slots=True)

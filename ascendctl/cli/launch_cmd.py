@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import app
+from ..errors import ExitCode
 from .common import InventoryOpt, cli_errors
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
@@ -48,7 +49,7 @@ def launch(
     inv = load_inventory(inventory)
     if dry_run:
         launch_view.show_plan(build_plan(inv, options, job_id=DRY_RUN_JOB_ID))
-        raise typer.Exit(0)
+        raise typer.Exit(int(ExitCode.OK))
     outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=launch_view.line_sink(inv.names),
                          on_notice=launch_view.notice)
     launch_view.show_outcome(outcome)
@@ -77,7 +78,10 @@ def status(job: JobArg = None, inventory: InventoryOpt = None) -> None:
     record = load_job(job)
     record = refresh_job(record, load_inventory(inventory) if inventory else None)
     launch_view.show_status(record)
-    raise typer.Exit(0 if record.status in ("running", "succeeded") else 1)
+    from ..launch import job_outcomes
+    from ..outcome import exit_code_for
+
+    raise typer.Exit(int(exit_code_for(job_outcomes(record))))
 
 
 @app.command()
@@ -97,7 +101,7 @@ def logs(
     names = [n.name for n in load_job(job).nodes]
     outcome = job_logs(job, follow_logs=follow, node=node, on_line=launch_view.line_sink(names),
                        inventory=load_inventory(inventory) if inventory else None)
-    raise typer.Exit(130 if outcome.interrupted else 0)
+    raise typer.Exit(int(outcome.exit_code))
 
 
 @app.command()
@@ -110,4 +114,7 @@ def stop(job: JobArg = None, grace: GraceOpt = 10.0, inventory: InventoryOpt = N
 
     record = stop_job(job, grace=grace, inventory=load_inventory(inventory) if inventory else None)
     launch_view.show_status(record)
-    raise typer.Exit(0 if all(n.error is None for n in record.nodes) else 1)
+    from ..launch import job_outcomes
+    from ..outcome import exit_code_for
+
+    raise typer.Exit(int(exit_code_for(job_outcomes(record, started_only=True))))

@@ -116,7 +116,7 @@ def test_failing_rank_tears_down_every_node_and_is_named_first(cluster_factory: 
     failed_at = time.monotonic()
     code, out, err = finish(proc)
     assert time.monotonic() - failed_at < 3 + 2 + 8  # the failure itself, then grace 3 s
-    assert code == 1
+    assert code == 5  # the job ran and failed
     assert "h02 (rank 3): failed first: EXCEPTION: " in err, err
     assert "ascendctl collect" in err
     job = last_job()
@@ -132,7 +132,7 @@ def test_failing_msrun_rank_is_named_from_its_worker_log(cluster_factory: Any, t
     proc = start(inv, tmp_path, "msrun", "allreduce_ms.py", "--no-preflight", env={"GLOG_v": "3", "JOB_FAIL_RANK": "3", "JOB_SLEEP": "2"})
     wait_for_lines(proc, r"rank \d/6 started", 2, 120)  # msrun tails only this node's workers; any start will do
     code, out, err = finish(proc)
-    assert code == 1, out[-3000:] + err[-3000:]
+    assert code == 5, out[-3000:] + err[-3000:]
     assert "h02 (rank 3): failed first: EXCEPTION: " in err, err
     assert last_job()["first_failure"]["rank"] == 3
     assert job_processes(cluster, "allreduce_ms.py") == []
@@ -158,7 +158,7 @@ def test_host_lost_mid_job_is_reported_unreachable_and_the_others_torn_down(clus
     wait_for_lines(proc, r"rank \d/6 started", 6, 90)
     cluster.stop_sshd("h03", kill_sessions=True)
     code, out, err = finish(proc, 60)
-    assert code == 1
+    assert code == 4  # a node lost: that wins over the job's failure (5)
     assert "h03: failed first: " in err and "unreachable" in err, err
     job = last_job()
     assert job["first_failure"]["node"] == "h03"

@@ -1,0 +1,51 @@
+"""The one policy from outcomes to exit codes: every command reports outcomes, this module turns them into a code.
+
+Commands never pick exit codes by hand: a node's transport status, a check's status, a job's end, a
+rank-table problem and an interrupt each map to an Outcome here, and `exit_code_for` applies the
+priority of errors.EXIT_CODE_PRIORITY. Imports only errors and models; must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Iterable
+
+from .errors import ExitCode, worst_exit_code
+from .models import NodeStatus
+
+
+class Outcome(str, Enum):
+    """What happened to one unit of work (a node, a check, a job)."""
+
+    OK = "ok"
+    FAILED = "failed"  # it ran and was not OK: a check failed, a command exited non-zero, a rank table is invalid
+    UNEVALUATED = "unevaluated"  # it could not be judged: garbage from a tool, an unexpected error on that node
+    UNREACHABLE = "unreachable"  # connect, auth, host key or command timeout
+    JOB_FAILED = "job_failed"  # the training job ran and failed
+    INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM, SIGHUP
+
+
+EXIT_CODES: dict[Outcome, ExitCode] = {
+    Outcome.OK: ExitCode.OK,
+    Outcome.FAILED: ExitCode.CHECKS_FAILED,
+    Outcome.UNEVALUATED: ExitCode.CHECKS_FAILED,  # not shown to be good is not good: a CI gate must stop
+    Outcome.UNREACHABLE: ExitCode.NODES_UNREACHABLE,
+    Outcome.JOB_FAILED: ExitCode.JOB_FAILED,
+    Outcome.INTERRUPTED: ExitCode.INTERRUPTED,
+}
+
+
+def node_outcome(status: NodeStatus) -> Outcome:
+    """A node's transport/command status as an outcome."""
+    if status == NodeStatus.OK:
+        return Outcome.OK
+    if status == NodeStatus.FAILED:
+        return Outcome.FAILED
+    if status == NodeStatus.ERROR:
+        return Outcome.UNEVALUATED
+    return Outcome.UNREACHABLE
+
+
+def exit_code_for(outcomes: Iterable[Outcome]) -> ExitCode:
+    """The exit code of a run: the highest-priority code among its outcomes (OK when there are none)."""
+    return worst_exit_code([EXIT_CODES[o] for o in outcomes])
