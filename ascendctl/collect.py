@@ -37,13 +37,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Mapping, Sequence
 
-from .checks.probe import TOOL_PATH, build_probe, parse_probe
+from .probe import TOOL_PATH, build_probe, parse_probe
 from .errors import ExitCode, UsageError
-from .fanout import run_on_nodes
+from .group import NodeGroup
 from .inventory import Inventory, Node
 from .jobs import JobRecord
 from .models import EventSink, NodeError, NodeStatus
 from .outcome import exit_code_for, node_outcome
+from .redact import redact_document, redact_env
 from .transport import Transport
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,6 @@ DEFAULT_WINDOW = 24 * 3600.0  # without a job or --since: logs of the last day
 WINDOW_MARGIN = 60.0  # seconds added on both sides of a job's window (clock skew, buffered writes)
 MIN_TAIL = 64 * 1024  # a file that does not fit keeps its newest bytes when at least this much budget is left
 ENV_PREFIXES = ("HCCL_", "ASCEND_", "NCCL_", "GLOO_")
-SECRET_WORDS = ("TOKEN", "KEY", "PASSWORD", "PASSWD", "SECRET", "CREDENTIAL")
-REDACTED = "<redacted>"
 CHUNK = 256 * 1024  # per-node read/copy buffers: a few of these per node bound our memory at any node count
 
 
@@ -244,14 +243,9 @@ def parse_since(text: str, *, now: float | None = None) -> float:
         raise UsageError(f"time {text!r}: expected 2h, 30m, 1d, epoch seconds or ISO 8601 (2026-11-22T19:30)") from None
 
 
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The HCCL_/ASCEND_/NCCL_/GLOO_ variables, with any whose name suggests a secret redacted."""
-    kept = {}
-    for name in sorted(env):
-        if not name.startswith(ENV_PREFIXES):
-            continue
-        kept[name] = REDACTED if any(word in name.upper() for word in SECRET_WORDS) else env[name]
-    return kept
+def device_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The HCCL_/ASCEND_/NCCL_/GLOO_ variables a triage needs, through the one redaction policy."""
+    return redact_env({name: env[name] for name in sorted(env) if name.startswith(ENV_PREFIXES)})
 
 
 def parse_env(text: str) -> dict[str, str]:
@@ -606,8 +600,8 @@ def collect_node(node: Node, transport: Transport, options: CollectOptions, dire
         "hostname": sections["hostname"].output.strip() if "hostname" in sections else None,
         "versions": sections["versions"].output if "versions" in sections else None,
         "npu_ids": list(npu_ids),
-        "job_env": redact_env(job_env),
-        "session_env": redact_env(session_env),
+        "job_env": device_env(job_env),
+        "session_env": device_env(session_env),
     }
     (node_dir / "facts.json").write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
     log_base = job_env.get("ASCEND_PROCESS_LOG_PATH") or session_env.get("ASCEND_PROCESS_LOG_PATH") or f"{home}/ascend/log"
@@ -701,7 +695,8 @@ def collect_bundle(inventory: Inventory, options: CollectOptions, *, on_event: E
         return collect_node(node, transport, options, directory, node_budget=node_budget, total=total, now=now,
                             streams=streams)
 
-    results = run_on_nodes(inventory, work, on_event=on_event)
+    with NodeGroup(inventory, keep=False) as group:
+        results = group.run(work, on_event=on_event)
     bundles = []
     for result in results:
         node = inventory.node(result.node)
@@ -712,7 +707,8 @@ def collect_bundle(inventory: Inventory, options: CollectOptions, *, on_event: E
             bundles.append(NodeBundle(node.name, node.host, err.status, error=err.message, hint=err.hint))
     since, until = job_window(options.job, options.since, now=now)
     if options.job is not None:
-        (directory / "job.json").write_text(json.dumps(options.job.to_dict(), indent=2) + "\n", encoding="utf-8")
+        (directory / "job.json").write_text(json.dumps(redact_document(options.job.to_dict()), indent=2) + "\n",
+                                            encoding="utf-8")
     summary = summarize_bundle(directory, [b.name for b in bundles], comm_limit=options.comm_limit)
     (directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     report = CollectReport(options.output, directory, tuple(bundles), options.job.id if options.job else None,

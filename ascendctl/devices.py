@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .fanout import run_on_nodes
+from .group import NodeGroup
 from .inventory import Inventory, Node
 from .models import EventSink, NodeResult, NodeResults
 from .transport import Transport, TransportFactory
@@ -304,7 +304,10 @@ def discover_devices(
             return NodeDevices(node.name, (), failure=f"device probe failed (exit {result.exit_code}): {tail}")
         return merge_inventory(node, devices_from_probe(node.name, wanted[node.name], result.stdout, spod=want_spod))
 
-    probed = run_on_nodes(inventory, work, nodes=remote, on_event=on_event, factory=factory).by_node() if remote else {}
+    probed: dict[str, NodeResult[NodeDevices]] = {}
+    if remote:
+        with NodeGroup(inventory, factory=factory, keep=False) as group:
+            probed = group.run(work, nodes=remote, on_event=on_event).by_node()
     return NodeResults(tuple(
         probed[node.name] if node.name in probed else NodeResult(node.name, value=devices_from_inventory(node, wanted[node.name]))
         for node in inventory.nodes

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ExitCode
-from .fanout import run_on_nodes
+from .group import NodeGroup
 from .inventory import Inventory, Node
 from .outcome import exit_code_for, node_outcome
 from .models import CommandResult, EventSink, NodeStatus
@@ -84,7 +84,8 @@ def run_command(
     def work(node: Node, transport: Transport) -> CommandResult:
         return transport.run(command, timeout=timeout)
 
-    results = run_on_nodes(inventory, work, on_event=on_event, factory=factory)
+    with NodeGroup(inventory, factory=factory, keep=False) as group:
+        results = group.run(work, on_event=on_event)
     hosts = {node.name: node.host for node in inventory.nodes}
     outcomes: list[NodeExec] = []
     for result in results:

@@ -12,10 +12,9 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Callable, Sequence, TypeVar
 
-from .errors import CommandTimeoutError, Interrupted, TransportError
-from .inventory import Inventory, Node
+from .errors import AscendctlError, CommandTimeoutError, Interrupted, TransportError
+from .inventory import Node
 from .models import EventSink, NodeError, NodeEvent, NodeResult, NodeResults, NodeStatus
-from .transport import Transport, TransportFactory
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -43,6 +42,9 @@ def fanout(
             value = work(node)
         except TransportError as exc:
             return NodeResult(node.name, error=node_error(exc), duration=time.monotonic() - started)
+        except AscendctlError as exc:  # ascendctl judged this node unusable (no address, garbage output): say why
+            error = NodeError(NodeStatus.ERROR, exc.message, exc.hint)
+            return NodeResult(node.name, error=error, duration=time.monotonic() - started)
         except Exception as exc:  # a bug or garbage on one node must not stop the others
             log.debug("%s: unexpected error", node.name, exc_info=True)
             error = NodeError(NodeStatus.ERROR, f"{type(exc).__name__}: {exc}")
@@ -78,32 +80,3 @@ def node_error(exc: TransportError) -> NodeError:
     if isinstance(exc, CommandTimeoutError):
         return NodeError(NodeStatus.TIMEOUT, exc.message, exc.hint, stdout=exc.stdout, stderr=exc.stderr)
     return NodeError(NodeStatus(exc.status), exc.message, exc.hint)
-
-
-def run_on_nodes(
-    inventory: Inventory,
-    work: Callable[[Node, Transport], T],
-    *,
-    nodes: Sequence[Node] | None = None,
-    on_event: EventSink | None = None,
-    factory: TransportFactory | None = None,
-) -> NodeResults[T]:
-    """Connect to each node (bounded by `fanout`), run `work(node, transport)`, disconnect."""
-    own_factory = factory is None
-    factory = factory or TransportFactory(inventory)
-    targets = list(inventory.nodes if nodes is None else nodes)
-
-    def on_node(node: Node) -> T:
-        transport = factory.open(node)
-        try:
-            return work(node, transport)
-        finally:
-            factory.release(transport)
-
-    try:
-        return fanout(targets, on_node, max_workers=inventory.fanout, on_event=on_event, on_interrupt=factory.close_all)
-    finally:
-        if own_factory:
-            factory.close_all()
-
-

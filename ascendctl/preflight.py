@@ -14,17 +14,19 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from .checks import (ALL_CHECKS, Check, CheckResult, ClusterCheck, NodeCheck, NodeFacts, ProbeContext, Section, Status,
+from .checks import (ALL_CHECKS, Check, CheckResult, ClusterCheck, NodeCheck, NodeFacts, ProbeContext, Status,
                      result)
 from .checks import clock, network, npu, system
-from .checks.probe import build_probe, parse_probe
+from .probe import Section, build_probe, parse_probe
 from .errors import ExitCode, TransportError
 from .outcome import Outcome, exit_code_for
-from .fanout import fanout, node_error
+from .fanout import node_error
+from .group import NodeGroup
 from .inventory import Inventory, Node
 from .models import EventSink, NodeError
+from .network import NET_SECTIONS
 from .parsers import ParseError
-from .transport import Transport, TransportFactory
+from .transport import Transport
 
 FACT_BUILDERS: dict[str, Callable[[Node, ProbeContext], str | None]] = {
     **network.FACTS, **clock.FACTS, **npu.FACTS, **system.FACTS,
@@ -89,31 +91,26 @@ def run_preflight(
     checks: Sequence[Check] = ALL_CHECKS,
     *,
     on_event: EventSink | None = None,
-    factory: TransportFactory | None = None,
-    transports: dict[str, Transport] | None = None,
+    group: NodeGroup | None = None,
 ) -> PreflightReport:
     """Run the selected checks on every node in parallel, then the cross-node checks.
 
-    Pass `transports` (with `factory`) to reuse open connections and keep the new ones
-    open for what follows, as `launch` does.
+    Pass a `group` to keep its connections open for what follows, as `launch` does.
     """
     started = time.monotonic()
     ctx = ProbeContext(inventory, inventory.preflight)
     cluster_checks = [c for c in checks if isinstance(c, ClusterCheck)]
     needs = {fact for c in checks for fact in c.needs}
     if any(c.phase2 for c in cluster_checks):
-        needs.add("net")
+        needs.update(NET_SECTIONS)
     if any(c.id == "master_port" for c in cluster_checks):
         needs.add("ports")
     want_clock = any(c.clock for c in cluster_checks)
     nonce = secrets.token_hex(6)
-    own_factory = factory is None
-    factory = factory or TransportFactory(inventory)
-    transports = {} if transports is None else transports
+    own_group = group is None
+    nodes = group or NodeGroup(inventory)
 
-    def phase1(node: Node) -> _Probed:
-        transport = transports.get(node.name) or factory.open(node)
-        transports[node.name] = transport
+    def phase1(node: Node, transport: Transport) -> _Probed:
         offset = uncertainty = None
         try:
             if want_clock:
@@ -129,15 +126,14 @@ def run_preflight(
             return _Probed(NodeFacts(node), failure=node_error(exc))
 
     try:
-        first = fanout(list(inventory.nodes), phase1, max_workers=inventory.fanout, on_event=on_event,
-                       on_interrupt=factory.close_all)
+        first = nodes.run(phase1, on_event=on_event)
         probed = {r.node: r.value for r in first if r.value is not None and r.value.failure is None}
         reachable = [probed[n.name].facts for n in inventory.nodes if n.name in probed]
         if any(c.phase2 for c in cluster_checks) and reachable:
-            reachable = _phase2(reachable, cluster_checks, ctx, transports, factory)
+            reachable = _phase2(reachable, cluster_checks, ctx, nodes)
     finally:
-        if own_factory:
-            factory.close_all()
+        if own_group:
+            nodes.close()
 
     verdicts = {c.id: _evaluate_cluster(c, reachable, ctx) for c in cluster_checks}
     reports: list[NodeReport] = []
@@ -179,8 +175,7 @@ def _phase2(
     reachable: list[NodeFacts],
     cluster_checks: Sequence[ClusterCheck],
     ctx: ProbeContext,
-    transports: Mapping[str, Transport],
-    factory: TransportFactory,
+    group: NodeGroup,
 ) -> list[NodeFacts]:
     """Cross-node round: start a listener on the master, then every node pings and connects."""
     want_path = any(c.id == "path_mtu" for c in cluster_checks)
@@ -193,7 +188,7 @@ def _phase2(
         free, _ = network.master_port_free(master, ctx.config.master_port)
         if free:
             try:
-                answer = transports[master.node.name].run(network.listener_command(ctx.config.master_port, LISTENER_SECONDS)).stdout.split()
+                answer = group.transport(master.node).run(network.listener_command(ctx.config.master_port, LISTENER_SECONDS)).stdout.split()
             except TransportError:
                 answer = []
             if len(answer) == 2 and answer[0] == "listener" and answer[1].isdigit():
@@ -201,24 +196,24 @@ def _phase2(
         else:
             want_port = False  # the master_port check reports the busy port itself
 
-    def phase2(node: Node) -> NodeFacts:
+    def phase2(node: Node, transport: Transport) -> NodeFacts:
         facts = next(f for f in reachable if f.node.name == node.name)
         command = network.phase2_command(facts, reachable, ctx, path=want_path, port=want_port,
                                          master_address=master_address, listener=listener_pid is not None)
         if command is None:
             return facts
         try:
-            output = transports[node.name].run(command)
+            output = transport.run(command)
             return replace(facts, phase2=Section(output.stdout, output.exit_code))
         except TransportError as exc:
             return replace(facts, phase2=Section(f"error {exc.message}", None))
 
     try:
-        results = fanout([f.node for f in reachable], phase2, max_workers=ctx.inventory.fanout, on_interrupt=factory.close_all)
+        results = group.run(phase2, nodes=[f.node for f in reachable])
     finally:
         if listener_pid is not None and master is not None:
             try:
-                transports[master.node.name].run(f"kill {listener_pid} 2>/dev/null; true", timeout=10)
+                group.transport(master.node).run(f"kill {listener_pid} 2>/dev/null; true", timeout=10)
             except TransportError:
                 pass
     updated = {r.node: r.value for r in results if r.value is not None}

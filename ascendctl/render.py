@@ -12,7 +12,6 @@ import dataclasses
 import ipaddress
 import json
 import os
-import shlex
 import string
 from dataclasses import dataclass, field
 from importlib import resources
@@ -24,18 +23,17 @@ from .errors import AscendctlError, ExitCode, TemplateError
 from .inventory import Inventory, Node
 from .outcome import Outcome, exit_code_for, node_outcome
 from .models import EventSink, NodeResult, NodeResults, NodeStatus
+from .environment import DEFAULT_HCCL_CONNECT_TIMEOUT, NodeEnvironment, node_environment
+from .group import NodeGroup
+from .network import resolve_endpoints
 from .transport import TransportFactory
 
-if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; only the annotation needs it
-    from importlib.resources.abc import Traversable
+if TYPE_CHECKING:  # only the annotation needs it (importlib.abc has it on 3.10, where the floor is)
+    from importlib.abc import Traversable
 
 HOSTFILE_FORMATS = ("openmpi", "deepspeed", "mpich", "plain")
 RANK_TABLE_VERSIONS = ("1.0", "1.2")
 SERVER_ID_CHOICES = ("host", "name")
-# HCCL waits 120 s by default for every rank to connect; the fault docs' first advice when a
-# large job times out at init is to raise it (samples/ascend/real_error_lines_github_issues.txt).
-DEFAULT_HCCL_CONNECT_TIMEOUT = 1200
-DEFAULT_MASTER_PORT = 29500
 _REPO_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 
@@ -609,52 +607,22 @@ def _same_ip(a: str, b: str) -> bool | None:
 # --------------------------------------------------------------------------- env
 
 
-@dataclass(frozen=True, slots=True)
-class NodeEnv:
-    """The environment one node's training processes need, in output order."""
-
-    node: str
-    host: str
-    env: tuple[tuple[str, str], ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.node, "host": self.host, "env": dict(self.env)}
-
-
 def render_env(
     inventory: Inventory,
     *,
+    launcher: str | None = None,
     rank_table_file: str | None = None,
-    master_port: int = DEFAULT_MASTER_PORT,
+    master_port: int | None = None,
     hccl_connect_timeout: int = DEFAULT_HCCL_CONNECT_TIMEOUT,
-) -> tuple[NodeEnv, ...]:
-    """Per-node exports: RANK_TABLE_FILE, HCCL_IF_IP/HCCL_SOCKET_IFNAME, HCCL_CONNECT_TIMEOUT, MASTER_ADDR/PORT.
+    factory: TransportFactory | None = None,
+) -> tuple[NodeEnvironment, ...]:
+    """Each node's environment, as `launch` would export it: the nodes are asked for their cluster endpoints.
 
-    The inventory's `env` is applied last, so a value set there wins.
+    RANK_TABLE_FILE defaults to ./rank_table.json (made absolute); the inventory's `env` wins over the rest.
     """
     table = rank_table_file or str(Path.cwd() / "rank_table.json")
-    master = inventory.master
-    master_addr = master.host_ip or master.host
-    envs = []
-    for node in inventory.nodes:
-        values: dict[str, str] = {"RANK_TABLE_FILE": table}
-        if_ip = node.host_ip or (node.host if _valid_ip(node.host) else None)
-        if if_ip:
-            values["HCCL_IF_IP"] = if_ip
-        if node.interface:
-            values["HCCL_SOCKET_IFNAME"] = node.interface
-        values["HCCL_CONNECT_TIMEOUT"] = str(hccl_connect_timeout)
-        values["MASTER_ADDR"] = master_addr
-        values["MASTER_PORT"] = str(master_port)
-        values.update(node.env)
-        envs.append(NodeEnv(node.name, node.host, tuple(values.items())))
-    return tuple(envs)
-
-
-def env_snippet(envs: Sequence[NodeEnv]) -> str:
-    """Shell text: one `# node (host)` block of `export NAME=value` lines per node, values quoted for sh."""
-    blocks = []
-    for item in envs:
-        lines = [f"# {item.node} ({item.host})"] + [f"export {key}={shlex.quote(value)}" for key, value in item.env]
-        blocks.append("\n".join(lines) + "\n")
-    return "\n".join(blocks)
+    with NodeGroup(inventory, factory=factory) as group:
+        endpoints = resolve_endpoints(group)
+    master = endpoints[inventory.master.name]
+    return tuple(node_environment(node, endpoints[node.name], master, launcher=launcher, port=master_port, rank_table=table,
+                                  hccl_connect_timeout=hccl_connect_timeout) for node in inventory.nodes)

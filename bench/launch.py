@@ -5,7 +5,8 @@ is a stand-in `torchrun` next to the inventory's `python` that execs the script 
 script records `date +%s.%N` per host: the figure is ascendctl's own cost, not a framework import.
 1. Start: time from running the command to the last worker's recorded start, median of --runs;
    ascendctl with --no-preflight (pdsh checks nothing either) and with the default preflight.
-   pdsh runs, per host, exactly the start command ascendctl runs there (launch.start_command).
+   pdsh runs, per host, exactly the start command ascendctl runs there (jobs/ssh_runner.start_command), its
+   start payload decoded in place.
 2. Teardown: one host's worker exits 1 after 1 s, the others ignore SIGTERM; the time from that
    exit to every host being clean (ascendctl's exit, then no process of the job anywhere).
 
@@ -16,6 +17,7 @@ Targets (issue 5): start within 1.2x of pdsh; teardown within grace + 2 s.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import shlex
@@ -28,7 +30,9 @@ from pathlib import Path
 from common import ASCENDCTL, ssh_tools
 
 from ascendctl.inventory import load_inventory
-from ascendctl.launch import LaunchOptions, build_plan, start_command
+from ascendctl.jobs import LaunchOptions, build_plan
+from ascendctl.jobs.ssh_runner import start_command, start_payload
+from ascendctl.network import Endpoint
 from tests.cluster.harness import build_cluster, cleanup_leftovers, require_root_linux
 
 WORKER = """date +%s.%N > "$OUT/$(hostname)"
@@ -79,8 +83,12 @@ def main() -> None:
                     inv = load_inventory(inventory)
                     options = LaunchOptions("torchrun", (str(root / "work.sh"),), env=(f"OUT={out}", "MODE=ok"),
                                             log_dir=str(root / "pdsh-logs" / str(run)))
-                    plan = build_plan(inv, options, job_id=f"pdsh{run}", addresses={h.name: h.ip for h in cluster.hosts})
-                    by_host = " ".join(f"{h.name}) {start_command(plan.job_id, p)};;" for h, p in zip(cluster.hosts, plan.nodes))
+                    endpoints = {h.name: Endpoint(h.name, "eth0", h.ip, "eth0") for h in cluster.hosts}
+                    plan = build_plan(inv, options, job_id=f"pdsh{run}", endpoints=endpoints)
+                    # the same remote work as ascendctl's start: the payload (on ascendctl's stdin) decoded in place
+                    by_host = " ".join(
+                        f"{h.name}) printf %s {base64.b64encode(start_payload(p)).decode()} | base64 -d | {start_command(plan.job_id, p)};;"
+                        for h, p in zip(cluster.hosts, plan.nodes))
                     argv = ["pdsh", "-f", "64", "-l", "root", "-w", ips, f"case $(hostname) in {by_host} esac"]
                     run_env = pdsh_env
                 else:

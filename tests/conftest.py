@@ -47,3 +47,30 @@ def write_inventory(tmp_path: Path) -> Callable[[str, str], Path]:
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture
+def cluster_network(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[str, str]]:
+    """Nodes answer the endpoint probe without a network: node name -> (cluster interface, its address).
+
+    Unlisted nodes get their inventory `interface` (else eth0) with address 172.16.0.<last octet of host> (a host
+    name: 100 + its index), so a
+    test sees at once whether HCCL_IF_IP came from the interface (172.16...) or from the management host (10.0...).
+    """
+    from ascendctl.inventory import Node
+    from ascendctl.transport import TransportFactory
+    from tests.fakes import FakeTransport, ip_sections, probe_reply
+
+    addresses: dict[str, tuple[str, str]] = {}
+
+    def fake_open(self: TransportFactory, node: Node) -> FakeTransport:
+        last = node.host.rsplit(".", 1)[-1]
+        octet = last if node.host.count(".") == 3 and last.isdigit() else str(100 + node.index)
+        ifname, address = addresses.get(node.name) or (node.interface or "eth0", f"172.16.0.{octet}")
+        transport = FakeTransport(node, [(r"@@\w+ begin ", probe_reply(ip_sections(ifname, address)))])
+        with self._lock:
+            self._open.append(transport)
+        return transport
+
+    monkeypatch.setattr(TransportFactory, "open", fake_open)
+    return addresses

@@ -63,6 +63,9 @@ class FakeTransport:
             on_stderr(result.stderr.encode())
         return result
 
+    def spawn(self, command: str, *, stdin: bytes | None = None) -> "FakeSpawned":
+        return FakeSpawned(self.run(command, stdin=stdin).stdout.encode())
+
     def put(self, local: Path, remote: str) -> None:
         self.calls.append(f"put {local} {remote}")
 
@@ -71,6 +74,44 @@ class FakeTransport:
 
     def close(self) -> None:
         self.closed = True
+
+
+class FakeSpawned:
+    """A finished command's output behind a real pipe, so selectors work on it."""
+
+    def __init__(self, data: bytes) -> None:
+        import os
+
+        self._r, w = os.pipe()
+        os.write(w, data)
+        os.close(w)
+        os.set_blocking(self._r, False)
+        self._eof = False
+
+    def fileno(self) -> int:
+        return self._r
+
+    def read(self) -> bytes:
+        import os
+
+        try:
+            data = os.read(self._r, 1 << 20)
+        except BlockingIOError:
+            return b""
+        if not data:
+            self._eof = True
+        return data
+
+    def finished(self) -> bool:
+        return self._eof
+
+    def close(self) -> None:
+        import os
+
+        try:
+            os.close(self._r)
+        except OSError:
+            pass
 
 
 class FakeFactory(TransportFactory):
@@ -115,3 +156,31 @@ class FakeFactory(TransportFactory):
 
 def ok(stdout: str = "", exit_code: int = 0, stderr: str = "") -> CommandResult:
     return CommandResult("", exit_code, stdout, stderr, 0.0)
+
+
+def probe_reply(outputs: dict[str, str], exit_codes: dict[str, int] | None = None) -> Callable[[str], CommandResult]:
+    """A reply to the framed probe (ascendctl.probe): each section the probe asks for gets `outputs[name]` (or nothing)."""
+    codes = exit_codes or {}
+
+    def reply(command: str) -> CommandResult:
+        nonce_match = re.search(r"@@(\w+) begin (\S+)@@", command)
+        assert nonce_match is not None, command[:200]
+        nonce = nonce_match.group(1)
+        names = re.findall(rf"@@{nonce} begin (\S+)@@", command)
+        out = "".join(f"\n@@{nonce} begin {name}@@\n{outputs.get(name, '')}\n@@{nonce} end {name} {codes.get(name, 0)}@@\n"
+                      for name in names)
+        return CommandResult(command, 0, out, "", 0.0)
+
+    return reply
+
+
+def ip_sections(ifname: str, address: str, mtu: int = 9000) -> dict[str, str]:
+    """`ip` output of a node whose cluster interface `ifname` has `address` (and eth-mgmt is its management NIC)."""
+    return {
+        "net.links": ("1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\\"
+                      "    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00\n"
+                      f"2: {ifname}: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu {mtu} qdisc mq state UP mode DEFAULT group default "
+                      "qlen 1000\\    link/ether 5e:1c:d4:8d:b8:95 brd ff:ff:ff:ff:ff:ff\n"),
+        "net.addrs": f"2: {ifname}    inet {address}/24 brd 0.0.0.0 scope global {ifname}\\       valid_lft forever preferred_lft forever\n",
+        "net.route": f"10.0.0.11 dev {ifname} src {address} uid 0 \\    cache \n",
+    }

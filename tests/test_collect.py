@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from ascendctl.cli import app
 from ascendctl.collect import (NodePlan, build_collect_script, command_sections, job_window, member_target, parse_env,
-                               parse_since, parse_size, redact_env, unpack_tar_stream)
+                               parse_since, parse_size, device_env, unpack_tar_stream)
 from ascendctl.errors import UsageError
 from ascendctl.jobs import JobRecord
 
@@ -48,10 +48,10 @@ def test_parse_size_and_since() -> None:
         parse_since("yesterday-ish")
 
 
-def test_redact_env_keeps_job_prefixes_and_hides_secrets() -> None:
+def test_device_env_keeps_job_prefixes_and_hides_secrets() -> None:
     env = {"HCCL_IF_IP": "10.0.0.1", "HCCL_AUTH_TOKEN": "t", "ASCEND_API_KEY": "k", "NCCL_SOCKET_IFNAME": "eth0",
            "GLOO_PASSWORD": "p", "NCCL_SECRET_X": "s", "PATH": "/bin", "AWS_SECRET_ACCESS_KEY": "x"}
-    assert redact_env(env) == {"ASCEND_API_KEY": "<redacted>", "GLOO_PASSWORD": "<redacted>", "HCCL_AUTH_TOKEN": "<redacted>",
+    assert device_env(env) == {"ASCEND_API_KEY": "<redacted>", "GLOO_PASSWORD": "<redacted>", "HCCL_AUTH_TOKEN": "<redacted>",
                                "HCCL_IF_IP": "10.0.0.1", "NCCL_SECRET_X": "<redacted>", "NCCL_SOCKET_IFNAME": "eth0"}
     assert parse_env("A=1\nHCCL_X=a=b\n continued\n") == {"A": "1", "HCCL_X": "a=b"}
 

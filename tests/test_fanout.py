@@ -10,7 +10,8 @@ import pytest
 
 from ascendctl.errors import AuthError, ConnectError, HostKeyError, Interrupted
 from ascendctl.execute import run_command
-from ascendctl.fanout import fanout, run_on_nodes
+from ascendctl.fanout import fanout
+from ascendctl.group import NodeGroup
 from ascendctl.inventory import Inventory, Node, parse_inventory
 from ascendctl.models import NodeEvent, NodeStatus
 from tests.fakes import FakeFactory, ok
@@ -88,7 +89,8 @@ def test_events_report_start_and_finish_for_every_node() -> None:
             events.append(event)
 
     factory = FakeFactory(inv, default=[("true", ok())])
-    run_on_nodes(inv, lambda node, t: t.run("true"), on_event=sink, factory=factory)
+    with NodeGroup(inv, factory=factory) as group:
+        group.run(lambda node, t: t.run("true"), on_event=sink)
     assert sorted(e.node for e in events if e.kind == "started") == inv.names
     assert sorted(e.node for e in events if e.kind == "finished") == inv.names
     assert {e.total for e in events} == {4}

@@ -20,9 +20,11 @@ from typer.testing import CliRunner
 from ascendctl.cli import app
 from ascendctl.errors import UsageError
 from ascendctl.inventory import load_inventory
-from ascendctl.jobs import list_jobs, load_job
-from ascendctl.launch import (LaunchOptions, build_plan, follow_command, launch_job, launcher_binary, parse_address,
-                              parse_exit_tag, parse_env_assignments, render_plan, start_command, teardown_command)
+from ascendctl.environment import parse_env_assignments
+from ascendctl.jobs import LaunchOptions, build_plan, launch_job, launcher_binary, list_jobs, load_job, marker
+from ascendctl.jobs.ssh_runner import SSHNodeStream, start_command, start_payload
+from ascendctl.network import Endpoint
+from ascendctl.shell import remote
 
 runner = CliRunner()
 GOLDEN = Path(__file__).parent / "golden" / "launch"
@@ -36,7 +38,7 @@ GOLDEN_CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
-def test_dry_run_matches_golden_byte_for_byte(name: str, update_golden: bool) -> None:
+def test_dry_run_matches_golden_byte_for_byte(name: str, update_golden: bool, cluster_network: Any) -> None:
     inventory = GOLDEN / "four_nodes" / "inventory.yaml"
     result = runner.invoke(app, ["launch", "-i", str(inventory), "--dry-run", *GOLDEN_CASES[name]], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -46,7 +48,7 @@ def test_dry_run_matches_golden_byte_for_byte(name: str, update_golden: bool) ->
     assert result.stdout == golden.read_text(encoding="utf-8")
 
 
-def test_dry_run_changes_nothing(tmp_path: Path) -> None:
+def test_dry_run_changes_nothing(tmp_path: Path, cluster_network: Any) -> None:
     result = runner.invoke(app, ["launch", "-i", str(GOLDEN / "four_nodes" / "inventory.yaml"), "--launcher", "msrun",
                                  "--dry-run", "--", "x.py"], catch_exceptions=False)
     assert result.exit_code == 0
@@ -62,14 +64,21 @@ def test_bad_env_names_are_usage_errors_naming_them(bad: str) -> None:
         parse_env_assignments([bad])
 
 
+def endpoints(inv: Any) -> dict[str, Endpoint]:
+    return {n.name: Endpoint(n.name, "enp189s0f0", f"172.16.0.{11 + n.index}", "enp189s0f0 (inventory interface)")
+            for n in inv.nodes}
+
+
 def test_plan_ranks_world_size_and_env_precedence() -> None:
     inv = load_inventory(GOLDEN / "four_nodes" / "inventory.yaml")
     options = LaunchOptions("msrun", ("t.py",), env=("GLOG_v=1",))
-    plan = build_plan(inv, options, job_id="j", addresses={"node04": "192.168.1.14"})
+    plan = build_plan(inv, options, job_id="j", endpoints=endpoints(inv))
     assert [n.rank for n in plan.nodes] == [0, 1, 2, 3] and plan.world_size == 32
-    env = dict(plan.nodes[3].env)
-    assert env["HCCL_IF_IP"] == "192.168.1.14" and env["GLOG_v"] == "1"  # --env wins over the inventory
-    assert plan.master_addr == "192.168.1.11" and plan.master_port == 8118
+    env = dict(plan.nodes[3].environment.values)
+    # the cluster interface's address, never the management host or the rank table's host_ip
+    assert env["HCCL_IF_IP"] == "172.16.0.14" and env["HCCL_SOCKET_IFNAME"] == "enp189s0f0"
+    assert env["GLOG_v"] == "1"  # --env wins over the inventory
+    assert plan.master_addr == "172.16.0.11" and plan.master_port == 8118 and env["MASTER_PORT"] == "8118"
     assert "--node_rank=3" in plan.nodes[3].command and plan.log_dir == "/tmp/ascendctl/j"
 
 
@@ -81,21 +90,32 @@ def test_launcher_binary_next_to_an_absolute_python_else_on_path() -> None:
     assert launcher_binary(replace(node, python="python3"), "torchrun") == "torchrun"
 
 
-def test_parsers() -> None:
-    assert parse_address("2: eth0    inet 10.213.1.11/16 brd 10.213.255.255 scope global eth0\\") == "10.213.1.11"
-    assert parse_address("") is None
-    assert parse_exit_tag("noise\nascendctl-exit:1 1763840000.5\n") == (1, 1763840000.5)
-    assert parse_exit_tag("ascendctl-exit:none none\n") == (None, None)
-    assert parse_exit_tag("connection lost") is None
+def test_follow_stream_splits_lines_and_reads_the_framed_exit() -> None:
+    from tests.fakes import FakeSpawned
+
+    stream = SSHNodeStream("n1", FakeSpawned(b"2026-11-23T10:00:00.000001 | a\nb\n\n@@f00d exit 7 1763840000.5@@\n"), "f00d")
+    lines, ended = stream.pump()
+    assert lines == ["2026-11-23T10:00:00.000001 | a", "b"]
+    assert ended is not None and (ended.exit_code, ended.when, ended.lost) == (7, 1763840000.5, None)
+    cut = SSHNodeStream("n1", FakeSpawned(b"partial"), "f00d")
+    lines, ended = cut.pump()
+    if ended is None:
+        lines, ended = cut.pump()
+    assert lines == ["partial"] and ended is not None and ended.lost is not None
 
 
 def test_remote_commands_are_valid_shell_and_quote_everything() -> None:
     inv = load_inventory(GOLDEN / "four_nodes" / "inventory.yaml")
-    plan = build_plan(inv, LaunchOptions("torchrun", ("t.py", "a b;rm -rf /")), job_id="j1")
-    for command in (start_command("j1", plan.nodes[0]), follow_command(plan.nodes[0].dir, 42), teardown_command("j1", "node01", 2)):
-        assert subprocess.run(["sh", "-n", "-c", command]).returncode == 0
+    plan = build_plan(inv, LaunchOptions("torchrun", ("t.py", "a b;rm -rf /"), env=("HCCL_DB_PASSWD=s3cret",)), job_id="j1",
+                      endpoints=endpoints(inv))
+    command = start_command("j1", plan.nodes[0])
+    assert subprocess.run(["sh", "-n", "-c", command]).returncode == 0
+    for script, args in (("teardown_job.sh", (marker("j1", "node01"), 2000)), ("follow_log.sh", ("/d", 42, "n0nce"))):
+        text, stdin = remote(script, *args)
+        assert subprocess.run(["sh", "-n", "-c", text]).returncode == 0 and stdin.startswith(b"#!/bin/sh")
     assert "'a b;rm -rf /'" in plan.nodes[0].command
-    assert "ASCENDCTL_JOB=j1/node01" in teardown_command("j1", "node01", 2)
+    # the job's environment travels on stdin (the start payload), never in the command line
+    assert "s3cret" not in command and b"s3cret" in start_payload(plan.nodes[0])
 
 
 # -- whole jobs on local nodes with a stand-in launcher ---------------------------------------
@@ -153,7 +173,7 @@ def test_local_failure_tears_the_others_down_and_names_the_node(local_inventory:
     assert time.monotonic() - started < 10
     assert int(outcome.exit_code) == 5  # the job ran and failed
     record = outcome.record
-    assert record.status == "failed" and record.first_failure is not None and record.first_failure["node"] == "b"
+    assert record.status == "failed" and record.first_failure is not None and record.first_failure.node == "b"
     assert record.nodes[1].exit_code == 7
     assert record.nodes[0].signal == "SIGTERM" and record.nodes[0].exit_code is not None
     assert ("b", "rank 1 failing") in lines
@@ -200,17 +220,17 @@ def test_job_record_round_trips(local_inventory: Path, tmp_path: Path) -> None:
     assert os.path.basename(data["nodes"][0]["log"]) == "launcher.log"
 
 
-def test_recorded_env_is_plain_and_redacts_secrets() -> None:
-    from ascendctl.launch import recorded_env
-
-    env = recorded_env([("PATH", "/v/bin:\"$PATH\""), ("NOTE", "'a b'"), ("HF_TOKEN", "abc")])
-    assert env == {"PATH": "/v/bin:$PATH", "NOTE": "a b", "HF_TOKEN": "<redacted>"}
+def test_job_records_keep_plain_values_and_redact_secrets(local_inventory: Path, tmp_path: Path) -> None:
+    runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--log-dir",
+                        str(tmp_path / "l"), "--env", "NOTE=a b", "--env", "HF_TOKEN=abc", "--", "t.py"], catch_exceptions=False)
+    env = load_job().nodes[0].env
+    assert env["NOTE"] == "a b" and env["HF_TOKEN"] == "<redacted>" and env["PATH"].endswith(":$PATH")
 
 
 def test_launch_core_imports_neither_typer_nor_rich() -> None:
     import sys
 
-    code = "import ascendctl.launch, sys; assert not {'typer', 'rich', 'click'} & set(sys.modules)"
+    code = "import ascendctl.jobs, sys; assert not {'typer', 'rich', 'click'} & set(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

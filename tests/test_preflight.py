@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.checks import ProbeContext, Section, Status, select_checks
+from ascendctl.checks import ProbeContext, Status, select_checks
 from ascendctl.checks import clock, network, npu, system
-from ascendctl.checks.probe import build_probe, parse_probe
+from ascendctl.group import NodeGroup
+from ascendctl.network import ADDRS, LINKS, ROUTE
+from ascendctl.probe import Section, build_probe, parse_probe
 from ascendctl.errors import ConnectError, ExitCode, UsageError
 from ascendctl.inventory import Inventory, parse_inventory
 from ascendctl.models import CommandResult
@@ -94,25 +96,26 @@ def test_clock_skew_thresholds() -> None:
 
 
 # -- network -------------------------------------------------------------------------------
-def net_section(mtu: int, name: str = "eth0", address: str = "10.0.0.1") -> Section:
-    return Section(
-        f"--links\n1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\\"
-        f"    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00\n"
-        f"2: {name}@if9: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu {mtu} qdisc noqueue state UP mode DEFAULT group default qlen 1000\\"
-        f"    link/ether 5e:1c:d4:8d:b8:95 brd ff:ff:ff:ff:ff:ff link-netnsid 0\n"
-        f"--addrs\n2: {name}    inet {address}/16 scope global {name}\\       valid_lft forever preferred_lft forever\n"
-        f"--route\n10.0.0.9 dev {name} src {address} uid 0 \\    cache \n",
-        0,
-    )
+def net_section(mtu: int, name: str = "eth0", address: str = "10.0.0.1") -> dict[str, Section]:
+    """The three network probe sections of one node (links, addresses, route to the master), as `ip` prints them."""
+    return {
+        LINKS: Section(
+            "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\\"
+            "    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00\n"
+            f"2: {name}@if9: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu {mtu} qdisc noqueue state UP mode DEFAULT group default qlen 1000\\"
+            "    link/ether 5e:1c:d4:8d:b8:95 brd ff:ff:ff:ff:ff:ff link-netnsid 0\n", 0),
+        ADDRS: Section(f"2: {name}    inet {address}/16 scope global {name}\\       valid_lft forever preferred_lft forever\n", 0),
+        ROUTE: Section(f"10.0.0.9 dev {name} src {address} uid 0 \\    cache \n", 0),
+    }
 
 
 def test_mtu_uses_the_route_to_the_master_or_the_configured_interface() -> None:
     node = inv().nodes[1]
-    assert network.MTU.evaluate(node, {"net": net_section(9000)}, ctx()).summary == "eth0 MTU 9000"
-    low = network.MTU.evaluate(node, {"net": net_section(1500)}, ctx())
+    assert network.MTU.evaluate(node, net_section(9000), ctx()).summary == "eth0 MTU 9000"
+    low = network.MTU.evaluate(node, net_section(1500), ctx())
     assert low.status == Status.FAIL and low.summary == "eth0 MTU 1500 < 9000" and "ip link set dev eth0 mtu 9000" in (low.hint or "")
     other = inv("defaults: {interface: ib0}\nnodes: [a, b]\n")
-    missing = network.MTU.evaluate(other.nodes[0], {"net": net_section(9000)}, ctx(other))
+    missing = network.MTU.evaluate(other.nodes[0], net_section(9000), ctx(other))
     assert missing.status == Status.FAIL and missing.summary == "interface ib0 not found (have: eth0)"
 
 
@@ -126,7 +129,7 @@ def test_path_mtu_blames_the_node_common_to_every_failing_pair() -> None:
                  "n4": "ping n1 10.0.0.1 0 0\n"}[node.name]
         if node.name == "n1":
             pings = "ping n2 10.0.0.2 0 0\n"
-        facts.append(NodeFacts(node, {"net": net_section(9000, address=f"10.0.0.{i + 1}")}, phase2=Section(pings, 0)))
+        facts.append(NodeFacts(node, net_section(9000, address=f"10.0.0.{i + 1}"), phase2=Section(pings, 0)))
     verdict = network.PATH_MTU.evaluate(facts, ctx(inventory))
     statuses = {name: r.status for name, r in verdict.per_node.items()}
     assert statuses == {"n1": Status.PASS, "n2": Status.PASS, "n3": Status.FAIL, "n4": Status.PASS}
@@ -241,7 +244,7 @@ def test_unreachable_node_fails_ssh_and_exit_4_wins() -> None:
         default=[(r"^date", ok("1700000000.0\n")), (r"@@", answer_probe({"ntp": "daemon none"}))],
         connect_errors={"b": ConnectError("connection refused by b:22", hint="is sshd running?")},
     )
-    report = run_preflight(inventory, select_checks(["ssh", "ntp"]), factory=factory)
+    report = run_preflight(inventory, select_checks(["ssh", "ntp"]), group=NodeGroup(inventory, factory=factory))
     a, b = report.nodes
     assert [(c.check, c.status) for c in a.checks] == [("ssh", Status.PASS), ("ntp", Status.FAIL)]
     assert [(c.check, c.status) for c in b.checks] == [("ssh", Status.FAIL), ("ntp", Status.ERROR)]
@@ -255,7 +258,7 @@ def test_unreachable_node_fails_ssh_and_exit_4_wins() -> None:
 def test_garbage_from_a_node_is_an_error_result_not_a_crash() -> None:
     inventory = inv("nodes: [a]\n")
     factory = FakeFactory(inventory, default=[(r"@@", lambda cmd: CommandResult(cmd, 0, "\x00\x01 not a probe", "", 0.0))])
-    report = run_preflight(inventory, select_checks(["ntp", "mtu", "disk"]), factory=factory)
+    report = run_preflight(inventory, select_checks(["ntp", "mtu", "disk"]), group=NodeGroup(inventory, factory=factory))
     assert {c.check: c.status for c in report.nodes[0].checks} == {"ntp": Status.ERROR, "mtu": Status.ERROR, "disk": Status.ERROR}
     assert report.exit_code == ExitCode.CHECKS_FAILED
 
@@ -263,7 +266,7 @@ def test_garbage_from_a_node_is_an_error_result_not_a_crash() -> None:
 def test_junit_has_one_testcase_per_node_and_check() -> None:
     inventory = inv("nodes: [a, b]\n")
     factory = FakeFactory(inventory, default=[(r"@@", answer_probe({"ntp": "daemon none"}))])
-    report = run_preflight(inventory, select_checks(["ssh", "ntp"]), factory=factory)
+    report = run_preflight(inventory, select_checks(["ssh", "ntp"]), group=NodeGroup(inventory, factory=factory))
     root = ET.fromstring(junit_xml(report))
     suite = root.find("testsuite")
     assert suite is not None and suite.get("tests") == "4" and suite.get("failures") == "2"

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from ascendctl.cli import app
 from ascendctl.errors import ExitCode, InventoryError, TemplateError
 from ascendctl.inventory import load_inventory, parse_inventory
-from ascendctl.render import (Template, build_rank_table, env_snippet, load_template, rank_table_json, render_env,
+from ascendctl.environment import env_snippet
+from ascendctl.render import (Template, build_rank_table, load_template, rank_table_json, render_env,
                               render_hostfile, render_rank_table, render_template)
 
 runner = CliRunner()
@@ -50,10 +51,10 @@ def invoke(*args: str) -> Any:
 @pytest.mark.parametrize(
     ("case", "output"), [(case, output) for case, outputs in GOLDEN_CASES.items() for output in outputs], ids=lambda v: str(v)
 )
-def test_golden_files_byte_for_byte(case: str, output: str, tmp_path: Path, update_golden: bool) -> None:
+def test_golden_files_byte_for_byte(case: str, output: str, tmp_path: Path, update_golden: bool, cluster_network: Any) -> None:
     args = GOLDEN_CASES[case][output]
     inventory = GOLDEN / case / "inventory.yaml"
-    if args[1] == "env":  # env has no -o: the snippet is stdout
+    if args[1] == "env":  # the snippet on stdout (no secrets in these inventories)
         result = invoke(*args, "-i", str(inventory))
         assert result.exit_code == 0, result.output
         text = result.stdout
@@ -334,39 +335,80 @@ def test_hostfile_is_written_atomically_and_announced_on_stderr(write_inventory:
 # --------------------------------------------------------------------------- env
 
 
-def test_env_exports_per_node_and_inventory_env_wins(write_inventory: Any) -> None:
+def test_env_exports_per_node_and_inventory_env_wins(write_inventory: Any, cluster_network: Any) -> None:
     path = write_inventory(
         "defaults: {interface: eth0}\nnodes:\n"
         "  - {host: 10.0.0.1, name: m}\n"
-        "  - {host: worker-2, name: w, host_ip: 10.0.0.2, env: {HCCL_CONNECT_TIMEOUT: 600, GLOO_SOCKET_IFNAME: eth0}}\n"
+        "  - {host: worker-2, name: w, host_ip: 10.0.0.2, env: {HCCL_CONNECT_TIMEOUT: 600, GLOO_SOCKET_IFNAME: eth9}}\n"
     )
+    cluster_network["w"] = ("eth0", "172.16.0.2")
     envs = render_env(load_inventory(path), rank_table_file="/job/rt.json", master_port=1234)
-    assert [dict(e.env) for e in envs] == [
-        {"RANK_TABLE_FILE": "/job/rt.json", "HCCL_IF_IP": "10.0.0.1", "HCCL_SOCKET_IFNAME": "eth0",
-         "HCCL_CONNECT_TIMEOUT": "1200", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1234"},
-        {"RANK_TABLE_FILE": "/job/rt.json", "HCCL_IF_IP": "10.0.0.2", "HCCL_SOCKET_IFNAME": "eth0",
-         "HCCL_CONNECT_TIMEOUT": "600", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1234", "GLOO_SOCKET_IFNAME": "eth0"},
+    # HCCL_IF_IP is the address of the cluster interface the node reported, never `host` or the rank table's host_ip
+    assert [dict(e.values) for e in envs] == [
+        {"HCCL_IF_IP": "172.16.0.1", "HCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0",
+         "MASTER_ADDR": "172.16.0.1", "MASTER_PORT": "1234", "HCCL_CONNECT_TIMEOUT": "1200", "RANK_TABLE_FILE": "/job/rt.json"},
+        {"HCCL_IF_IP": "172.16.0.2", "HCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth9", "NCCL_SOCKET_IFNAME": "eth0",
+         "MASTER_ADDR": "172.16.0.1", "MASTER_PORT": "1234", "HCCL_CONNECT_TIMEOUT": "600", "RANK_TABLE_FILE": "/job/rt.json"},
     ]
     assert env_snippet(envs[:1]).splitlines()[0] == "# m (10.0.0.1)"
 
 
-def test_env_snippet_is_valid_sh_and_quotes_values(write_inventory: Any) -> None:
-    path = write_inventory("nodes:\n  - {host: 10.0.0.1, env: {ODD: \"it's $HOME; rm -rf /\"}}\n")
-    text = invoke("render", "env", "-i", str(path), "--rank-table-file", "/a b/rt.json").stdout
-    shell = subprocess.run(["sh", "-c", text + 'printf "%s|%s" "$ODD" "$RANK_TABLE_FILE"'], capture_output=True, text=True, check=True)
-    assert shell.stdout == "it's $HOME; rm -rf /|/a b/rt.json"
+def test_render_env_and_launch_dry_run_print_the_same_environment(write_inventory: Any, cluster_network: Any) -> None:
+    path = write_inventory("defaults: {interface: ib0, python: /opt/venv/bin/python, env: {HCCL_DB_PASSWD: hunter2}}\n"
+                           "nodes:\n  - {host: 10.0.0.1, name: a}\n  - {host: 10.0.0.2, name: b}\n")
+    env = invoke("render", "env", "-i", str(path), "--launcher", "torchrun", "--rank-table-file", "/rt.json")
+    plan = invoke("launch", "-i", str(path), "--launcher", "torchrun", "--rank-table", "/rt.json", "--dry-run", "--", "t.py")
+    assert env.exit_code == 0 and plan.exit_code == 0, env.output + plan.output
+    rendered = [line[len("export "):] for line in env.stdout.splitlines() if line.startswith("export ")]
+    planned = [line.strip() for line in plan.stdout.splitlines() if line.startswith("  ") and "=" in line.split()[0]
+               and not line.strip().startswith("/")]
+    assert rendered == planned and len(rendered) == 2 * 11
+    assert "HCCL_IF_IP=172.16.0.1" in rendered and "HCCL_SOCKET_IFNAME=ib0" in rendered
+    assert "hunter2" not in env.stdout + env.stderr + plan.stdout + plan.stderr  # secrets never reach the terminal
 
 
-def test_env_json_and_node_filter(write_inventory: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_env_snippet_is_valid_sh_and_quotes_values(write_inventory: Any, cluster_network: Any, tmp_path: Path) -> None:
+    path = write_inventory("nodes:\n  - {host: 10.0.0.1, env: {ODD: \"it's $HOME; rm -rf /\", HF_TOKEN: tok}}\n")
+    result = invoke("render", "env", "-i", str(path), "--rank-table-file", "/a b/rt.json", "-o", str(tmp_path / "env.sh"))
+    assert result.exit_code == 0 and result.stdout == ""
+    written = tmp_path / "env.sh"
+    assert written.stat().st_mode & 0o777 == 0o600
+    shell = subprocess.run(["sh", "-c", f". {written}; " + 'printf "%s|%s|%s" "$ODD" "$RANK_TABLE_FILE" "$HF_TOKEN"'],
+                           capture_output=True, text=True, check=True)
+    assert shell.stdout == "it's $HOME; rm -rf /|/a b/rt.json|tok"
+    shown = invoke("render", "env", "-i", str(path))
+    assert "HF_TOKEN='<redacted>'" in shown.stdout and "tok" not in shown.stdout.replace("HF_TOKEN", "")
+
+
+def test_env_json_and_node_filter(write_inventory: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                  cluster_network: Any) -> None:
     monkeypatch.chdir(tmp_path)
     path = write_inventory("nodes:\n  - {host: 10.0.0.1, name: a}\n  - {host: 10.0.0.2, name: b}\n")
     doc = json.loads(invoke("render", "env", "-i", str(path), "--json", "--node", "b").stdout)
     assert doc["status"] == "ok"
     assert doc["nodes"] == [{"name": "b", "host": "10.0.0.2", "env": {
-        "RANK_TABLE_FILE": str(tmp_path / "rank_table.json"), "HCCL_IF_IP": "10.0.0.2", "HCCL_CONNECT_TIMEOUT": "1200",
-        "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}}]
+        "HCCL_IF_IP": "172.16.0.2", "HCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0",
+        "MASTER_ADDR": "172.16.0.1", "MASTER_PORT": "29500", "HCCL_CONNECT_TIMEOUT": "1200",
+        "RANK_TABLE_FILE": str(tmp_path / "rank_table.json")}}]
     result = runner.invoke(app, ["render", "env", "-i", str(path), "--node", "zz"])
     assert result.exit_code == 2 and "--node zz: no such node" in result.stderr
+
+
+def test_an_interface_without_an_address_is_an_error_not_a_fallback(write_inventory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ascendctl.inventory import Node
+    from ascendctl.transport import TransportFactory
+    from tests.fakes import FakeTransport, ip_sections, probe_reply
+
+    def no_address(self: TransportFactory, node: Node) -> FakeTransport:
+        sections = {**ip_sections("ib0", "192.0.2.1"), "net.addrs": ""}
+        return FakeTransport(node, [(r"@@\w+ begin ", probe_reply(sections))])
+
+    monkeypatch.setattr(TransportFactory, "open", no_address)
+    path = write_inventory("defaults: {interface: ib0}\nnodes:\n  - {host: 10.0.0.1, name: a}\n")
+    result = runner.invoke(app, ["render", "env", "-i", str(path)])
+    assert result.exit_code == 3 and "a: interface ib0 (inventory interface) has no IPv4 address" in result.stderr
+    result = runner.invoke(app, ["launch", "-i", str(path), "--launcher", "msrun", "--dry-run", "--", "t.py"])
+    assert result.exit_code == 3 and "has no IPv4 address" in result.stderr
 
 
 def test_core_does_not_import_cli_stack() -> None:

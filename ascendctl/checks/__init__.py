@@ -7,13 +7,13 @@ Nothing registers itself at import time: ALL_CHECKS is the list. Must not import
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import UsageError
+from ..probe import Section
 from ..inventory import Inventory, Node
 from ..settings import PreflightConfig
 
@@ -48,18 +48,6 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.check, "status": self.status.value, "summary": self.summary, "hint": self.hint}
-
-
-@dataclass(frozen=True, slots=True)
-class Section:
-    """What one probe section printed (stdout and stderr together) and its exit status."""
-
-    output: str
-    exit_code: int | None  # None when the section never finished (probe cut short)
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
 
 
 @dataclass(frozen=True, slots=True)

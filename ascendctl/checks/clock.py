@@ -14,7 +14,8 @@ from ..nodeset import fold
 from ..parsers import ParseError
 from ..parsers.timesync import (TimeSync, parse_chrony_tracking, parse_ntpq_peers, parse_timedatectl_show,
                                 timesync_from_ntpq)
-from . import CheckResult, ClusterCheck, ClusterVerdict, NodeCheck, NodeFacts, ProbeContext, Section, Status, result
+from ..probe import Section
+from . import CheckResult, ClusterCheck, ClusterVerdict, NodeCheck, NodeFacts, ProbeContext, Status, result
 
 NTP_SCRIPT = """\
 if command -v chronyc >/dev/null 2>&1; then echo 'daemon chrony'; chronyc -n tracking

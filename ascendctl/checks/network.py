@@ -8,30 +8,24 @@ Must not import typer or rich.
 from __future__ import annotations
 
 import shlex
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..inventory import Node
 from ..nodeset import fold
 from ..parsers import ParseError
-from ..parsers.system import Address, Link, parse_ip_addr, parse_ip_link, parse_ip_route_get, parse_ss_listeners
-from . import CheckResult, ClusterCheck, ClusterVerdict, NodeCheck, NodeFacts, ProbeContext, Section, Status, result
+from ..network import ADDRS, LINKS, NET_SECTIONS, EndpointError, cluster_endpoint, cluster_link, net_sections
+from ..parsers.system import parse_ss_listeners
+from ..probe import Section
+from . import CheckResult, ClusterCheck, ClusterVerdict, NodeCheck, NodeFacts, ProbeContext, Status, result
 
 SMALL_PING = 1372  # fits any 1500-byte path with room for tunnels
 
 
 # -- facts --------------------------------------------------------------------------------
-def net_section(node: Node, ctx: ProbeContext) -> str:
-    """Links, IPv4 addresses, and the route towards the master (or, on the master, its neighbour)."""
-    master = ctx.inventory.master
-    target = master if node.name != master.name else ctx.neighbour(node)
-    lines = ["echo '--links'; ip -o link show 2>/dev/null", "echo '--addrs'; ip -o -4 addr show 2>/dev/null"]  # ip warns on stderr about peer netns
-    if target is not None:
-        host = shlex.quote(target.host)
-        lines.append(
-            f"t=$(getent ahostsv4 {host} 2>/dev/null | awk 'NR==1{{print $1}}'); [ -n \"$t\" ] || t={host}; "
-            "echo '--route'; ip -o route get \"$t\""
-        )
-    return "\n".join(lines)
+def _net_fact(section: str) -> Callable[[Node, ProbeContext], str | None]:
+    def build(node: Node, ctx: ProbeContext) -> str | None:
+        return net_sections(node, ctx.inventory).get(section)
+    return build
 
 
 def ports_section(node: Node, ctx: ProbeContext) -> str | None:
@@ -39,37 +33,12 @@ def ports_section(node: Node, ctx: ProbeContext) -> str | None:
     return "ss -Hltn" if node.name == ctx.inventory.master.name else None
 
 
-FACTS = {"net": net_section, "ports": ports_section}
+FACTS: dict[str, Callable[[Node, ProbeContext], str | None]] = {
+    **{section: _net_fact(section) for section in NET_SECTIONS}, "ports": ports_section}
 
 
-def _split(output: str) -> dict[str, str]:
-    parts: dict[str, list[str]] = {}
-    current = ""
-    for line in output.splitlines():
-        if line.startswith("--") and line[2:].isalpha():
-            current = line[2:]
-            parts[current] = []
-        elif current:
-            parts[current].append(line)
-    return {key: "\n".join(lines) for key, lines in parts.items()}
-
-
-def cluster_interface(node: Node, net: Section) -> tuple[Link | None, Address | None, str]:
-    """The node's cluster interface (inventory `interface`, else the route to the master) and its address."""
-    parts = _split(net.output)
-    links = parse_ip_link(parts.get("links", ""))
-    addrs = parse_ip_addr(parts.get("addrs", ""))
-    name = node.interface
-    if name is None and parts.get("route"):
-        name = parse_ip_route_get(parts["route"]).dev
-    if name is None:
-        return None, None, "no interface configured and no route found"
-    link = next((item for item in links if item.name == name), None)
-    if link is None:
-        have = ", ".join(item.name for item in links if item.name != "lo")
-        return None, None, f"interface {name} not found (have: {have or 'none'})"
-    address = next((a for a in addrs if a.ifname == name and not a.secondary), None)
-    return link, address, ""
+def _probed(facts_or_sections: Mapping[str, Section]) -> bool:
+    return all(s in facts_or_sections and facts_or_sections[s].exit_code is not None for s in (LINKS, ADDRS))
 
 
 # -- ssh ----------------------------------------------------------------------------------
@@ -88,9 +57,8 @@ def _mtu_evaluate(node: Node, sections: Mapping[str, Section], ctx: ProbeContext
     want = ctx.config.min_mtu
     if node.interface is None and len(ctx.inventory.nodes) == 1:
         return result("mtu", Status.SKIP, "one node and no `interface` set: no cluster traffic to check")
-    net = sections["net"]
     try:
-        link, _, why = cluster_interface(node, net)
+        link, _, why = cluster_link(node, sections)
     except ParseError as exc:
         return result("mtu", Status.ERROR, f"cannot read `ip` output: {exc}")
     if link is None:
@@ -105,30 +73,26 @@ def _mtu_evaluate(node: Node, sections: Mapping[str, Section], ctx: ProbeContext
     return result("mtu", Status.PASS, f"{link.name} MTU {link.mtu}")
 
 
-MTU = NodeCheck("mtu", "cluster interface MTU >= min_mtu", ("net",), _mtu_evaluate)
+MTU = NodeCheck("mtu", "cluster interface MTU >= min_mtu", NET_SECTIONS, _mtu_evaluate)
 
 
 # -- path_mtu and master_port: the cross-node round ------------------------------------------
 def node_address(facts: NodeFacts) -> str:
-    """Where other nodes reach this one: its cluster-interface address, else its inventory host."""
-    net = facts.sections.get("net")
-    if net is not None and net.exit_code is not None:
+    """Where other nodes reach this one: its cluster endpoint, else (no usable address) its inventory host."""
+    if _probed(facts.sections):
         try:
-            _, address, _ = cluster_interface(facts.node, net)
-        except ParseError:
-            address = None
-        if address is not None:
-            return address.address
+            return cluster_endpoint(facts.node, facts.sections).ip
+        except EndpointError:
+            pass
     return facts.node.host
 
 
 def jumbo_ready(facts: NodeFacts, ctx: ProbeContext) -> bool:
     """Both ends must be configured for jumbo frames before the path between them is judged."""
-    net = facts.sections.get("net")
-    if net is None or net.exit_code is None:
+    if not _probed(facts.sections):
         return False
     try:
-        link, _, _ = cluster_interface(facts.node, net)
+        link, _, _ = cluster_link(facts.node, facts.sections)
     except ParseError:
         return False
     return link is not None and link.mtu >= ctx.config.min_mtu
@@ -293,7 +257,7 @@ def _common_endpoints(failures: list[tuple[str, str, bool]]) -> list[str]:
     return sorted(common)
 
 
-PATH_MTU = ClusterCheck("path_mtu", "jumbo frames pass between nodes", ("net",), _path_mtu_evaluate, phase2=True)
+PATH_MTU = ClusterCheck("path_mtu", "jumbo frames pass between nodes", NET_SECTIONS, _path_mtu_evaluate, phase2=True)
 
 
 def master_port_free(master: NodeFacts, port: int) -> tuple[bool | None, str]:
@@ -355,5 +319,5 @@ def _master_port_evaluate(facts: Sequence[NodeFacts], ctx: ProbeContext) -> Clus
     return ClusterVerdict(per_node, summary)
 
 
-MASTER_PORT = ClusterCheck("master_port", "rendezvous port free on the master and reachable", ("ports", "net"), _master_port_evaluate,
+MASTER_PORT = ClusterCheck("master_port", "rendezvous port free on the master and reachable", ("ports", *NET_SECTIONS), _master_port_evaluate,
                            phase2=True)

@@ -15,7 +15,8 @@ from ..nodeset import fold
 from ..parsers import ParseError
 from ..parsers.hccn import parse_link, parse_net_health
 from ..parsers.npu_smi import Health, NpuInfo, parse_npu_info
-from . import CheckResult, ClusterCheck, ClusterVerdict, NodeCheck, NodeFacts, ProbeContext, Section, Status, result
+from ..probe import Section
+from . import CheckResult, ClusterCheck, ClusterVerdict, NodeCheck, NodeFacts, ProbeContext, Status, result
 
 ABSENT = "@@absent"
 

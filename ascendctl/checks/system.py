@@ -13,7 +13,8 @@ from ..nodeset import fold, group_by
 from ..parsers import ParseError
 from ..parsers.system import parse_df_kib, parse_ulimits
 from ..parsers.versions import package_version, parse_version_info
-from . import CheckResult, ClusterCheck, ClusterVerdict, NodeCheck, NodeFacts, ProbeContext, Section, Status, result
+from ..probe import Section
+from . import CheckResult, ClusterCheck, ClusterVerdict, NodeCheck, NodeFacts, ProbeContext, Status, result
 
 VERSION_FILES = {
     "driver": "/usr/local/Ascend/driver/version.info",

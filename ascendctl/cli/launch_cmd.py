@@ -41,14 +41,14 @@ def launch(
 ) -> None:
     """Launch an msrun or torchrun job on every node; stream its output; tear everything down on failure."""
     from ..inventory import load_inventory
-    from ..launch import DRY_RUN_JOB_ID, LaunchOptions, build_plan, launch_job
+    from ..jobs import LaunchOptions, dry_run as plan_only, launch_job
     from ..ui import launch_view
 
     options = LaunchOptions(launcher.value, tuple(script), nproc_per_node, master_addr, master_port, log_dir, tuple(env or ()),
                             rank_table, rdzv, cluster_timeout, grace)
     inv = load_inventory(inventory)
     if dry_run:
-        launch_view.show_plan(build_plan(inv, options, job_id=DRY_RUN_JOB_ID))
+        launch_view.show_plan(plan_only(inv, options))
         raise typer.Exit(int(ExitCode.OK))
     outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=launch_view.line_sink(inv.names),
                          on_notice=launch_view.notice)
@@ -71,14 +71,13 @@ def jobs() -> None:
 def status(job: JobArg = None, inventory: InventoryOpt = None) -> None:
     """Show a job's nodes, pids, exit codes and logs (asks the nodes while it runs)."""
     from ..inventory import load_inventory
-    from ..jobs import load_job
-    from ..launch import refresh_job
+    from ..jobs import load_job, refresh_job
     from ..ui import launch_view
 
     record = load_job(job)
     record = refresh_job(record, load_inventory(inventory) if inventory else None)
     launch_view.show_status(record)
-    from ..launch import job_outcomes
+    from ..jobs import job_outcomes
     from ..outcome import exit_code_for
 
     raise typer.Exit(int(exit_code_for(job_outcomes(record))))
@@ -94,8 +93,7 @@ def logs(
 ) -> None:
     """Print or follow a job's launcher logs, `[node]`-prefixed."""
     from ..inventory import load_inventory
-    from ..jobs import load_job
-    from ..launch import job_logs
+    from ..jobs import job_logs, load_job
     from ..ui import launch_view
 
     names = [n.name for n in load_job(job).nodes]
@@ -109,12 +107,12 @@ def logs(
 def stop(job: JobArg = None, grace: GraceOpt = 10.0, inventory: InventoryOpt = None) -> None:
     """Stop a (detached) job on every node: SIGTERM, then SIGKILL after --grace."""
     from ..inventory import load_inventory
-    from ..launch import stop_job
+    from ..jobs import stop_job
     from ..ui import launch_view
 
     record = stop_job(job, grace=grace, inventory=load_inventory(inventory) if inventory else None)
     launch_view.show_status(record)
-    from ..launch import job_outcomes
+    from ..jobs import job_outcomes
     from ..outcome import exit_code_for
 
     raise typer.Exit(int(exit_code_for(job_outcomes(record, started_only=True))))

@@ -116,21 +116,26 @@ def ranktable(
 def env(
     inventory: InventoryOpt = None,
     rank_table_file: Annotated[Optional[str], typer.Option("--rank-table-file", help="RANK_TABLE_FILE as the nodes see it (default: ./rank_table.json, absolute).", show_default=False)] = None,
-    master_port: Annotated[int, typer.Option("--master-port", help="MASTER_PORT.", min=1, max=65535)] = 29500,
+    launcher: Annotated[Optional[str], typer.Option("--launcher", help="msrun or torchrun: its default port and line prefixes, as `launch` sets them.", show_default=False)] = None,
+    master_port: Annotated[Optional[int], typer.Option("--master-port", help="MASTER_PORT (default: 8118 for msrun, else 29500).", min=1, max=65535, show_default=False)] = None,
     hccl_connect_timeout: Annotated[int, typer.Option("--hccl-connect-timeout", help="HCCL_CONNECT_TIMEOUT in seconds (HCCL's own default is 120).", min=1)] = 1200,
     node: Annotated[Optional[str], typer.Option("--node", help="Only this node's exports (for eval on that node).", show_default=False)] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the exports, secrets included, to this file (mode 0600); stdout never shows secrets.", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print the env exports each node needs (RANK_TABLE_FILE, HCCL_IF_IP, MASTER_ADDR, ...) as sh or --json."""
+    """Print the env exports each node needs (HCCL_IF_IP of its cluster interface, MASTER_ADDR, RANK_TABLE_FILE, ...)."""
+    from ..environment import LAUNCHERS
     from ..errors import UsageError
     from ..inventory import load_inventory
     from ..render import render_env
     from ..ui import render_view
 
-    envs = render_env(load_inventory(inventory), rank_table_file=rank_table_file, master_port=master_port,
+    if launcher is not None and launcher not in LAUNCHERS:
+        raise UsageError(f"--launcher {launcher!r}: expected one of {', '.join(LAUNCHERS)}")
+    envs = render_env(load_inventory(inventory), launcher=launcher, rank_table_file=rank_table_file, master_port=master_port,
                       hccl_connect_timeout=hccl_connect_timeout)
     if node is not None:
         envs = tuple(e for e in envs if e.node == node)
         if not envs:
             raise UsageError(f"--node {node}: no such node in the inventory")
-    render_view.show_env(envs, as_json=as_json, argv=argv_now())
+    render_view.show_env(envs, as_json=as_json, argv=argv_now(), output=output)

@@ -18,6 +18,27 @@ if TYPE_CHECKING:
 
 
 @runtime_checkable
+class Spawned(Protocol):
+    """A command left running on a node, read without blocking: many of them are followed by one event loop."""
+
+    def fileno(self) -> int:
+        """A file descriptor that becomes readable when output (or the end) is there; for `selectors`."""
+        ...
+
+    def read(self) -> bytes:
+        """The stdout that has arrived since the last read (b"" when none); stderr is discarded."""
+        ...
+
+    def finished(self) -> bool:
+        """The command ended (or its connection did) and all of its output was read."""
+        ...
+
+    def close(self) -> None:
+        """Stop reading (the remote command gets EOF/hangup); safe to call twice."""
+        ...
+
+
+@runtime_checkable
 class Transport(Protocol):
     """Run commands on and copy files to and from one node."""
 
@@ -38,6 +59,10 @@ class Transport(Protocol):
 
         `timeout` None means the node's command_timeout; pass float("inf") for a stream with no limit.
         """
+        ...
+
+    def spawn(self, command: str, *, stdin: bytes | None = None) -> Spawned:
+        """Start `command` and return at once; its stdout is read through the handle, without a thread per command."""
         ...
 
     def put(self, local: Path, remote: str) -> None:

@@ -81,6 +81,18 @@ class LocalTransport:
                     pipe.close()
         return CommandResult(command, proc.returncode, _text(b"".join(out)), _text(b"".join(err)), time.monotonic() - started)
 
+    def spawn(self, command: str, *, stdin: bytes | None = None) -> "LocalSpawned":
+        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+        self._procs.add(proc)
+        if stdin is not None and proc.stdin is not None:
+            try:
+                proc.stdin.write(stdin)
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        return LocalSpawned(proc, self._procs)
+
     def put(self, local: Path, remote: str) -> None:
         shutil.copyfile(local, os.path.expanduser(remote))
 
@@ -90,6 +102,48 @@ class LocalTransport:
     def close(self) -> None:
         for proc in list(self._procs):
             _kill_group(proc)
+
+
+class LocalSpawned:
+    """A local command's stdout, read without blocking."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], owner: set[subprocess.Popen[bytes]]) -> None:
+        assert proc.stdout is not None
+        self._proc = proc
+        self._owner = owner
+        self._fd = proc.stdout.fileno()
+        os.set_blocking(self._fd, False)
+        self._eof = False
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def read(self) -> bytes:
+        chunks = []
+        while not self._eof:
+            try:
+                chunk = os.read(self._fd, 65536)
+            except BlockingIOError:
+                break
+            except OSError:
+                self._eof = True
+                break
+            if not chunk:
+                self._eof = True
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def finished(self) -> bool:
+        return self._eof and self._proc.poll() is not None
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            _kill_group(self._proc)
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+        self._owner.discard(self._proc)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -439,6 +439,17 @@ class SSHTransport:
             chan.close()
         return CommandResult(command, status, _text(out), _text(err), time.monotonic() - started)
 
+    def spawn(self, command: str, *, stdin: bytes | None = None) -> "SSHSpawned":
+        try:
+            chan = self._transport.open_session(timeout=self.endpoint.connect_timeout)
+            chan.exec_command(command)
+            if stdin:
+                chan.sendall(stdin)
+            chan.shutdown_write()
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise ConnectError(f"lost connection to {self.endpoint.label}: {exc}") from None
+        return SSHSpawned(chan, self._transport)
+
     def put(self, local: Path, remote: str) -> None:
         with self._transport.open_sftp_client() as sftp:
             sftp.put(str(local), remote)
@@ -451,6 +462,39 @@ class SSHTransport:
 
     def close(self) -> None:
         self._transport.close()
+
+
+class SSHSpawned:
+    """A remote command's stdout over one channel, read without blocking (paramiko's channel fileno works with select)."""
+
+    def __init__(self, chan: paramiko.Channel, transport: paramiko.Transport) -> None:
+        self._chan = chan
+        self._transport = transport
+        self._fd = chan.fileno()
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def read(self) -> bytes:
+        out = bytearray()
+        try:
+            while self._chan.recv_ready():
+                out += self._chan.recv(65536)
+            while self._chan.recv_stderr_ready():
+                self._chan.recv_stderr(65536)
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
+        return bytes(out)
+
+    def finished(self) -> bool:
+        if self._chan.recv_ready():
+            return False
+        if self._chan.exit_status_ready() and self._chan.eof_received:
+            return True
+        return self._chan.closed or not self._transport.is_active()
+
+    def close(self) -> None:
+        self._chan.close()
 
 
 def _handshake_error(exc: BaseException, ep: Endpoint, elapsed: float) -> TransportError:

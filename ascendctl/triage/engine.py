@@ -571,7 +571,9 @@ def _voters_for(facts: Facts, actor: Actor) -> int:
     return nodes.get(actor.node or "", 0) if actor.node else 0
 
 
-def _clear_winner(votes: Counter[Any]) -> tuple[Any, int] | None:
+def _clear_winner(votes: Counter[Any], reporters: int) -> tuple[Any, int] | None:
+    """The target most ranks point at, when it is a clear majority; one pointer decides only when almost nobody else
+    lost a peer (a paste of one or two ranks), never when many ranks failed and only one of them names someone."""
     ranked = votes.most_common(2)
     if not ranked:
         return None
@@ -579,7 +581,7 @@ def _clear_winner(votes: Counter[Any]) -> tuple[Any, int] | None:
     runner = ranked[1][1] if len(ranked) > 1 else 0
     if count >= 2 and count >= 2 * runner:
         return top, count
-    if count == 1 and runner == 0 and sum(1 for a in votes) == 1:
+    if count == 1 and runner == 0 and reporters <= 2:
         return top, count
     return None
 
@@ -618,17 +620,18 @@ def rule_peer_votes(facts: Facts) -> Verdict | None:
         pointers = [f for f in comm if _peer_targets(facts, f)[0] == name]
         if _failed_before_votes(facts, [a for a in facts.ranked() if a.node == name], pointers):
             del nodes[name]
-    win = _clear_winner(ranks)
+    reporters = sum(1 for a in facts.actors.values() if a.comm)
+    win = _clear_winner(ranks, reporters)
     if win is not None:
         (node, rank), count = win
         actor = facts.actor(node, rank)
         pointer = facts.earliest(f for a in facts.actors.values() for f in a.comm if _peer_targets(facts, f)[1] == rank)
         assert pointer is not None
-        culprit = _actor_evidence(facts, actor) or replace(pointer, node=node, rank=rank, device=None)
+        culprit = _actor_evidence(facts, actor) or replace(pointer, node=node, rank=rank, local_rank=None, device=None)
         return Verdict("peer_votes", Category.COMM_TIMEOUT, culprit,
                        f"{count} rank(s)' communication errors point at rank {rank}" + (f" on node {node}" if node else ""),
                        "medium", actor)
-    win = _clear_winner(nodes)
+    win = _clear_winner(nodes, reporters)
     if win is None:
         return None
     node_name, count = win
@@ -640,7 +643,8 @@ def rule_peer_votes(facts: Facts) -> Verdict | None:
     actor = pick or facts.actor(node_name, None)
     pointer = facts.earliest(f for a in facts.actors.values() for f in a.comm if _peer_targets(facts, f)[0] == node_name)
     assert pointer is not None
-    culprit = _actor_evidence(facts, actor) or replace(pointer, node=node_name, rank=actor.rank, device=None)
+    culprit = _actor_evidence(facts, actor) or replace(pointer, node=node_name, rank=actor.rank, local_rank=actor.local,
+                                                       device=None)
     which = f"rank {actor.rank} on node {node_name}" if actor.rank is not None else f"node {node_name}"
     return Verdict("peer_votes", Category.COMM_TIMEOUT, culprit,
                    f"{count} rank(s)' communication errors point at node {node_name}; {which} shows no communication error "

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from ..errors import AscendctlError, ExitCode
 from ..models import EventSink, NodeEvent, NodeStatus
+from ..redact import redact_document
 
 JSON_SCHEMA = 1
 
@@ -55,8 +56,8 @@ def show_exception(exc: AscendctlError) -> None:
 def emit_json(command: list[str], exit_code: ExitCode, data: dict[str, Any], errors: list[dict[str, Any]] | None = None) -> None:
     """Write the one JSON document of a command to stdout: data keys plus the envelope keys."""
     status = "ok" if exit_code == ExitCode.OK else ("error" if exit_code in (ExitCode.ERROR, ExitCode.USAGE) else "partial")
-    document = {"schema": JSON_SCHEMA, "command": command, "status": status, "exit_code": int(exit_code), **data,
-                "errors": errors or []}
+    document = redact_document({"schema": JSON_SCHEMA, "command": command, "status": status, "exit_code": int(exit_code),
+                                **data, "errors": errors or []})
     sys.stdout.write(json.dumps(document, indent=2) + "\n")
     sys.stdout.flush()
 

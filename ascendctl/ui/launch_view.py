@@ -13,8 +13,7 @@ from typing import Callable
 
 from rich.text import Text
 
-from ..jobs import JobRecord
-from ..launch import LaunchOutcome, LaunchPlan, render_plan
+from ..jobs import JobRecord, LaunchOutcome, LaunchPlan, render_plan
 from . import error, out
 from .triage_view import verdict_lines
 
@@ -84,13 +83,12 @@ def show_outcome(outcome: LaunchOutcome) -> None:
             out.print(line, markup=False)
     if first:
         hint = f"gather every log and the kernel messages with `ascendctl collect {record.id}`, then `ascendctl triage BUNDLE`"
-        if first.get("node") is not None:
-            rank = f" (rank {first['rank']})" if first.get("rank") is not None else ""
-            what = f"{first['category']}: {first['reason']}" if first.get("category") else first["reason"]
-            error(f"failed first: {what}", subject=f"{first['node']}{rank}", hint=hint)
+        if first.node is not None:
+            rank = f" (rank {first.rank})" if first.rank is not None else ""
+            what = f"{first.category}: {first.reason}" if first.category else first.reason
+            error(f"failed first: {what}", subject=f"{first.node}{rank}", hint=hint)
         else:
-            error(f"failed: {first.get('headline') or first.get('category')}: {first['reason']}", subject=f"job {record.id}",
-                  hint=hint)
+            error(f"failed: {first.headline or first.category}: {first.reason}", subject=f"job {record.id}", hint=hint)
     elif outcome.interrupted:
         error("job stopped on every node", subject="interrupted", hint=f"gather the logs with `ascendctl collect {record.id}`")
 
@@ -114,8 +112,8 @@ def show_status(record: JobRecord) -> None:
     out.print("\n".join(_node_state(record)), markup=False)
     if record.first_failure:
         f = record.first_failure
-        if f.get("headline"):
-            out.print(f"verdict: {f['headline']} (confidence {f.get('confidence')}): {f['reason']}", markup=False)
+        if f.headline:
+            out.print(f"verdict: {f.headline} (confidence {f.confidence}): {f.reason}", markup=False)
         else:
-            rank = f" rank {f['rank']}" if f.get("rank") is not None else ""
-            out.print(f"first failure: {f['node']}{rank}: {f['reason']}", markup=False)
+            rank = f" rank {f.rank}" if f.rank is not None else ""
+            out.print(f"first failure: {f.node}{rank}: {f.reason}", markup=False)

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ExitCode
-from ..render import NodeEnv, Problem, RankTableCheck, RankTableResult, env_snippet
+from ..environment import NodeEnvironment, env_snippet, redacted_names, write_private
+from ..render import Problem, RankTableCheck, RankTableResult
 from . import emit_json, err, error
 
 
@@ -84,8 +85,20 @@ def show_check(report: RankTableCheck, *, as_json: bool, argv: list[str]) -> Non
     _write_stdout(f"{report.source}: ok, version {report.version}, {report.servers} server(s), {report.ranks} rank(s) match the cluster\n")
 
 
-def show_env(envs: Sequence[NodeEnv], *, as_json: bool, argv: list[str]) -> None:
+def show_env(envs: Sequence[NodeEnvironment], *, as_json: bool, argv: list[str], output: Path | None = None) -> None:
+    """Secret values never reach stdout; with `output` the file gets them, readable only by its owner."""
+    if output is not None:
+        write_private(output, env_snippet(envs))
+    hidden = redacted_names(envs)
     if as_json:
-        emit_json(argv, ExitCode.OK, {"nodes": [item.to_dict() for item in envs]})
+        data: dict[str, object] = {"nodes": [item.to_dict() for item in envs]}
+        if output is not None:
+            data["output"] = str(output)
+        emit_json(argv, ExitCode.OK, data)
+        return
+    if output is None:
+        _write_stdout(env_snippet(envs, redact=True))
+        if hidden:
+            error(f"{', '.join(hidden)}: shown as <redacted>; write them to a private file with -o FILE", level="notice")
     else:
-        _write_stdout(env_snippet(envs))
+        error(f"wrote {len(envs)} node(s) to {output} (mode 0600)", level="notice")

@@ -1,17 +1,21 @@
 # n1 (10.0.0.11)
-export RANK_TABLE_FILE=/shared/job/rank_table.json
-export HCCL_IF_IP=10.0.0.11
+export HCCL_IF_IP=172.16.0.11
 export HCCL_SOCKET_IFNAME=eth0
-export HCCL_CONNECT_TIMEOUT=1200
-export MASTER_ADDR=10.0.0.11
+export GLOO_SOCKET_IFNAME=eth0
+export NCCL_SOCKET_IFNAME=eth0
+export MASTER_ADDR=172.16.0.11
 export MASTER_PORT=29500
+export HCCL_CONNECT_TIMEOUT=1200
+export RANK_TABLE_FILE=/shared/job/rank_table.json
 export HCCL_EXEC_TIMEOUT=1800
 
 # n2 (10.0.0.12)
-export RANK_TABLE_FILE=/shared/job/rank_table.json
-export HCCL_IF_IP=10.0.0.12
+export HCCL_IF_IP=172.16.0.12
 export HCCL_SOCKET_IFNAME=eth0
-export HCCL_CONNECT_TIMEOUT=1200
-export MASTER_ADDR=10.0.0.11
+export GLOO_SOCKET_IFNAME=eth0
+export NCCL_SOCKET_IFNAME=eth0
+export MASTER_ADDR=172.16.0.11
 export MASTER_PORT=29500
+export HCCL_CONNECT_TIMEOUT=1200
+export RANK_TABLE_FILE=/shared/job/rank_table.json
 export HCCL_EXEC_TIMEOUT=1800

@@ -1,7 +1,7 @@
-"""Job records: what `ascendctl launch` started where, kept in $XDG_STATE_HOME/ascendctl/jobs/<id>.json.
+"""Job records: what `ascendctl launch` started where and how it ended, kept in $XDG_STATE_HOME/ascendctl/jobs/<id>.json.
 
-`jobs`, `status`, `logs`, `stop` and `collect` read them. Records are written atomically.
-Must not import typer or rich.
+`jobs`, `status`, `logs`, `stop`, `collect` and `triage` read them. Records are typed here and written
+atomically; environment values in them are redacted (redact.py). Must not import typer or rich.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import AscendctlError, ExitCode
+from ..errors import AscendctlError, ExitCode
 
 JOB_SCHEMA = 1
 
@@ -47,9 +47,63 @@ class NodeJob:
     address: str | None = None  # the node's cluster address (HCCL_IF_IP): peers name it in their errors
     utc_offset: int | None = None  # seconds east of UTC on the node, to read its log times against epoch times
 
+    @property
+    def dir(self) -> str:
+        """This node's directory of the job (launcher.log, exit_code, pid, workers/)."""
+        return self.log.rsplit("/", 1)[0]
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "NodeJob":
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True, slots=True)
+class FailureVictim:
+    """A rank (or node) that failed because of the culprit, and how."""
+
+    node: str | None
+    rank: int | None
+    how: str
+
+
+@dataclass(frozen=True, slots=True)
+class FirstFailure:
+    """Where a job's failure started (the triage verdict), or why nothing was started."""
+
+    reason: str
+    node: str | None = None
+    rank: int | None = None
+    category: str | None = None
+    headline: str | None = None
+    rule: str | None = None
+    confidence: str | None = None
+    single_culprit: bool = True
+    time: str | None = None  # node-local time of the evidence
+    file: str | None = None
+    line: int | None = None
+    text: str | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    victims: tuple[FailureVictim, ...] = ()
+    launcher_blamed: str | None = None
+    hints: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["victims"] = [asdict(v) for v in self.victims]
+        data["hints"] = list(self.hints)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "FirstFailure":
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["victims"] = tuple(FailureVictim(v.get("node"), v.get("rank"), str(v.get("how", "")))
+                                  for v in data.get("victims") or () if isinstance(v, dict))
+        fields["hints"] = tuple(str(h) for h in data.get("hints") or ())
+        fields.setdefault("reason", "")
+        if not isinstance(fields.get("time"), (str, type(None))):
+            fields["time"] = None  # records of older versions kept an epoch here
+        return cls(**fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,20 +121,32 @@ class JobRecord:
     started: float
     ended: float | None = None
     status: str = "running"  # running | succeeded | failed | stopped | interrupted
-    first_failure: dict[str, Any] | None = None  # the triage verdict: {"node", "rank", "category", "reason", ...}
+    first_failure: FirstFailure | None = None  # the triage engine's verdict when the job failed
     teardown_started: float | None = None  # epoch seconds when ascendctl began stopping the other nodes
     schema: int = JOB_SCHEMA
+
+    runner: str = "ssh"  # the Runner that started it (jobs/runner.py)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["nodes"] = [asdict(node) for node in self.nodes]
+        data["first_failure"] = self.first_failure.to_dict() if self.first_failure else None
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "JobRecord":
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         fields["nodes"] = tuple(NodeJob.from_dict(node) for node in data.get("nodes", []))
+        first = data.get("first_failure")
+        fields["first_failure"] = FirstFailure.from_dict(first) if isinstance(first, dict) else None
         return cls(**fields)
+
+    def node(self, name: str) -> NodeJob:
+        """One node's entry (KeyError when the job has no such node)."""
+        for entry in self.nodes:
+            if entry.name == name:
+                return entry
+        raise KeyError(name)
 
     def with_node(self, node: NodeJob) -> "JobRecord":
         """A copy with one node's entry replaced."""

@@ -1,17 +1,30 @@
-"""The one shell probe per node: concatenate fact sections, then split the output back.
+"""The one remote probe protocol: concatenate named shell sections, run them in one round trip, split the output back.
 
-Each section runs in its own `sh -c` under `timeout` (when the node has it), so one hung
-vendor tool cannot stall the others, and its exit status is recorded. Section markers
-carry a per-run nonce so no tool output can forge them. Pure; must not import typer or rich.
+Each section runs in its own `sh -c` under `timeout` (when the node has it), so one hung tool cannot
+stall the others, and its exit status is recorded. Section markers carry a per-run nonce so no tool
+output can forge them. Preflight's checks, the cluster-endpoint probe, device discovery, collect's facts
+and job state all speak it. Pure; must not import typer or rich.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Mapping
 
-from . import Section
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """What one probe section printed (stdout and stderr together) and its exit status."""
+
+    output: str
+    exit_code: int | None  # None when the section never finished (probe cut short)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
 
 # Non-interactive SSH sessions rarely have the vendor tools on PATH.
 TOOL_PATH = "/usr/local/Ascend/driver/tools:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"

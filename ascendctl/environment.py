@@ -1,0 +1,135 @@
+"""The one environment builder: what a node's training processes get, for `launch`, `launch --dry-run` and `render env`.
+
+Values are plain strings built from the node's cluster endpoint (network.py), the master's endpoint,
+the launcher, the rank table and the inventory; quoting happens only when they are written as shell.
+The defaults that other modules used to repeat (master ports, HCCL_CONNECT_TIMEOUT) live here.
+Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from .errors import UsageError
+from .inventory import Node
+from .network import Endpoint
+from .redact import REDACTED, is_secret_name, redact_value
+
+LAUNCHERS = ("msrun", "torchrun")
+DEFAULT_PORTS = {"msrun": 8118, "torchrun": 29500}
+DEFAULT_MASTER_PORT = DEFAULT_PORTS["torchrun"]  # without a launcher: torch's default
+DEFAULT_HCCL_CONNECT_TIMEOUT = 1200  # HCCL's own default (120 s) is too short for hundreds of nodes starting together
+# torchrun prefixes each worker line with its local and global rank, so triage can attribute lines without a job record
+TORCHRUN_LINE_PREFIX = "[${role_name}${local_rank}]:[rank${rank}]:"
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def master_port(launcher: str | None, port: int | None = None) -> int:
+    """The rendezvous port: the one given, else the launcher's default."""
+    return port or DEFAULT_PORTS.get(launcher or "", DEFAULT_MASTER_PORT)
+
+
+def check_env_name(name: str, where: str) -> None:
+    """Raise UsageError unless `name` is a valid shell variable name."""
+    if not _NAME_RE.match(name):
+        raise UsageError(f"{where}: invalid environment variable name {name!r} (expected [A-Za-z_][A-Za-z0-9_]*)")
+
+
+def parse_env_assignments(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """`K=V` strings to pairs; a bad name is a usage error that names it."""
+    pairs = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--env {item!r}: expected NAME=VALUE")
+        check_env_name(name, f"--env {item!r}")
+        pairs.append((name, value))
+    return tuple(pairs)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEnvironment:
+    """One node's environment, in export order (later wins), with plain values; `path_prepend` goes before $PATH."""
+
+    node: str
+    host: str
+    values: tuple[tuple[str, str], ...]
+    path_prepend: str | None = None
+
+    def shell_lines(self, *, redact: bool = False) -> list[str]:
+        """`NAME=value` lines with values quoted for sh (secrets replaced when `redact`)."""
+        lines = []
+        for name, value in self.values:
+            shown = REDACTED if redact and is_secret_name(name) else (redact_value(value) if redact else value)
+            lines.append(f"{name}={shlex.quote(shown)}")
+        if self.path_prepend is not None:
+            lines.append(f'PATH={shlex.quote(self.path_prepend)}:"$PATH"')
+        return lines
+
+    def exports(self, *, redact: bool = False) -> str:
+        """The environment as `export NAME=value` lines for sh."""
+        return "".join(f"export {line}\n" for line in self.shell_lines(redact=redact))
+
+    def to_dict(self, *, redact: bool = True) -> dict[str, Any]:
+        env = {name: (REDACTED if redact and is_secret_name(name) else value) for name, value in self.values}
+        if self.path_prepend is not None:
+            env["PATH"] = f"{self.path_prepend}:$PATH"
+        return {"name": self.node, "host": self.host, "env": env}
+
+
+def node_environment(
+    node: Node,
+    endpoint: Endpoint,
+    master: Endpoint,
+    *,
+    launcher: str | None = None,
+    port: int | None = None,
+    rank_table: str | None = None,
+    hccl_connect_timeout: int = DEFAULT_HCCL_CONNECT_TIMEOUT,
+    extra: Sequence[tuple[str, str]] = (),
+) -> NodeEnvironment:
+    """Everything a node's training processes get: cluster address and interface, master, rank table, the inventory's
+    `env`, `--env`, and the job's interpreter first on PATH (msrun starts workers with the first python on PATH)."""
+    env: dict[str, str] = {"HCCL_IF_IP": endpoint.ip}
+    if endpoint.ifname:
+        for name in ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+            env[name] = endpoint.ifname
+    env["MASTER_ADDR"] = master.ip
+    env["MASTER_PORT"] = str(master_port(launcher, port))
+    env["HCCL_CONNECT_TIMEOUT"] = str(hccl_connect_timeout)
+    if rank_table:
+        env["RANK_TABLE_FILE"] = rank_table
+    if launcher == "torchrun":
+        env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = TORCHRUN_LINE_PREFIX
+    for name, value in node.env.items():
+        check_env_name(name, f"{node.name}: env")
+        env[name] = str(value)
+    for name, value in extra:
+        env[name] = value
+    prepend = node.python.rsplit("/", 1)[0] if node.python.startswith("/") else None
+    return NodeEnvironment(node.name, node.host, tuple(env.items()), prepend)
+
+
+def env_snippet(envs: Sequence[NodeEnvironment], *, redact: bool = False) -> str:
+    """Shell text: one `# node (host)` block of export lines per node."""
+    return "\n".join(f"# {e.node} ({e.host})\n{e.exports(redact=redact)}" for e in envs)
+
+
+def redacted_names(envs: Sequence[NodeEnvironment]) -> list[str]:
+    """The variables a redacted rendering hides, for saying so."""
+    return sorted({name for e in envs for name, _ in e.values if is_secret_name(name)})
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it may hold secrets), atomically."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)

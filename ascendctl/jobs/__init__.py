@@ -1,0 +1,242 @@
+"""Jobs: plan a launch (pure), start it through a Runner, supervise it, and look after it afterwards.
+
+- record.py     the job record (typed, redacted, written atomically) that every job command reads
+- plan.py       LaunchOptions -> LaunchPlan: per node the exact launcher command and environment (dry-run == run)
+- runner.py     the Runner protocol: start, follow, stop, states, log_text, artifacts
+- ssh_runner.py today's runner: launchers detached under setsid over each node's transport
+- supervise.py  one event loop follows every node and owns the teardown; the verdict is the triage engine's
+
+A Slurm runner goes in `slurm_runner.py` beside `ssh_runner.py`; `launch_job` picks the runner, nothing else
+changes. Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from ..errors import AscendctlError, ExitCode, Interrupted, UsageError
+from ..group import NodeGroup
+from ..inventory import Inventory, load_inventory
+from ..network import resolve_endpoints
+from ..outcome import Outcome, exit_code_for
+from ..transport import TransportFactory
+from ..triage import TriageReport
+from .plan import (DEFAULT_GRACE, DRY_RUN_JOB_ID, LaunchOptions, LaunchPlan, NodePlan, build_plan, default_log_dir,
+                   launcher_binary, render_plan)
+from .record import (FailureVictim, FirstFailure, JobError, JobRecord, NodeJob, jobs_dir, list_jobs, load_job, new_job_id,
+                     save_job, state_dir)
+from .runner import LineSink, NodeEnded, NoticeSink, Runner
+from .ssh_runner import SSHRunner, marker, with_stop_results
+from .supervise import Supervised, supervise
+
+__all__ = [
+    "DEFAULT_GRACE", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobRecord", "LaunchOptions", "LaunchOutcome",
+    "LaunchPlan", "LaunchRefused", "NodeEnded", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan",
+    "default_log_dir", "dry_run", "job_logs", "job_outcomes", "jobs_dir", "launch_job", "launcher_binary", "list_jobs",
+    "load_job", "marker", "new_job_id", "refresh_job", "render_plan", "save_job", "state_dir", "stop_job",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchOutcome:
+    """How a launch (or a follow of a detached job) ended."""
+
+    record: JobRecord
+    interrupted: bool = False
+    detached: bool = False
+    verdict: TriageReport | None = None  # the triage engine's answer when the job failed
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """130 interrupted; 4 a node was lost; 5 the job ran and failed; 0 it succeeded (or started, detached)."""
+        if self.interrupted:
+            return exit_code_for([Outcome.INTERRUPTED])
+        return exit_code_for(job_outcomes(self.record, started_only=self.detached))
+
+
+class LaunchRefused(AscendctlError):
+    """Preflight or the start on some node failed, so nothing (more) was started."""
+
+
+def job_outcomes(record: JobRecord, *, started_only: bool = False) -> list[Outcome]:
+    """A job's outcomes: each node lost, and the job's own end (failed, interrupted) unless only its start counts."""
+    outcomes = [Outcome.UNREACHABLE for n in record.nodes if n.error and n.error.startswith(("unreachable", "lost track"))]
+    if any(n.error and n.error.startswith("not started") for n in record.nodes):
+        outcomes.append(Outcome.FAILED)
+    if not started_only:
+        outcomes.append({"failed": Outcome.JOB_FAILED, "interrupted": Outcome.INTERRUPTED}.get(record.status, Outcome.OK))
+    return outcomes
+
+
+def run_launch_preflight(inventory: Inventory, port: int, group: NodeGroup) -> None:
+    """ssh, master_port (the launch port) and npu_stale_procs; raise LaunchRefused saying why on failure."""
+    from ..checks import select_checks
+    from ..preflight import run_preflight
+
+    checked = replace(inventory, preflight=replace(inventory.preflight, master_port=port))
+    report = run_preflight(checked, select_checks(["ssh", "master_port", "npu_stale_procs"]), group=group)
+    if report.ok:
+        return
+    problems = []
+    for node in report.nodes:
+        problems += [f"{node.name}: {c.check}: {c.summary}" for c in node.checks if c.status.value in ("fail", "error")]
+        if not node.reachable and not node.checks:
+            problems.append(f"{node.name}: unreachable")
+    problems += [f"cluster: {c.check}: {c.summary}" for c in report.cluster if c.status.value in ("fail", "error")]
+    raise LaunchRefused("preflight failed, nothing started:\n" + "\n".join(problems or ["see `ascendctl preflight`"]),
+                        hint="fix the above or pass --no-preflight", exit_code=report.exit_code)
+
+
+def dry_run(inventory: Inventory, options: LaunchOptions, *, factory: TransportFactory | None = None) -> LaunchPlan:
+    """The plan a launch would start: the nodes are asked for their cluster endpoints, nothing is started."""
+    with NodeGroup(inventory, factory=factory) as group:
+        return build_plan(inventory, options, job_id=DRY_RUN_JOB_ID, endpoints=resolve_endpoints(group))
+
+
+def new_record(inventory: Inventory, plan: LaunchPlan, runner: str) -> JobRecord:
+    """The record of a job about to start (redacted environment)."""
+    from ..redact import redact_env
+
+    return JobRecord(
+        id=plan.job_id, launcher=plan.launcher, inventory=inventory.source, script=list(plan.script),
+        master_addr=plan.master_addr, master_port=plan.master_port, log_dir=plan.log_dir,
+        nodes=tuple(NodeJob(n.name, n.host, n.rank, n.command, redact_env(dict(n.environment.to_dict(redact=False)["env"])),
+                            n.log, n.worker_log_dir, workers=n.workers, first_rank=n.first_rank, address=n.endpoint.ip)
+                    for n in plan.nodes),
+        started=time.time(), runner=runner)
+
+
+def launch_job(
+    inventory: Inventory,
+    options: LaunchOptions,
+    *,
+    preflight: bool = True,
+    detach: bool = False,
+    on_line: LineSink | None = None,
+    on_notice: NoticeSink | None = None,
+    factory: TransportFactory | None = None,
+    job_id: str | None = None,
+) -> LaunchOutcome:
+    """Preflight, resolve endpoints, plan, start every node's launcher, then supervise it (unless `detach`)."""
+    from ..environment import master_port
+
+    job_id = job_id or new_job_id()
+    notice = on_notice or (lambda _msg: None)
+    group = NodeGroup(inventory, factory=factory)
+    try:
+        if preflight:
+            run_launch_preflight(inventory, master_port(options.launcher, options.master_port), group)
+        plan = build_plan(inventory, options, job_id=job_id, endpoints=resolve_endpoints(group))
+        runner = SSHRunner(group)
+        record = new_record(inventory, plan, runner.name)
+        save_job(record)
+        try:
+            record = runner.start(plan, record, notice=notice)
+        except (KeyboardInterrupt, Interrupted):
+            # Ctrl-C while starting: some launchers may be up; the marker finds them even without a pid.
+            notice("interrupted while starting: stopping the job on every node")
+            with NodeGroup(inventory) as fresh:  # the interrupted group is closed
+                stopped = SSHRunner(fresh).stop(load_job(plan.job_id), inventory.names, grace=options.grace)
+            record = replace(with_stop_results(load_job(plan.job_id), stopped), status="interrupted", ended=time.time())
+            save_job(record)
+            return LaunchOutcome(record, interrupted=True)
+        if record.status != "running" or detach:
+            return LaunchOutcome(record, detached=detach and record.status == "running")
+        result = supervise(runner, record, on_line=on_line, notice=notice, grace=options.grace)
+        save_job(result.record)
+        return LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict)
+    finally:
+        group.close()
+
+
+# -- jobs started earlier -------------------------------------------------------------------
+def _job_inventory(record: JobRecord, inventory: Inventory | None) -> Inventory:
+    if inventory is not None:
+        return inventory
+    return load_inventory(None if record.inventory.startswith("<") else record.inventory)
+
+
+def _runner(record: JobRecord, inventory: Inventory) -> SSHRunner:
+    if record.runner != "ssh":
+        raise UsageError(f"job {record.id} was started by the {record.runner!r} runner, which this ascendctl does not have")
+    return SSHRunner(NodeGroup(inventory))
+
+
+def _with_states(record: JobRecord, states: dict[str, str]) -> JobRecord:
+    for name, value in states.items():
+        entry = record.node(name)
+        if value.startswith("exit "):
+            code = value.split()[1]
+            record = record.with_node(replace(entry, exit_code=int(code) if code.lstrip("-").isdigit() else None))
+        elif value == "gone" and entry.exit_code is None and entry.signal is None:
+            record = record.with_node(replace(entry, error=entry.error or "launcher gone without an exit status"))
+    return record
+
+
+def refresh_job(record: JobRecord, inventory: Inventory | None = None) -> JobRecord:
+    """Ask each node of a running job whether its launcher is still running; save what changed."""
+    if record.status != "running":
+        return record
+    inv = _job_inventory(record, inventory)
+    runner = _runner(record, inv)
+    try:
+        results = runner.states(record, [n.name for n in record.nodes if n.name in inv.names])
+    finally:
+        runner.close()
+    record = _with_states(record, {r.node: r.value for r in results if r.value is not None})
+    if all(n.exit_code is not None or n.error for n in record.nodes):
+        ok = all(n.exit_code == 0 for n in record.nodes)
+        record = replace(record, status="succeeded" if ok else "failed", ended=time.time())
+        save_job(record)
+    return record
+
+
+def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inventory | None = None) -> JobRecord:
+    """Tear a (detached) job down on every node and record it as stopped."""
+    record = load_job(job_id)
+    inv = _job_inventory(record, inventory)
+    runner = _runner(record, inv)
+    try:
+        names = [n.name for n in record.nodes if n.pid is not None and n.name in inv.names]
+        record = with_stop_results(record, runner.stop(record, names, grace=grace))
+        record = _with_states(record, {r.node: r.value for r in runner.states(record, names) if r.value is not None})
+    finally:
+        runner.close()
+    status = record.status if record.status != "running" else "stopped"
+    record = replace(record, status=status, ended=record.ended or time.time())
+    save_job(record)
+    return record
+
+
+def job_logs(
+    job_id: str | None,
+    *,
+    follow_logs: bool = False,
+    node: str | None = None,
+    on_line: LineSink | None = None,
+    inventory: Inventory | None = None,
+) -> LaunchOutcome:
+    """Print (or follow until the launchers end) the launcher logs of a job; following never stops the job."""
+    from ..triage import split_stamp
+
+    record = load_job(job_id)
+    if node is not None and node not in {n.name for n in record.nodes}:
+        raise UsageError(f"job {record.id} has no node {node!r}", hint=", ".join(n.name for n in record.nodes))
+    inv = _job_inventory(record, inventory)
+    runner = _runner(record, inv)
+    try:
+        if follow_logs:
+            watched = supervise(runner, record, on_line=on_line, teardown_on_failure=False, grace=DEFAULT_GRACE,
+                                nodes=[node] if node else None)
+            return LaunchOutcome(watched.record, interrupted=watched.interrupted)
+        targets = [n.name for n in record.nodes if (node is None or n.name == node) and n.name in inv.names]
+        for result in runner.log_texts(record, targets):
+            text = result.value if result.value is not None else f"(unreachable: {result.error.message if result.error else ''})\n"
+            for line in text.splitlines():
+                if on_line:
+                    on_line(result.node, split_stamp(line)[1])
+        return LaunchOutcome(record, detached=True)
+    finally:
+        runner.close()
+

@@ -1,0 +1,154 @@
+"""A job plan: per node the exact launcher command line and environment. Pure: `--dry-run` prints what a run starts.
+
+The node's environment comes from environment.node_environment and its cluster address from
+network.cluster_endpoint: the same answer a `render env` gives. Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..environment import LAUNCHERS, NodeEnvironment, master_port, node_environment, parse_env_assignments
+from ..errors import UsageError
+from ..inventory import Inventory, Node
+from ..network import Endpoint
+
+DEFAULT_GRACE = 10.0
+DEFAULT_CLUSTER_TIMEOUT = 600
+DRY_RUN_JOB_ID = "dry-run"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchOptions:
+    """What the user asked for; everything not given is derived from the inventory."""
+
+    launcher: str
+    script: tuple[str, ...]
+    nproc_per_node: int | None = None
+    master_addr: str | None = None
+    master_port: int | None = None
+    log_dir: str | None = None  # the job's log directory on every node; default <preflight.log_dir>/ascendctl/<job>
+    env: tuple[str, ...] = ()  # K=V, as given on the command line
+    rank_table: str | None = None
+    rdzv: bool = False  # torchrun c10d rendezvous instead of static ranks
+    cluster_timeout: int = DEFAULT_CLUSTER_TIMEOUT  # msrun --cluster_time_out
+    grace: float = DEFAULT_GRACE
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    """One node's part of the plan: the exact launcher command and its environment."""
+
+    name: str
+    host: str
+    rank: int  # node rank
+    workers: int
+    command: str  # launcher command line, every word shell-quoted
+    environment: NodeEnvironment
+    dir: str  # this node's directory under the job's log dir: launcher.log, exit_code, pid, workers/
+    first_rank: int | None  # global rank of its local rank 0 (None with a rendezvous)
+    endpoint: Endpoint
+
+    @property
+    def log(self) -> str:
+        return f"{self.dir}/launcher.log"
+
+    @property
+    def worker_log_dir(self) -> str:
+        return f"{self.dir}/workers"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchPlan:
+    """Every node's launcher, in inventory order (node rank = inventory index)."""
+
+    job_id: str
+    launcher: str
+    script: tuple[str, ...]
+    master_addr: str
+    master_port: int
+    log_dir: str
+    grace: float
+    nodes: tuple[NodePlan, ...]
+
+    @property
+    def world_size(self) -> int:
+        return sum(node.workers for node in self.nodes)
+
+
+def launcher_binary(node: Node, launcher: str) -> str:
+    """The launcher next to the node's python when that is an absolute path, else the one on PATH."""
+    if node.python.startswith("/") and "/" in node.python:
+        return f"{node.python.rsplit('/', 1)[0]}/{launcher}"
+    return launcher
+
+
+def default_log_dir(inventory: Inventory, job_id: str) -> str:
+    return f"{inventory.preflight.log_dir.rstrip('/')}/ascendctl/{job_id}"
+
+
+def launcher_command(options: LaunchOptions, node: Node, *, nodes: int, nproc: int, master_addr: str, port: int,
+                     job_id: str, node_dir: str) -> str:
+    """The launcher command line for one node (every word quoted)."""
+    binary = launcher_binary(node, options.launcher)
+    if options.launcher == "msrun":
+        args = [binary, f"--worker_num={nodes * nproc}", f"--local_worker_num={nproc}", f"--master_addr={master_addr}",
+                f"--master_port={port}", f"--node_rank={node.index}", f"--log_dir={node_dir}/workers", "--join=True",
+                f"--cluster_time_out={options.cluster_timeout}"]
+    elif options.rdzv:
+        args = [binary, f"--nnodes={nodes}", f"--nproc-per-node={nproc}", "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={master_addr}:{port}", f"--rdzv-id={job_id}"]
+    else:
+        args = [binary, f"--nnodes={nodes}", f"--nproc-per-node={nproc}", f"--node-rank={node.index}",
+                f"--master-addr={master_addr}", f"--master-port={port}"]
+    if options.launcher == "torchrun":
+        # per-rank log files (and torchrun's error files) under the node's directory, and every line on the console too
+        args += [f"--log-dir={node_dir}/workers", "--tee=3"]
+    return shlex.join([*args, *options.script])
+
+
+def build_plan(inventory: Inventory, options: LaunchOptions, *, job_id: str, endpoints: Mapping[str, Endpoint]) -> LaunchPlan:
+    """Per-node commands and environments; `endpoints` are the nodes' cluster endpoints (network.resolve_endpoints)."""
+    if options.launcher not in LAUNCHERS:
+        raise UsageError(f"--launcher {options.launcher!r}: expected one of {', '.join(LAUNCHERS)}")
+    if not options.script:
+        raise UsageError("no script given", hint="ascendctl launch --launcher msrun -- train.py [ARGS...]")
+    if not inventory.nodes:
+        raise UsageError(f"{inventory.source}: no nodes")
+    extra = parse_env_assignments(options.env)
+    master = inventory.master
+    master_endpoint = endpoints[master.name]
+    if options.master_addr:
+        master_endpoint = Endpoint(master.name, None, options.master_addr, "--master-addr")
+    nproc = options.nproc_per_node or master.slots
+    port = master_port(options.launcher, options.master_port)
+    log_dir = (options.log_dir or default_log_dir(inventory, job_id)).rstrip("/") or "/"
+    nodes = []
+    for node in inventory.nodes:
+        node_dir = f"{log_dir}/{node.name}"
+        command = launcher_command(options, node, nodes=len(inventory.nodes), nproc=nproc, master_addr=master_endpoint.ip,
+                                   port=port, job_id=job_id, node_dir=node_dir)
+        environment = node_environment(node, endpoints[node.name], master_endpoint, launcher=options.launcher, port=port,
+                                       rank_table=options.rank_table, extra=extra)
+        first_rank = None if options.rdzv and options.launcher == "torchrun" else node.index * nproc
+        nodes.append(NodePlan(node.name, node.host, node.index, nproc, command, environment, node_dir, first_rank,
+                              endpoints[node.name]))
+    return LaunchPlan(job_id, options.launcher, options.script, master_endpoint.ip, port, log_dir, options.grace, tuple(nodes))
+
+
+def render_plan(plan: LaunchPlan) -> str:
+    """The dry-run text: per node the exact command line and environment (secrets redacted)."""
+    lines = [
+        f"launcher: {plan.launcher}",
+        f"nodes: {len(plan.nodes)}, workers: {plan.world_size}",
+        f"master: {plan.master_addr}:{plan.master_port}",
+        f"log dir: {plan.log_dir}",
+    ]
+    for node in plan.nodes:
+        lines += ["", f"[{node.name}] node rank {node.rank}, host {node.host}, {node.workers} workers, log {node.log}",
+                  f"  cluster address: {node.endpoint.ip} via {node.endpoint.source}"]
+        lines += [f"  {line}" for line in node.environment.shell_lines(redact=True)]
+        lines.append(f"  {node.command}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,80 @@
+"""The Runner seam: how a planned job is started, followed, asked about and stopped on its nodes.
+
+A plan (plan.py) is pure and printable; a Runner carries it out. `SSHRunner` (ssh_runner.py) starts each
+node's launcher detached under `setsid` over the node's transport (SSH, or the local transport). A Slurm
+runner goes beside it (`jobs/slurm_runner.py`: one `srun` step whose task per node runs the same
+per-node launcher), implementing the same protocol; `supervise` and the commands do not change.
+Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+from ..models import NodeResults
+from .plan import LaunchPlan
+from .record import JobRecord
+
+LineSink = Callable[[str, str], None]  # (node name, one line of output without the newline)
+NoticeSink = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEnded:
+    """A node's launcher ended (exit code and node-side time), or the runner lost it (`lost` says why)."""
+
+    node: str
+    exit_code: int | None
+    when: float  # epoch seconds
+    lost: str | None = None
+
+
+class NodeStream(Protocol):
+    """One node's launcher output while it runs, read by one event loop for every node (no thread per node)."""
+
+    node: str
+
+    def fileno(self) -> int:
+        """Readable when there is something to pump."""
+        ...
+
+    def pump(self) -> tuple[list[str], NodeEnded | None]:
+        """The complete lines that arrived (as written to the launcher log, stamps included), and the end once reached."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class Runner(Protocol):
+    """Starts, follows, describes and stops a job's launchers on its nodes."""
+
+    name: str
+
+    def start(self, plan: LaunchPlan, record: JobRecord, *, notice: NoticeSink) -> JobRecord:
+        """Start every node's launcher; returns the record with pids (or errors, after stopping what started)."""
+        ...
+
+    def follow(self, record: JobRecord, node: str) -> NodeStream:
+        """Follow a started node's launcher log until it ends."""
+        ...
+
+    def stop(self, record: JobRecord, nodes: Sequence[str], *, grace: float) -> NodeResults[str]:
+        """TERM every process of the job on these nodes, KILL what is left after `grace`; per node: term, kill or none."""
+        ...
+
+    def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
+        """Per node: `exit <rc>`, `running` or `gone`."""
+        ...
+
+    def log_texts(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
+        """Each node's launcher log so far (lines as written, stamps included)."""
+        ...
+
+    def artifacts(self, record: JobRecord, node: str) -> tuple[str, ...]:
+        """Paths on the node that a bundle of this job should hold (launcher log, per-rank logs)."""
+        ...
+
+    def close(self) -> None:
+        ...

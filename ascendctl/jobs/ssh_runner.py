@@ -1,0 +1,211 @@
+"""The SSH runner: each node's launcher runs detached under `setsid` on the node, reached over its transport.
+
+Start: one command per node whose stdin is a small tar (the env file, mode 0600, the launcher command
+line, and the wrapper and stamper scripts from ascendctl/sh/), so no value of the job's environment is ever
+in a command line that `ps` shows. Every process of the job carries `ASCENDCTL_JOB=<job>/<node>` in its
+environment: msrun and torchrun start workers in new sessions, so stop finds them by that marker. The
+local transport speaks the same protocol, so the same runner serves `transport: local` nodes.
+Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import secrets
+import shlex
+import tarfile
+import time
+from dataclasses import replace
+from typing import Sequence
+
+from ..errors import AscendctlError
+from ..group import NodeGroup
+from ..inventory import Node
+from ..models import NodeResults
+from ..shell import remote, script
+from ..transport import Spawned, Transport
+from ..triage.times import parse_utc_offset
+from .plan import LaunchPlan, NodePlan
+from .record import FirstFailure, JobRecord, NodeJob, save_job
+from .runner import NodeEnded, NoticeSink
+
+log = logging.getLogger(__name__)
+
+JOB_MARKER = "ASCENDCTL_JOB"
+STOP_EXTRA_SECONDS = 15.0  # a teardown command may take grace + this long
+
+
+def marker(job_id: str, node: str) -> str:
+    return f"{JOB_MARKER}={job_id}/{node}"
+
+
+def start_payload(node: NodePlan) -> bytes:
+    """The tar a node's start command unpacks into its job directory: env file, command line, wrapper, stamper."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, text, mode in ((".job.env", node.environment.exports(), 0o600), (".job.cmd", node.command + "\n", 0o600),
+                                 ("job_wrapper.sh", script("job_wrapper.sh"), 0o700),
+                                 ("stamp_lines.sh", script("stamp_lines.sh"), 0o700)):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def start_command(job_id: str, node: NodePlan) -> str:
+    """Unpack the start payload (stdin) into the node's job directory and start the wrapper detached.
+
+    Prints the wrapper's pid and the node's UTC offset. The launcher keeps the login directory as its
+    working directory, so relative script paths mean what they mean in `ssh node`.
+    """
+    q = shlex.quote
+    return (
+        f"mkdir -p {q(node.worker_log_dir)} && rm -f {q(node.dir + '/exit_code')} && : > {q(node.log)} && "
+        f"(umask 077 && tar -xf - -C {q(node.dir)}) && "
+        f"{{ env {q(marker(job_id, node.name))} setsid /bin/sh {q(node.dir + '/job_wrapper.sh')} {q(node.dir)} "
+        "< /dev/null > /dev/null 2>&1 & echo $! $(date +%z); }"
+    )
+
+
+class SSHNodeStream:
+    """A node's launcher log followed over one channel; ends with the follow script's nonce-framed exit line."""
+
+    def __init__(self, node: str, spawned: Spawned, nonce: str) -> None:
+        self.node = node
+        self._spawned = spawned
+        self._buffer = bytearray()
+        self._end = re.compile(rf"^@@{re.escape(nonce)} exit (\S+) (\S+)@@$")
+        self._done = False
+
+    def fileno(self) -> int:
+        return self._spawned.fileno()
+
+    def pump(self) -> tuple[list[str], NodeEnded | None]:
+        if self._done:
+            return [], None
+        self._buffer.extend(self._spawned.read())
+        lines: list[str] = []
+        ended: NodeEnded | None = None
+        while b"\n" in self._buffer:
+            raw, _, rest = bytes(self._buffer).partition(b"\n")
+            self._buffer[:] = rest
+            text = raw.decode("utf-8", "replace")
+            m = self._end.match(text)
+            if m is not None:
+                if lines and lines[-1] == "":
+                    lines.pop()  # the newline the follow script prints before its exit line
+                code, when = m.group(1), m.group(2)
+                ended = NodeEnded(self.node, int(code) if code.lstrip("-").isdigit() else None,
+                                  float(when) if re.fullmatch(r"[0-9.]+", when) else time.time())
+                break
+            lines.append(text)
+        if ended is None and self._spawned.finished():
+            self._buffer.extend(self._spawned.read())
+            if self._buffer:
+                lines.append(bytes(self._buffer).decode("utf-8", "replace"))
+                self._buffer.clear()
+            ended = NodeEnded(self.node, None, time.time(), "connection closed before the launcher ended")
+        if ended is not None:
+            self._done = True
+            self.close()
+        return lines, ended
+
+    def close(self) -> None:
+        self._spawned.close()
+
+
+class SSHRunner:
+    """Launchers detached under setsid, over the group's connections (SSH or local transport)."""
+
+    name = "ssh"
+
+    def __init__(self, group: NodeGroup) -> None:
+        self.group = group
+
+    # -- start -------------------------------------------------------------------------------
+    def start(self, plan: LaunchPlan, record: JobRecord, *, notice: NoticeSink) -> JobRecord:
+        plans = {node.name: node for node in plan.nodes}
+
+        def start(node: Node, transport: Transport) -> tuple[int, int | None]:
+            node_plan = plans[node.name]
+            result = transport.run(start_command(plan.job_id, node_plan), timeout=node.command_timeout,
+                                   stdin=start_payload(node_plan))
+            words = result.stdout.split()
+            if not result.ok or not words or not words[0].isdigit():
+                raise AscendctlError(f"start failed (exit {result.exit_code}): {(result.stderr or result.stdout).strip()[-300:]}")
+            return int(words[0]), parse_utc_offset(words[1]) if len(words) > 1 else None
+
+        results = self.group.run(start, nodes=self.group.nodes(plans))
+        started = time.time()
+        for result in results:
+            entry = next(n for n in record.nodes if n.name == result.node)
+            if result.value is not None:
+                record = record.with_node(replace(entry, pid=result.value[0], utc_offset=result.value[1], started=started))
+            else:
+                assert result.error is not None
+                record = record.with_node(replace(entry, error=f"not started: {result.error.message}", ended=started))
+        bad = [n for n in record.nodes if n.pid is None]
+        if bad:
+            notice(f"{', '.join(n.name for n in bad)}: could not start; stopping the others")
+            record = replace(record, first_failure=FirstFailure(str(bad[0].error), node=bad[0].name, category="LAUNCH",
+                                                                headline=f"LAUNCH on node {bad[0].name}", rule="not_started"),
+                             teardown_started=time.time())
+            stopped = self.stop(record, [n.name for n in record.nodes if n.pid is not None], grace=plan.grace)
+            record = with_stop_results(record, stopped)
+            record = replace(record, status="failed", ended=time.time())
+        save_job(record)
+        return record
+
+    # -- follow ------------------------------------------------------------------------------
+    def follow(self, record: JobRecord, node: str) -> SSHNodeStream:
+        entry = record.node(node)
+        nonce = secrets.token_hex(6)
+        command, stdin = remote("follow_log.sh", entry.dir, entry.pid or 0, nonce)
+        spawned = self.group.transport(self.group.inventory.node(node)).spawn(command, stdin=stdin)
+        return SSHNodeStream(node, spawned, nonce)
+
+    # -- stop, state, logs ---------------------------------------------------------------------
+    def stop(self, record: JobRecord, nodes: Sequence[str], *, grace: float) -> NodeResults[str]:
+        def stop(node: Node, transport: Transport) -> str:
+            command, stdin = remote("teardown_job.sh", marker(record.id, node.name), int(grace * 1000))
+            result = transport.run(command, stdin=stdin, timeout=grace + STOP_EXTRA_SECONDS)
+            words = result.stdout.split()
+            return words[-1] if words else "none"
+
+        return self.group.run(stop, nodes=self.group.nodes(nodes), retry=True)
+
+    def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
+        def state(node: Node, transport: Transport) -> str:
+            entry = record.node(node.name)
+            command, stdin = remote("job_state.sh", entry.dir, entry.pid or "", marker(record.id, node.name))
+            return transport.run(command, stdin=stdin).stdout.strip()
+
+        return self.group.run(state, nodes=self.group.nodes(nodes), retry=True)
+
+    def log_texts(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
+        def cat(node: Node, transport: Transport) -> str:
+            return transport.run(f"cat {shlex.quote(record.node(node.name).log)} 2>/dev/null").stdout
+
+        return self.group.run(cat, nodes=self.group.nodes(nodes), retry=True)
+
+    def artifacts(self, record: JobRecord, node: str) -> tuple[str, ...]:
+        entry = record.node(node)
+        return tuple(p for p in (entry.log, entry.log_dir) if p)
+
+    def close(self) -> None:
+        self.group.close()
+
+
+def with_stop_results(record: JobRecord, results: NodeResults[str]) -> JobRecord:
+    """Record the signal each node's teardown needed, or why it could not be done."""
+    for result in results:
+        entry = record.node(result.node)
+        if result.value is not None:
+            sig = {"term": "SIGTERM", "kill": "SIGKILL"}.get(result.value)
+            record = record.with_node(replace(entry, signal=sig or entry.signal))
+        elif entry.error is None and result.error is not None:
+            record = record.with_node(replace(entry, error=f"teardown failed: {result.error.message}"))
+    return record

@@ -1,0 +1,197 @@
+"""Supervise a running job: one event loop follows every node's launcher output and owns the teardown.
+
+The loop reads every node's stream through `selectors` (no thread per node), hands each line to the
+caller (without its node-side stamp) and to the triage engine (with it), and, when a launcher fails or a
+node is lost, stops the others through the runner in a bounded pool while it keeps reading their last
+words. The verdict of the failure is the triage engine's. Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import logging
+import selectors
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from ..errors import AscendctlError
+from ..triage import LiveTriage, TriageReport, split_stamp
+from .record import FailureVictim, FirstFailure, JobRecord
+from .runner import LineSink, NodeEnded, NodeStream, NoticeSink, Runner
+from .ssh_runner import with_stop_results
+
+log = logging.getLogger(__name__)
+
+POLL = 0.25
+DRAIN_AFTER_INTERRUPT = 5.0  # seconds to read the last words of nodes stopped after Ctrl-C
+
+
+@dataclass(frozen=True, slots=True)
+class Supervised:
+    """How a supervised job ended."""
+
+    record: JobRecord
+    interrupted: bool = False
+    verdict: TriageReport | None = None
+
+
+def first_failure(report: TriageReport) -> FirstFailure:
+    """The triage verdict as a job record keeps it."""
+    f = report.first_failure
+    return FirstFailure(
+        reason=report.reason, node=f.node if f else None, rank=f.rank if f else None,
+        category=report.category.value if report.category else None, headline=report.headline(), rule=report.rule,
+        confidence=report.confidence, single_culprit=report.single_culprit, time=f.time if f else None,
+        file=f.file if f else None, line=f.line if f else None, text=f.text if f else None,
+        exit_code=f.exit_code if f else None, signal=f.signal if f else None,
+        victims=tuple(FailureVictim(v.node, v.rank, v.how) for v in report.victims),
+        launcher_blamed=report.launcher_blamed, hints=report.hints)
+
+
+class _Loop:
+    """The state of one supervision (private)."""
+
+    def __init__(self, runner: Runner, record: JobRecord, on_line: LineSink | None, notice: NoticeSink, grace: float,
+                 names: list[str]) -> None:
+        self.runner = runner
+        self.record = record
+        self.on_line = on_line
+        self.notice = notice
+        self.grace = grace
+        self.live = LiveTriage()
+        self.selector = selectors.DefaultSelector()
+        self.pending = set(names)
+        self.failures: list[NodeEnded] = []
+        self.stopper: threading.Thread | None = None
+        self.stop_results: list[JobRecord] = []
+        self.teardown_started: float | None = None
+
+    def emit(self, node: str, line: str) -> None:
+        self.live.line(node, line)
+        if self.on_line is not None:
+            self.on_line(node, split_stamp(line)[1])
+
+    def open(self, name: str) -> None:
+        try:
+            stream = self.runner.follow(self.record, name)
+        except AscendctlError as exc:  # the node is not reachable any more: that is how it ended
+            self.ended(NodeEnded(name, None, time.time(), exc.message))
+            return
+        self.selector.register(stream.fileno(), selectors.EVENT_READ, stream)
+
+    def pump(self, stream: NodeStream) -> None:
+        lines, ended = stream.pump()
+        for line in lines:
+            self.emit(stream.node, line)
+        if ended is not None:
+            try:
+                self.selector.unregister(stream.fileno())
+            except (KeyError, ValueError):
+                pass
+            self.ended(ended)
+
+    def ended(self, ended: NodeEnded) -> None:
+        self.pending.discard(ended.node)
+        log.debug("%s: launcher ended (%s), %d still running", ended.node, ended.lost or ended.exit_code, len(self.pending))
+        entry = self.record.node(ended.node)
+        self.record = self.record.with_node(replace(entry, exit_code=ended.exit_code, ended=ended.when,
+                                                    error=ended.lost and f"unreachable: {ended.lost}"))
+        if ended.lost is not None or ended.exit_code != 0:
+            self.failures.append(ended)
+
+    def stop_rest(self, reason: str) -> None:
+        """Stop every node still running, in the background (the loop keeps reading their output)."""
+        self.notice(reason)
+        self.teardown_started = time.time()
+        targets = sorted(self.pending)
+        record = self.record
+
+        def work() -> None:
+            self.stop_results.append(with_stop_results(record, self.runner.stop(record, targets, grace=self.grace)))
+            log.debug("teardown of %d nodes done", len(targets))
+
+        self.stopper = threading.Thread(target=work, daemon=True, name="teardown")
+        self.stopper.start()
+
+    def run(self, *, teardown_on_failure: bool) -> None:
+        stop_deadline = float("inf")
+        while self.pending:
+            for key, _ in self.selector.select(timeout=POLL):
+                self.pump(key.data)
+            if self.failures and self.stopper is None and teardown_on_failure and self.pending:
+                first = self.failures[0]
+                what = f"unreachable ({first.lost})" if first.lost else f"exited {first.exit_code}"
+                self.stop_rest(f"{first.node}: launcher {what}; stopping the other nodes")
+                stop_deadline = time.monotonic() + self.grace + 10
+            if self.stopper is not None and not self.stopper.is_alive() and time.monotonic() > stop_deadline:
+                break  # streams of nodes that stopped answering may never end
+
+    def drain(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while self.pending and time.monotonic() < deadline:
+            for key, _ in self.selector.select(timeout=POLL):
+                self.pump(key.data)
+
+    def close(self) -> None:
+        for key in list(self.selector.get_map().values()):
+            key.data.close()
+        self.selector.close()
+
+
+def supervise(
+    runner: Runner,
+    record: JobRecord,
+    *,
+    on_line: LineSink | None = None,
+    notice: NoticeSink | None = None,
+    teardown_on_failure: bool = True,
+    nodes: Sequence[str] | None = None,
+    grace: float,
+) -> Supervised:
+    """Follow every started node until its launcher ends; on a failure or Ctrl-C stop the rest (unless only watching)."""
+    say = notice or (lambda _msg: None)
+    names = [n.name for n in record.nodes if n.pid is not None and (nodes is None or n.name in nodes)]
+    loop = _Loop(runner, record, on_line, say, grace, names)
+    interrupted = False
+    try:
+        for name in names:
+            loop.open(name)
+        loop.run(teardown_on_failure=teardown_on_failure)
+    except KeyboardInterrupt:
+        if not teardown_on_failure:  # only watching (`logs -f`): Ctrl-C stops watching, never the job
+            loop.close()
+            return Supervised(record, interrupted=True)
+        interrupted = True
+        say("interrupted: stopping the job on every node")
+        if loop.stopper is not None:
+            loop.stopper.join()
+        loop.teardown_started = loop.teardown_started or time.time()
+        loop.stop_results.append(with_stop_results(loop.record, runner.stop(loop.record, sorted(loop.pending), grace=grace)))
+        loop.drain(DRAIN_AFTER_INTERRUPT)
+    finally:
+        if loop.stopper is not None:
+            loop.stopper.join()
+        loop.close()
+    record = loop.record
+    for name in loop.pending:  # never heard back
+        entry = record.node(name)
+        record = record.with_node(replace(entry, error=entry.error or "lost track of the launcher"))
+    for stopped in loop.stop_results:  # the signal each stopped node needed
+        for entry in stopped.nodes:
+            if entry.signal or entry.error:
+                current = record.node(entry.name)
+                record = record.with_node(replace(current, signal=entry.signal or current.signal,
+                                                  error=current.error or entry.error))
+    record = replace(record, ended=time.time(), teardown_started=loop.teardown_started or record.teardown_started)
+    if interrupted:
+        status = "interrupted"
+    elif record.status == "stopped":
+        status = "stopped"
+    elif loop.failures or not all(n.exit_code == 0 for n in record.nodes):
+        status = "failed"
+    else:
+        status = "succeeded"
+    verdict = loop.live.report(record.to_dict()) if status == "failed" else None
+    record = replace(record, status=status, first_failure=first_failure(verdict) if verdict else record.first_failure)
+    return Supervised(record, interrupted=interrupted, verdict=verdict)

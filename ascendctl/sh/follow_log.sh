@@ -1,0 +1,22 @@
+#!/bin/sh
+# follow_log.sh DIR PID NONCE [OFFSET]: print DIR/launcher.log from byte OFFSET as it grows, until the launcher's
+# shell (PID) has ended, then a last line "@@NONCE exit RC TIME@@" (RC: the exit status, or "none" when the
+# launcher vanished without one; TIME: the exit file's mtime, epoch seconds).
+# Whether the launcher is done is decided before each read, so the last read sees all of its output.
+dir=$1 pid=$2 nonce=$3 off=${4:-0}
+log="$dir/launcher.log" exit_file="$dir/exit_code"
+while :; do
+    fin=0
+    [ -f "$exit_file" ] && fin=1
+    kill -0 "$pid" 2>/dev/null || fin=1
+    size=$(stat -c %s "$log" 2>/dev/null || echo 0)
+    if [ "$size" -gt "$off" ]; then
+        tail -c +$((off + 1)) "$log" | head -c $((size - off))
+        off=$size
+    fi
+    [ "$fin" = 1 ] && break
+    sleep 0.2
+done
+rc=$(cat "$exit_file" 2>/dev/null)
+t=$(date -r "$exit_file" +%s.%N 2>/dev/null)
+printf '\n@@%s exit %s %s@@\n' "$nonce" "${rc:-none}" "${t:-none}"
