@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Mapping, Sequence
 
-from .probe import TOOL_PATH, build_probe, parse_probe
+from .probe import TOOL_PATH, ask
 from .errors import ExitCode, UsageError
 from .group import NodeGroup
 from .inventory import Inventory, Node
@@ -570,9 +570,8 @@ def collect_node(node: Node, transport: Transport, options: CollectOptions, dire
     node_dir = directory / node.name
     node_dir.mkdir(parents=True, exist_ok=True)
     nonce = secrets.token_hex(6)
-    probe = transport.run(build_probe(facts_probe(), nonce=nonce, section_timeout=options.section_timeout),
-                          timeout=options.section_timeout * 5 + 10)
-    sections = parse_probe(probe.stdout, nonce=nonce)
+    sections = ask(transport, facts_probe(), section_timeout=options.section_timeout,
+                   timeout=options.section_timeout * 5 + 10).sections
     session_env = parse_env(sections["env"].output if "env" in sections else "")
     job_node = next((n for n in options.job.nodes if n.name == node.name), None) if options.job else None
     job_env = dict(job_node.env) if job_node else {}

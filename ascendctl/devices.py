@@ -2,31 +2,32 @@
 
 Owns what a rank table needs to know about each node's NPUs: device IPs (from the inventory,
 else `hccn_tool -i N -ip -g`, else the `address_N` lines of /etc/hccn.conf) and, for A3
-SuperPoD tables, the super pod id and SDID (`npu-smi info -t spod-info`). One shell round trip
-per node; command builders and parsers are pure. Must not import typer or rich.
+SuperPoD tables, the super pod id and SDID (`npu-smi info -t spod-info`). The questions are
+sections of the one framed probe (probe.py): one round trip per node (two for SuperPoD tables,
+whose spod-info needs the chip map first). Section builders and parsers are pure. Must not
+import typer or rich.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .group import NodeGroup
 from .inventory import Inventory, Node
 from .models import EventSink, NodeResult, NodeResults
+from .probe import Section, ask
 from .transport import Transport, TransportFactory
 
-# Section headers in the probe's output; chosen so no vendor tool prints them.
-MARK = "@@ascendctl"
 HCCN_CONF = "/etc/hccn.conf"
-# Non-interactive SSH sessions rarely have the driver tools on PATH; appended so a PATH entry wins.
-_TOOL_DIRS = "/usr/local/Ascend/driver/tools:/usr/local/sbin:/usr/local/bin"
+HCCN_CONF_SECTION = "hccn.conf"
+NPU_MAP_SECTION = "npu-smi.map"
 
 _IPADDR = re.compile(r"^\s*ipaddr\s*:\s*(\S+)\s*$", re.MULTILINE)
 _HCCN_ADDRESS = re.compile(r"^\s*address_(\d+)\s*=\s*(\S+)\s*$", re.MULTILINE)
 _SPOD_FIELD = re.compile(r"^\s*(SDID|Super Pod ID)\s*:\s*(\S+)\s*$", re.MULTILINE | re.IGNORECASE)
-_HEADER = re.compile(rf"^{MARK} (.*)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,62 +69,39 @@ class SpodInfo:
     super_pod_id: str | None
 
 
-def device_ip_probe_cmd(devices: Sequence[int], *, spod: bool = False, ips: bool = True) -> str:
-    """The one shell command that reports device IPs (and, with `spod`, SDIDs) for `devices`.
+def ip_section(device: int) -> str:
+    return f"hccn_tool.ip.{device}"
 
-    Tries `hccn_tool -i N -ip -g` for every device; when hccn_tool is missing, fails, or prints
-    no address for some device, it also prints /etc/hccn.conf. Every section starts with a
-    `@@ascendctl ...` header line so the parser never guesses.
+
+def device_sections(devices: Sequence[int], *, ips: bool = True, spod: bool = False, conf: str = HCCN_CONF) -> dict[str, str]:
+    """Probe sections: `hccn_tool -i N -ip -g` per device and /etc/hccn.conf (for the IPs), `npu-smi info -m` (for spod).
+
+    A missing tool or file is exit status 127 of its section.
     """
-    ids = " ".join(str(int(d)) for d in devices)
-    lines = [f'PATH="$PATH:{_TOOL_DIRS}"; export PATH']
+    sections: dict[str, str] = {}
     if ips:
-        lines += [
-            "fallback=",
-            "if command -v hccn_tool >/dev/null 2>&1; then",
-            f"  for i in {ids}; do",
-            '    out=$(hccn_tool -i "$i" -ip -g 2>&1); rc=$?',
-            f'    echo "{MARK} hccn_tool -i $i -ip -g exit=$rc"',
-            "    printf '%s\\n' \"$out\"",
-            '    case "$rc:$out" in 0:*ipaddr:*) ;; *) fallback=1 ;; esac',
-            "  done",
-            "else",
-            f'  echo "{MARK} hccn_tool missing"',
-            "  fallback=1",
-            "fi",
-            'if [ -n "$fallback" ]; then',
-            f'  if [ -r {HCCN_CONF} ]; then echo "{MARK} {HCCN_CONF}"; cat {HCCN_CONF}; else echo "{MARK} {HCCN_CONF} missing"; fi',
-            "fi",
-        ]
+        for device in devices:
+            sections[ip_section(device)] = f"command -v hccn_tool >/dev/null 2>&1 || exit 127; hccn_tool -i {int(device)} -ip -g"
+        sections[HCCN_CONF_SECTION] = f"[ -r {shlex.quote(conf)} ] || exit 127; cat {shlex.quote(conf)}"
     if spod:
-        # npu-smi addresses chips as (NPU ID, Chip ID); rank tables use the Chip Logic ID.
-        lines += [
-            "if command -v npu-smi >/dev/null 2>&1; then",
-            "  npu-smi info -m 2>/dev/null | awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ {print $1, $2, $3}' |",
-            "  while read -r npu chip logic; do",
-            f'    case " {ids} " in *" $logic "*)',
-            f'      echo "{MARK} npu-smi spod-info device=$logic npu=$npu chip=$chip"',
-            '      npu-smi info -t spod-info -i "$npu" -c "$chip" 2>&1 ;;',
-            "    esac",
-            "  done",
-            "else",
-            f'  echo "{MARK} npu-smi missing"',
-            "fi",
-        ]
-    lines.append(f'echo "{MARK} end"')
-    return "\n".join(lines) + "\n"
+        sections[NPU_MAP_SECTION] = "command -v npu-smi >/dev/null 2>&1 || exit 127; npu-smi info -m"
+    return sections
 
 
-def split_sections(text: str) -> list[tuple[str, str]]:
-    """Split probe output into (header, body) pairs, in order; text before any header is dropped."""
-    sections: list[tuple[str, list[str]]] = []
+def spod_sections(chips: Mapping[int, tuple[str, str]]) -> dict[str, str]:
+    """`npu-smi info -t spod-info` per device (logic id -> its NPU id and chip id from `npu-smi info -m`)."""
+    return {f"spod.{logic}": f"npu-smi info -t spod-info -i {shlex.quote(npu)} -c {shlex.quote(chip)}"
+            for logic, (npu, chip) in chips.items()}
+
+
+def parse_npu_map(text: str) -> dict[int, tuple[str, str]]:
+    """`npu-smi info -m` (NPU ID, Chip ID, Chip Logic ID, ...) as {logic id: (NPU id, chip id)}; rank tables use logic ids."""
+    chips: dict[int, tuple[str, str]] = {}
     for line in text.splitlines():
-        match = _HEADER.match(line)
-        if match:
-            sections.append((match.group(1).strip(), []))
-        elif sections:
-            sections[-1][1].append(line)
-    return [(header, "\n".join(body)) for header, body in sections]
+        words = line.split()
+        if len(words) >= 3 and all(w.isdigit() for w in words[:3]):
+            chips[int(words[2])] = (words[0], words[1])
+    return chips
 
 
 def parse_hccn_tool_ip(text: str) -> str | None:
@@ -150,71 +128,38 @@ def parse_spod_info(text: str) -> SpodInfo:
     return SpodInfo(values.get("sdid"), values.get("super pod id"))
 
 
-@dataclass(frozen=True, slots=True)
-class ProbeOutput:
-    """The probe's output, parsed: per-device hccn_tool answers, hccn.conf, spod-info."""
-
-    hccn_tool_missing: bool
-    tool_ips: dict[int, str | None]
-    tool_failures: dict[int, str]  # device -> "exit 3: <first line>"
-    conf: dict[int, str] | None  # None when hccn.conf was not printed
-    conf_missing: bool
-    npu_smi_missing: bool
-    spod: dict[int, SpodInfo]
-
-
-def parse_probe(text: str) -> ProbeOutput:
-    """Parse the output of `device_ip_probe_cmd` into its sections."""
-    tool_ips: dict[int, str | None] = {}
-    failures: dict[int, str] = {}
-    spod: dict[int, SpodInfo] = {}
-    conf: dict[int, str] | None = None
-    hccn_tool_missing = conf_missing = npu_smi_missing = False
-    for header, body in split_sections(text):
-        words = header.split()
-        if header == "hccn_tool missing":
-            hccn_tool_missing = True
-        elif header == f"{HCCN_CONF} missing":
-            conf_missing = True
-        elif header == HCCN_CONF:
-            conf = parse_hccn_conf(body)
-        elif header == "npu-smi missing":
-            npu_smi_missing = True
-        elif words[:2] == ["hccn_tool", "-i"] and len(words) >= 3 and words[2].isdigit():
-            device = int(words[2])
-            rc = words[-1].removeprefix("exit=")
-            ip = parse_hccn_tool_ip(body)
-            tool_ips[device] = ip if rc == "0" else None
-            if rc != "0" or ip is None:
-                first = next((line.strip() for line in body.splitlines() if line.strip()), "no output")
-                failures[device] = f"exit {rc}: {first}" if rc != "0" else f"printed no ipaddr ({first})"
-        elif words[:2] == ["npu-smi", "spod-info"]:
-            fields = dict(word.split("=", 1) for word in words[2:] if "=" in word)
-            if fields.get("device", "").isdigit():
-                spod[int(fields["device"])] = parse_spod_info(body)
-    return ProbeOutput(hccn_tool_missing, tool_ips, failures, conf, conf_missing, npu_smi_missing, spod)
-
-
-def devices_from_probe(node: str, devices: Sequence[int], text: str, *, spod: bool = False) -> NodeDevices:
+def devices_from_sections(node: str, devices: Sequence[int], sections: Mapping[str, Section], *,
+                          spod: bool = False, spod_info: Mapping[str, Section] | None = None) -> NodeDevices:
     """Choose each device's IP: hccn_tool first, then hccn.conf; say why when neither has one."""
-    probe = parse_probe(text)
+    conf_section = sections.get(HCCN_CONF_SECTION)
+    conf = parse_hccn_conf(conf_section.output) if conf_section is not None and conf_section.ok else None
     found: list[DeviceAddress] = []
     pods: dict[str, list[int]] = {}
+    map_section = sections.get(NPU_MAP_SECTION)
     for device in devices:
-        ip = probe.tool_ips.get(device)
+        tool = sections.get(ip_section(device))
+        ip = parse_hccn_tool_ip(tool.output) if tool is not None and tool.ok else None
         source = "hccn_tool" if ip else ""
         note = None
-        if ip is None and probe.conf is not None and device in probe.conf:
-            ip, source = probe.conf[device], "hccn.conf"
+        if ip is None and conf is not None and device in conf:
+            ip, source = conf[device], "hccn.conf"
         if ip is None:
-            tool = "hccn_tool not found" if probe.hccn_tool_missing else f"hccn_tool -i {device} -ip -g: {probe.tool_failures.get(device, 'no answer')}"
-            conf = f"{HCCN_CONF} not found" if probe.conf_missing or probe.conf is None else f"{HCCN_CONF} has no address_{device}"
-            note = f"{tool}; {conf}"
+            if tool is not None and tool.exit_code == 127:
+                why_tool = "hccn_tool not found"
+            else:
+                first = next((line.strip() for line in (tool.output if tool else "").splitlines() if line.strip()), "no output")
+                rc = tool.exit_code if tool is not None else None
+                why_tool = f"hccn_tool -i {device} -ip -g: " + (f"exit {rc}: {first}" if rc not in (0, None) else
+                                                                 f"printed no ipaddr ({first})" if rc == 0 else "no answer")
+            why_conf = f"{HCCN_CONF} not found" if conf is None else f"{HCCN_CONF} has no address_{device}"
+            note = f"{why_tool}; {why_conf}"
         sdid = sdid_source = sdid_note = None
         if spod:
-            info = probe.spod.get(device)
+            info_section = (spod_info or {}).get(f"spod.{device}")
+            info = parse_spod_info(info_section.output) if info_section is not None else None
             if info is None:
-                sdid_note = "npu-smi not found" if probe.npu_smi_missing else f"npu-smi info -m lists no chip with logic id {device}"
+                sdid_note = ("npu-smi not found" if map_section is not None and map_section.exit_code == 127
+                             else f"npu-smi info -m lists no chip with logic id {device}")
             elif info.sdid is None:
                 sdid_note = "npu-smi info -t spod-info printed no SDID"
             else:
@@ -295,14 +240,24 @@ def discover_devices(
     wanted = {node.name: list((per_node or {}).get(node.name, node_device_ids(node, devices))) for node in inventory.nodes}
     remote = [node for node in inventory.nodes if any(needs_probe(node, spod=spod))]
 
+    section_timeout = inventory.preflight.section_timeout
+
     def work(node: Node, transport: Transport) -> NodeDevices:
         want_ips, want_spod = needs_probe(node, spod=spod)
-        command = device_ip_probe_cmd(wanted[node.name], spod=want_spod, ips=want_ips)
-        result = transport.run(command)
-        if result.exit_code != 0 or f"{MARK} end" not in result.stdout:
-            tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            return NodeDevices(node.name, (), failure=f"device probe failed (exit {result.exit_code}): {tail}")
-        return merge_inventory(node, devices_from_probe(node.name, wanted[node.name], result.stdout, spod=want_spod))
+        answer = ask(transport, device_sections(wanted[node.name], ips=want_ips, spod=want_spod),
+                     section_timeout=section_timeout, timeout=node.command_timeout)
+        failure = answer.failure("device probe")
+        if failure is not None:
+            return NodeDevices(node.name, (), failure=failure)
+        spod_info: dict[str, Section] = {}
+        chip_map = answer.sections.get(NPU_MAP_SECTION)
+        if want_spod and chip_map is not None and chip_map.ok:
+            chips = {logic: ids for logic, ids in parse_npu_map(chip_map.output).items() if logic in wanted[node.name]}
+            if chips:
+                spod_info = ask(transport, spod_sections(chips), section_timeout=section_timeout,
+                                timeout=node.command_timeout).sections
+        return merge_inventory(node, devices_from_sections(node.name, wanted[node.name], answer.sections, spod=want_spod,
+                                                           spod_info=spod_info))
 
     probed: dict[str, NodeResult[NodeDevices]] = {}
     if remote:

@@ -11,12 +11,11 @@ typer or rich.
 
 from __future__ import annotations
 
-import secrets
 import shlex
 from dataclasses import dataclass
 from typing import Mapping
 
-from .probe import Section, build_probe, parse_probe
+from .probe import Section, ask
 from .errors import AscendctlError, ExitCode
 from .group import NodeGroup
 from .inventory import Inventory, Node
@@ -120,15 +119,14 @@ def resolve_endpoints(group: NodeGroup, *, nodes: list[Node] | None = None) -> d
     """Every node's endpoint, asked from the nodes in one probe each (errors: unreachable nodes, missing addresses)."""
     inventory = group.inventory
     targets = nodes if nodes is not None else list(inventory.nodes)
-    nonce = secrets.token_hex(6)
     single = len(inventory.nodes) == 1
 
-    def ask(node: Node, transport: Transport) -> Endpoint:
-        probe = build_probe(net_sections(node, inventory), nonce=nonce, section_timeout=inventory.preflight.section_timeout)
-        return cluster_endpoint(node, parse_probe(transport.run(probe, timeout=node.command_timeout).stdout, nonce=nonce),
-                                single_node=single)
+    def resolve(node: Node, transport: Transport) -> Endpoint:
+        answer = ask(transport, net_sections(node, inventory), section_timeout=inventory.preflight.section_timeout,
+                     timeout=node.command_timeout)
+        return cluster_endpoint(node, answer.sections, single_node=single)
 
-    results = group.run(ask, nodes=targets)
+    results = group.run(resolve, nodes=targets)
     unreachable = [r for r in results if r.error is not None and r.error.status.value != "error"]
     if unreachable:
         raise AscendctlError("; ".join(f"{r.node}: {r.error.message}" for r in unreachable if r.error),

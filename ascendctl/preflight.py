@@ -8,7 +8,6 @@ typer or rich.
 
 from __future__ import annotations
 
-import secrets
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
@@ -17,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .checks import (ALL_CHECKS, Check, CheckResult, ClusterCheck, NodeCheck, NodeFacts, ProbeContext, Status,
                      result)
 from .checks import clock, network, npu, system
-from .probe import Section, build_probe, parse_probe
+from .probe import Section, ask
 from .errors import ExitCode, TransportError
 from .outcome import Outcome, exit_code_for
 from .fanout import node_error
@@ -28,7 +27,8 @@ from .network import NET_SECTIONS
 from .parsers import ParseError
 from .transport import Transport
 
-FACT_BUILDERS: dict[str, Callable[[Node, ProbeContext], str | None]] = {
+# a builder returns one section's script, or several named sections (device discovery), or None where it does not apply
+FACT_BUILDERS: dict[str, Callable[[Node, ProbeContext], str | Mapping[str, str] | None]] = {
     **network.FACTS, **clock.FACTS, **npu.FACTS, **system.FACTS,
 }
 LISTENER_SECONDS = 15.0
@@ -106,7 +106,6 @@ def run_preflight(
     if any(c.id == "master_port" for c in cluster_checks):
         needs.add("ports")
     want_clock = any(c.clock for c in cluster_checks)
-    nonce = secrets.token_hex(6)
     own_group = group is None
     nodes = group or NodeGroup(inventory)
 
@@ -115,12 +114,16 @@ def run_preflight(
         try:
             if want_clock:
                 offset, uncertainty = measure_clock(transport)
-            sections_wanted = {fact: FACT_BUILDERS[fact](node, ctx) for fact in sorted(needs)}
-            scripts = {fact: script for fact, script in sections_wanted.items() if script is not None}
+            scripts: dict[str, str] = {}
+            for fact in sorted(needs):
+                built = FACT_BUILDERS[fact](node, ctx)
+                if isinstance(built, str):
+                    scripts[fact] = built
+                elif built is not None:
+                    scripts.update(built)
             sections: dict[str, Section] = {}
             if scripts:
-                probe = build_probe(scripts, nonce=nonce, section_timeout=ctx.config.section_timeout)
-                sections = parse_probe(transport.run(probe).stdout, nonce=nonce)
+                sections = ask(transport, scripts, section_timeout=ctx.config.section_timeout).sections
             return _Probed(NodeFacts(node, sections, offset, uncertainty, expected=frozenset(scripts)))
         except TransportError as exc:
             return _Probed(NodeFacts(node), failure=node_error(exc))

@@ -9,9 +9,13 @@ and job state all speak it. Pure; must not import typer or rich.
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
-from dataclasses import dataclass
-from typing import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    from .transport import Transport
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,42 @@ def parse_probe(text: str, *, nonce: str) -> dict[str, Section]:
     if current is not None:
         sections[current] = Section(_strip_framing(buffer), None)
     return sections
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeAnswer:
+    """A node's answer to one probe: its sections, and how the probe as a whole ended."""
+
+    sections: dict[str, Section]
+    asked: tuple[str, ...]
+    exit_code: int
+    stderr: str = ""
+    section_timeout: float = 0.0
+    unfinished: tuple[str, ...] = field(default=())
+
+    @property
+    def complete(self) -> bool:
+        """Every section asked for printed its end marker."""
+        return not self.unfinished
+
+    def failure(self, what: str) -> str | None:
+        """Why the answer cannot be trusted as a whole ("device probe failed (exit 126): ..."), or None."""
+        if self.complete:
+            return None
+        if not self.sections and self.exit_code != 0:
+            first = next((line.strip() for line in self.stderr.splitlines() if line.strip()), "no output")
+            return f"{what} failed (exit {self.exit_code}): {first}"
+        return f"{what} did not finish within {self.section_timeout:g}s per section (no answer from {', '.join(self.unfinished)})"
+
+
+def ask(transport: Transport, sections: Mapping[str, str], *, section_timeout: float,
+        timeout: float | None = None) -> ProbeAnswer:
+    """Run `sections` on one node in one round trip (a fresh nonce each time) and split the answer."""
+    nonce = secrets.token_hex(6)
+    output = transport.run(build_probe(sections, nonce=nonce, section_timeout=section_timeout), timeout=timeout)
+    answers = parse_probe(output.stdout, nonce=nonce)
+    unfinished = tuple(name for name in sections if name not in answers or answers[name].exit_code is None)
+    return ProbeAnswer(answers, tuple(sections), output.exit_code, output.stderr, section_timeout, unfinished)
 
 
 def _strip_framing(lines: list[str]) -> str:

@@ -12,17 +12,19 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.devices import (device_ip_probe_cmd, devices_from_probe, discover_devices, parse_device_range, parse_hccn_conf,
-                               parse_hccn_tool_ip, parse_probe, parse_spod_info)
+from ascendctl.devices import (HCCN_CONF_SECTION, NPU_MAP_SECTION, device_sections, devices_from_sections, discover_devices,
+                               ip_section, parse_device_range, parse_hccn_conf, parse_hccn_tool_ip, parse_npu_map,
+                               parse_spod_info, spod_sections)
+from ascendctl.probe import Section, build_probe, parse_probe
 from ascendctl.errors import ConnectError
 from ascendctl.inventory import load_inventory
 from ascendctl.render import check_rank_table, render_rank_table
 from tests.fakes import FakeFactory, ok
+from tests.fakes import probe_reply as framed
 from tests.sim.hccn_tool import hccn_conf_text, hccn_tool_script
 
 runner = CliRunner()
 SAMPLES = Path(__file__).resolve().parent / "data/samples/ascend"
-DATA = Path(__file__).parent / "data" / "hccn"
 SAMPLE_IPS = {i: f"10.10.0.{10 + i}" for i in range(8)}  # envcheck_versions_hccn_ip_linkstat_8dev.txt
 CONF_8NPU = {0: "127.0.0.45", 1: "127.0.0.226", 2: "127.0.0.83", 3: "127.0.0.190",
              4: "127.0.0.208", 5: "127.0.0.247", 6: "127.0.0.118", 7: "127.0.0.223"}  # hccn.conf_8npu_fixture.txt
@@ -79,58 +81,71 @@ def test_device_range_parser_handles_multi_digit_ranges() -> None:
         parse_device_range("a-b")
 
 
-# --------------------------------------------------------------------------- probe captures (tests/data/hccn)
+# --------------------------------------------------------------------------- the real probe, run by sh on the simulator
 
 
-def test_probe_prefers_hccn_tool() -> None:
-    found = devices_from_probe("n1", range(8), (DATA / "probe_hccn_tool_8dev.txt").read_text())
-    assert [(d.ip, d.source) for d in found.devices] == [(SAMPLE_IPS[i], "hccn_tool") for i in range(8)]
+def run_probe(tmp_path: Path, devices: range, *, tool: str | None = None, conf: str | None = None,
+              spod: bool = False) -> dict[str, Section]:
+    """The real device sections through the real probe, run by /bin/sh with the simulated hccn_tool (or none) on PATH
+    and an hccn.conf (or none): how device discovery sees a node."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    if tool is not None:
+        (bin_dir / "hccn_tool").write_text(tool)
+        (bin_dir / "hccn_tool").chmod(0o755)
+    conf_path = tmp_path / "hccn.conf"
+    if conf is not None:
+        conf_path.write_text(conf)
+    probe = build_probe(device_sections(devices, conf=str(conf_path), spod=spod), nonce="0123456789ab", section_timeout=10)
+    out = subprocess.run(["sh", "-c", probe], capture_output=True, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, check=True)
+    return parse_probe(out.stdout, nonce="0123456789ab")
 
 
-def test_probe_falls_back_to_hccn_conf_without_hccn_tool() -> None:
-    found = devices_from_probe("n1", range(8), (DATA / "probe_no_hccn_tool_conf_8npu.txt").read_text())
+CONF_TEXT = "\n".join(line for line in (SAMPLES / "hccn.conf_8npu_fixture.txt").read_text().splitlines() if not line.startswith("# "))
+
+
+def test_probe_prefers_hccn_tool(tmp_path: Path) -> None:
+    found = devices_from_sections("n1", range(8), run_probe(tmp_path, range(8), tool=hccn_tool_script(SAMPLE_IPS), conf=CONF_TEXT))
+    assert [(d.ip, d.source) for d in found.devices] == [(ip, "hccn_tool") for ip in SAMPLE_IPS.values()]
+
+
+def test_probe_falls_back_to_hccn_conf_without_hccn_tool(tmp_path: Path) -> None:
+    found = devices_from_sections("n1", range(8), run_probe(tmp_path, range(8), conf=CONF_TEXT))
     assert [(d.ip, d.source) for d in found.devices] == [(CONF_8NPU[i], "hccn.conf") for i in range(8)]
 
 
-def test_probe_falls_back_per_device_when_hccn_tool_fails() -> None:
-    found = devices_from_probe("n1", range(8), (DATA / "probe_tool_fails_dev5_conf_has_it.txt").read_text())
-    assert [(d.ip, d.source) for d in found.devices][4:7] == [
-        (SAMPLE_IPS[4], "hccn_tool"), (CONF_8NPU[5], "hccn.conf"), (SAMPLE_IPS[6], "hccn_tool"),
-    ]
+def test_probe_falls_back_per_device_when_hccn_tool_fails(tmp_path: Path) -> None:
+    tool = hccn_tool_script({i: ip for i, ip in SAMPLE_IPS.items() if i != 5}, devices=[i for i in range(8) if i != 5])
+    found = devices_from_sections("n1", range(8), run_probe(tmp_path, range(8), tool=tool, conf=CONF_TEXT))
+    assert found.devices[5].source == "hccn.conf" and found.devices[5].ip == CONF_8NPU[5]
+    assert {d.source for d in found.devices if d.device_id != 5} == {"hccn_tool"}
 
 
-def test_probe_says_why_a_device_has_no_ip() -> None:
-    found = devices_from_probe("n1", range(8), (DATA / "probe_device2_unconfigured.txt").read_text())
+def test_probe_says_why_a_device_has_no_ip(tmp_path: Path) -> None:
+    tool = hccn_tool_script({i: ip for i, ip in SAMPLE_IPS.items() if i != 2}, missing={2}, devices=range(8))
+    conf = "\n".join(line for line in CONF_TEXT.splitlines() if not line.startswith("address_2"))
+    found = devices_from_sections("n1", range(8), run_probe(tmp_path, range(8), tool=tool, conf=conf))
     assert found.devices[2].ip is None
     assert found.devices[2].note == "hccn_tool -i 2 -ip -g: printed no ipaddr (no output); /etc/hccn.conf has no address_2"
-    nothing = devices_from_probe("n1", range(4), (DATA / "probe_no_tool_no_conf.txt").read_text())
+    nothing = devices_from_sections("n1", range(4), run_probe(tmp_path / "none" if (tmp_path / "none").mkdir() is None else tmp_path,
+                                                              range(4)))
     assert {d.note for d in nothing.devices} == {"hccn_tool not found; /etc/hccn.conf not found"}
 
 
-def test_probe_command_is_one_sh_script_that_runs(tmp_path: Path) -> None:
-    """Runs the real command with /bin/sh against the simulator (a copy of how the captures were made)."""
-    (tmp_path / "hccn_tool").write_text(hccn_tool_script(SAMPLE_IPS))
-    (tmp_path / "hccn_tool").chmod(0o755)
-    command = device_ip_probe_cmd(range(8))
-    assert "hccn_tool -i \"$i\" -ip -g" in command and "/etc/hccn.conf" in command
-    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, check=True)
-    assert out.stdout == (DATA / "probe_hccn_tool_8dev.txt").read_text()
-
-
-def test_probe_with_spod_section() -> None:
-    text = (
-        "@@ascendctl hccn_tool -i 0 -ip -g exit=0\nipaddr:10.0.0.1\n"
-        "@@ascendctl hccn_tool -i 1 -ip -g exit=0\nipaddr:10.0.0.2\n"
-        "@@ascendctl npu-smi spod-info device=0 npu=0 chip=0\nSDID : 16777216\nSuper Pod Size : 384\nSuper Pod ID : 3\nServer Index : 4\n"
-        "@@ascendctl npu-smi spod-info device=1 npu=0 chip=1\nSDID : 16777217\nSuper Pod Size : 384\nSuper Pod ID : 3\nServer Index : 4\n"
-        "@@ascendctl end\n"
-    )
-    found = devices_from_probe("n1", [0, 1], text, spod=True)
+def test_probe_with_spod_sections() -> None:
+    sections = {ip_section(0): Section("ipaddr:10.0.0.1\n", 0), ip_section(1): Section("ipaddr:10.0.0.2\n", 0),
+                NPU_MAP_SECTION: Section("NPU ID Chip ID Chip Logic ID Chip Name\n0 0 0 Ascend910\n0 1 1 Ascend910\n", 0)}
+    assert parse_npu_map(sections[NPU_MAP_SECTION].output) == {0: ("0", "0"), 1: ("0", "1")}
+    assert spod_sections({1: ("0", "1")}) == {"spod.1": "npu-smi info -t spod-info -i 0 -c 1"}
+    info = {"spod.0": Section("SDID : 16777216\nSuper Pod Size : 384\nSuper Pod ID : 3\nServer Index : 4\n", 0),
+            "spod.1": Section("SDID : 16777217\nSuper Pod Size : 384\nSuper Pod ID : 3\nServer Index : 4\n", 0)}
+    found = devices_from_sections("n1", [0, 1], sections, spod=True, spod_info=info)
     assert found.super_pod_id == "3" and [d.super_device_id for d in found.devices] == ["16777216", "16777217"]
-    assert "npu-smi info -t spod-info" in device_ip_probe_cmd([0, 1], spod=True)
-    mixed = devices_from_probe("n1", [0, 1], text.replace("Super Pod ID : 3\nServer Index : 4\n@@ascendctl end", "Super Pod ID : 4\nServer Index : 4\n@@ascendctl end"), spod=True)
+    mixed = devices_from_sections("n1", [0, 1], sections, spod=True,
+                                  spod_info={**info, "spod.1": Section(info["spod.1"].output.replace("ID : 3", "ID : 4"), 0)})
     assert mixed.problems == ("devices report different super pod ids: 3 (devices 0), 4 (devices 1)",)
-    assert parse_probe("noise before any header\n@@ascendctl npu-smi missing\n@@ascendctl end\n").npu_smi_missing
+    missing = devices_from_sections("n1", [0], {**sections, NPU_MAP_SECTION: Section("", 127)}, spod=True)
+    assert missing.devices[0].super_device_note == "npu-smi not found"
 
 
 # --------------------------------------------------------------------------- the simulator
@@ -179,10 +194,8 @@ def inventory_file(write_inventory: Any, extra: str = "") -> Path:
 
 
 def probe_reply(ips: dict[int, str]) -> Any:
-    lines = []
-    for device, ip in ips.items():
-        lines += [f"@@ascendctl hccn_tool -i {device} -ip -g exit=0", f"ipaddr:{ip}", "netmask:255.255.255.0"]
-    return ok("\n".join(lines + ["@@ascendctl end", ""]))
+    return framed({ip_section(device): f"ipaddr:{ip}\nnetmask:255.255.255.0" for device, ip in ips.items()},
+                  {HCCN_CONF_SECTION: 127})
 
 
 def test_discovery_is_one_round_trip_per_node(write_inventory: Any) -> None:
@@ -217,7 +230,7 @@ def test_unreachable_node_exits_4_and_others_are_still_validated(write_inventory
     assert int(result.exit_code) == 4 and result.table is None
     assert [(p.code, str(p)) for p in result.problems] == [
         ("unreachable", "n1: connection refused by 10.0.0.1:22"),
-        ("invalid", "n2: device 7: no device IP (hccn_tool -i 7 -ip -g: no answer; /etc/hccn.conf not found)"),
+        ("invalid", "n2: device 7: no device IP (hccn_tool -i 7 -ip -g: printed no ipaddr (no output); /etc/hccn.conf not found)"),
     ]
 
 
@@ -232,6 +245,22 @@ def test_probe_that_does_not_finish_is_a_node_problem(write_inventory: Any) -> N
     ]
 
 
+def test_probe_cut_short_names_the_sections_that_never_answered(write_inventory: Any) -> None:
+    inventory = load_inventory(inventory_file(write_inventory))
+    full = probe_reply({i: f"10.1.0.{i}" for i in range(8)})
+
+    def cut_after_device_5(command: str) -> Any:
+        answer = full(command)
+        text = answer.stdout
+        return type(answer)(command, 137, text[:text.index("begin hccn_tool.ip.6@@") + len("begin hccn_tool.ip.6@@\n")], "", 0.0)
+
+    factory = FakeFactory(inventory, default=[("hccn_tool", cut_after_device_5)])
+    result = render_rank_table(inventory, factory=factory)
+    assert int(result.exit_code) == 3
+    assert str(result.problems[0]) == ("n1: device probe did not finish within 20s per section "
+                                       "(no answer from hccn_tool.ip.6, hccn_tool.ip.7, hccn.conf)")
+
+
 def test_v1_2_asks_npu_smi_only_when_the_inventory_lacks_super_ids(write_inventory: Any) -> None:
     path = write_inventory(
         "defaults: {slots: 2}\nnodes:\n"
@@ -239,12 +268,13 @@ def test_v1_2_asks_npu_smi_only_when_the_inventory_lacks_super_ids(write_invento
         "  - {host: 10.0.0.2, name: n2, device_ips: [10.1.0.3, 10.1.0.4], super_pod_id: 7, super_device_ids: [5, 6]}\n"
     )
     inventory = load_inventory(path)
-    spod = ok("".join(f"@@ascendctl npu-smi spod-info device={d} npu=0 chip={d}\nSDID : {100 + d}\nSuper Pod ID : 7\n" for d in (0, 1))
-              + "@@ascendctl end\n")
-    factory = FakeFactory(inventory, {"n1": [("spod-info", spod)]})
+    npu_map = "NPU ID  Chip ID  Chip Logic ID  Chip Name\n0       0        0              Ascend 910\n0       1        1              Ascend 910\n"
+    spod = framed({f"spod.{d}": f"SDID : {100 + d}\nSuper Pod ID : 7\n" for d in (0, 1)})
+    factory = FakeFactory(inventory, {"n1": [("spod-info", spod), ("npu-smi info -m", framed({NPU_MAP_SECTION: npu_map}))]})
     result = render_rank_table(inventory, version="1.2", factory=factory)
     assert result.problems == ()
     assert "hccn_tool" not in factory.transports["n1"].calls[0]  # IPs came from the inventory
+    assert len(factory.transports["n1"].calls) == 2  # the chip map, then spod-info of the chips it listed
     assert list(factory.transports) == ["n1"]
     assert result.table is not None
     assert [(d["super_device_id"], d["device_ip"]) for s in result.table["server_list"] for d in s["device"]] == [

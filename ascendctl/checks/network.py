@@ -33,7 +33,7 @@ def ports_section(node: Node, ctx: ProbeContext) -> str | None:
     return "ss -Hltn" if node.name == ctx.inventory.master.name else None
 
 
-FACTS: dict[str, Callable[[Node, ProbeContext], str | None]] = {
+FACTS: dict[str, Callable[[Node, ProbeContext], str | dict[str, str] | None]] = {
     **{section: _net_fact(section) for section in NET_SECTIONS}, "ports": ports_section}
 
 

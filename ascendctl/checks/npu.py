@@ -6,9 +6,9 @@ NPUs (`accelerator: ascend`), then they fail. Pure; must not import typer or ric
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
-from ..devices import device_ip_probe_cmd, devices_from_probe, fold_ids
+from ..devices import HCCN_CONF_SECTION, device_sections, devices_from_sections, fold_ids, ip_section, parse_hccn_conf
 from ..inventory import Node
 from ..models import NodeResult
 from ..nodeset import fold
@@ -37,15 +37,15 @@ def _hccn_section(node: Node, ctx: ProbeContext) -> str | None:
     )
 
 
-def _device_ips_section(node: Node, ctx: ProbeContext) -> str | None:
+def _device_ips_sections(node: Node, ctx: ProbeContext) -> dict[str, str] | None:
+    """The device-discovery sections (devices.py): hccn_tool per device and /etc/hccn.conf."""
     if node.accelerator == "none" or node.device_ips is not None:
         return None
-    # An hccn.conf without address lines (an empty placeholder) counts as absent.
-    return (f"command -v hccn_tool >/dev/null 2>&1 || grep -q '^address_' /etc/hccn.conf 2>/dev/null || {{ echo '{ABSENT}'; exit 0; }}\n"
-            + device_ip_probe_cmd(range(node.slots)))
+    return device_sections(range(node.slots))
 
 
-FACTS = {"npu": _npu_section, "hccn": _hccn_section, "device_ips": _device_ips_section}
+FACTS: dict[str, Callable[[Node, ProbeContext], str | dict[str, str] | None]] = {
+    "npu": _npu_section, "hccn": _hccn_section, "device_ips": _device_ips_sections}
 
 
 def _absent(check: str, node: Node, tool: str) -> CheckResult:
@@ -169,16 +169,20 @@ def _device_ips_evaluate(facts: Sequence[NodeFacts], ctx: ProbeContext) -> Clust
     checked: list[str] = []
     for f in facts:
         node = f.node
-        section = f.sections.get("device_ips")
+        tools = [f.sections.get(ip_section(d)) for d in range(node.slots)]
+        conf = f.sections.get(HCCN_CONF_SECTION)
+        # no hccn_tool and no address lines in /etc/hccn.conf (an empty placeholder counts as none): nothing to check
+        absent = all(t is None or t.exit_code == 127 for t in tools) and (
+            conf is None or not conf.ok or not parse_hccn_conf(conf.output))
         if node.accelerator == "none":
             per_node[node.name] = result("device_ips", Status.SKIP, "accelerator: none")
         elif node.device_ips is not None:
             results.append(NodeResult(node.name, value=devices_from_inventory(node, range(node.slots))))
             checked.append(node.name)
-        elif section is None or section.output.strip() == ABSENT:
+        elif absent:
             per_node[node.name] = _absent("device_ips", node, "hccn_tool or /etc/hccn.conf")
         else:
-            results.append(NodeResult(node.name, value=devices_from_probe(node.name, range(node.slots), section.output)))
+            results.append(NodeResult(node.name, value=devices_from_sections(node.name, range(node.slots), f.sections)))
             checked.append(node.name)
     problems = validate_devices(ctx.inventory, results)  # type: ignore[arg-type]
     by_node: dict[str, list[str]] = {}
