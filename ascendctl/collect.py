@@ -27,14 +27,12 @@ import logging
 import os
 import re
 import secrets
-import shlex
 import shutil
-import stat
 import tarfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Sequence
 
 from .probe import TOOL_PATH, ask
@@ -45,6 +43,7 @@ from .jobs import JobRecord
 from .models import EventSink, NodeError, NodeStatus
 from .outcome import exit_code_for, node_outcome
 from .redact import redact_document, redact_env
+from .shell import remote
 from .transport import Transport
 
 log = logging.getLogger(__name__)
@@ -315,62 +314,19 @@ def command_sections(npu_ids: Sequence[int], since: float | None) -> list[tuple[
     return sections
 
 
-def build_collect_script(plan: NodePlan) -> str:
-    """The remote sh script: run the commands into a staging dir, pick newest files within the budget, tar to stdout.
+def collect_command(plan: NodePlan) -> tuple[str, bytes]:
+    """(command, stdin) that runs ascendctl/sh/collect_node.sh for this plan: commands, newest files in budget, tar to stdout.
 
     Member names: `<nonce>/...` is the staging dir (commands, .meta, tails of truncated
     files under files/), anything else is a whole file relative to `/`.
     """
-    q = shlex.quote
-    nonce = plan.nonce
-    lines = [
-        f'PATH="$PATH:{TOOL_PATH}"; export PATH; LC_ALL=C; export LC_ALL',
-        "tab=$(printf '\\t')",
-        'T=$(mktemp -d "${TMPDIR:-/tmp}/ascendctl-collect.XXXXXX") || exit 70',
-        "trap 'rm -rf \"$T\"' EXIT HUP INT TERM",
-        f'S="$T/{nonce}"; M="$S/.meta"; mkdir -p "$S/commands" "$S/files" "$M"; : > "$M/status.tsv"; : > "$M/cand.tsv"',
-        "if command -v timeout >/dev/null 2>&1; then",
-        f"  run() {{ timeout -k 2 {plan.section_timeout:g} sh -c \"$1\" 2>&1 </dev/null; }}",
-        "else",
-        '  run() { sh -c "$1" 2>&1 </dev/null; }',
-        "fi",
-        "sect() {",
-        '  if ! command -v "$2" >/dev/null 2>&1; then printf "%s\\tabsent\\t%s\\n" "$1" "$2" >> "$M/status.tsv"; return; fi',
-        '  run "$3" > "$S/commands/$1.txt"; printf "%s\\t%s\\t%s\\n" "$1" "$?" "$2" >> "$M/status.tsv"',
-        "}",
-        # GNU find: -newermt @epoch and -printf; errors (missing dirs) are not interesting
-        'cand() { c=$1; shift; find "$@" -type f -printf "%T@\\t%s\\t$c\\t%p\\n" 2>/dev/null >> "$M/cand.tsv"; }',
-    ]
+    args: list[object] = [plan.nonce, TOOL_PATH, f"{plan.section_timeout:g}", plan.budget, MIN_TAIL,
+                          "" if plan.since is None else int(plan.since), "" if plan.until is None else int(plan.until),
+                          plan.log_base.rstrip("/"), plan.msprof_dir or ""]
     for name, tool, command in command_sections(plan.npu_ids, plan.since):
-        lines.append(f"sect {q(name)} {q(tool)} {q(command)}")
-    window = []
-    if plan.since is not None:
-        window.append(f"-newermt @{int(plan.since)}")
-    if plan.until is not None:
-        window.append(f"! -newermt @{int(plan.until)}")
-    when = " ".join(window)
-    base = q(plan.log_base.rstrip("/") or "/")
-    lines.append(f"cand plog {base}/run/plog {base}/debug/plog {when}".rstrip())
-    lines.append(f"cand device_log {base}/run/device-* {base}/debug/device-* /var/log/npu/slog {when}".rstrip())
-    if plan.launcher_paths:
-        lines.append("cand launcher " + " ".join(q(p) for p in plan.launcher_paths))
-    if plan.msprof_dir:
-        lines.append(f"cand msprof {q(plan.msprof_dir)} -path '*/mindstudio_profiler_output/*' -name '*.csv'")
-    lines += [
-        'used=$(du -sk "$S" | cut -f1); budget=$(( ' + str(plan.budget) + ' - used * 1024 ))',
-        # newest first; a path seen twice (a launcher dir inside the plog dir) counts once
-        f'sort -t "$tab" -k1,1 -g -r "$M/cand.tsv" | awk -F "$tab" -v budget="$budget" -v mintail={MIN_TAIL} \''
-        'BEGIN { OFS = "\\t" } seen[$4]++ { next } '
-        '{ if ($2 + 0 <= budget) { budget -= $2; print "keep", $2, $2, $1, $3, $4 } '
-        'else if (budget >= mintail) { print "tail", budget, $2, $1, $3, $4; budget = 0 } '
-        'else print "drop", 0, $2, $1, $3, $4 }\' > "$M/selection.tsv"',
-        'awk -F "$tab" \'$1 == "tail"\' "$M/selection.tsv" | while IFS="$tab" read -r a k s m c p; do '
-        'mkdir -p "$S/files$(dirname "$p")" && tail -c "$k" "$p" > "$S/files$p"; done',
-        'awk -F "$tab" \'$1 == "keep" { print substr($6, 2) }\' "$M/selection.tsv" > "$M/list"',
-        f'tar -cf - -C "$T" {nonce} -C / --ignore-failed-read -T "$M/list"',
-        "rc=$?; [ $rc -le 1 ] && exit 0; exit $rc",
-    ]
-    return "\n".join(lines) + "\n"
+        args += [name, tool, command]
+    args += ["--", *plan.launcher_paths]
+    return remote("collect_node.sh", *args)
 
 
 def member_target(name: str, nonce: str) -> str | None:
@@ -385,30 +341,31 @@ def member_target(name: str, nonce: str) -> str | None:
 
 # --- safe unpacking -----------------------------------------------------------------------------------
 
+# tarfile's "data" extraction filter (PEP 706) judges every member; these name its refusals for the manifest
+_FILTER_REASONS = (
+    ("AbsolutePathError", "absolute path"),
+    ("OutsideDestinationError", "outside the destination"),
+    ("AbsoluteLinkError", "link to an absolute path"),
+    ("LinkOutsideDestinationError", "link pointing outside"),
+    ("SpecialFileError", "special file"),
+)
+MAX_MEMBERS = 1_000_000  # a hostile bundle of empty files must not fill the inode table
+MAX_UNPACKED = 64 * 1024**3  # nor a small .tar.gz of zeros the disk
 
-def member_problem(member: tarfile.TarInfo) -> str | None:
-    """Why a member must not be written, judged on the raw archive entry (None when it is acceptable)."""
-    name = member.name
-    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-        return "absolute path"
-    parts = PurePosixPath(name).parts
-    if ".." in parts:
-        return "parent directory reference"
-    if member.islnk():
-        return "hard link"
-    if member.issym():
-        target = member.linkname
-        if target.startswith("/"):
-            return f"symlink to absolute path {target}"
-        depth = 0
-        for part in (*PurePosixPath(name).parent.parts, *PurePosixPath(target).parts):
-            depth = depth - 1 if part == ".." else depth + (part not in (".", ""))
-            if depth < 0:
-                return f"symlink pointing outside ({target})"
-        return None
-    if not (member.isfile() or member.isdir()):
-        return "special file"
-    return None
+
+@dataclass(frozen=True, slots=True)
+class UnpackLimits:
+    """Caps on what one archive may write: member count and total bytes of file content."""
+
+    members: int = MAX_MEMBERS
+    bytes: int = MAX_UNPACKED
+
+
+def _filter_reason(exc: Exception, member: tarfile.TarInfo) -> str:
+    for name, reason in _FILTER_REASONS:
+        if type(exc).__name__ == name:
+            return f"{reason} ({member.linkname})" if member.issym() else reason
+    return str(exc)
 
 
 def unpack_tar_stream(
@@ -417,70 +374,57 @@ def unpack_tar_stream(
     *,
     rename: Callable[[str], str | None] = lambda name: name,
     on_file: Callable[[str, int], None] | None = None,
+    limits: UnpackLimits = UnpackLimits(),
 ) -> UnpackResult:
-    """Unpack a tar stream into `dest`, refusing absolute paths, `..`, hard links, links out and special files.
+    """Unpack a tar stream into `dest` with the standard library's "data" filter and our caps.
 
-    Nothing is written outside `dest` and nothing is written through a symlink. The stream
-    is read sequentially (tar mode "r|"): never all in memory. A broken stream stops the
-    unpacking and is reported in `error`, with what was written so far.
+    The filter refuses anything that would land (or link) outside `dest`, absolute links and special
+    files; we also refuse absolute member names and hard links (the stream cannot seek back to them).
+    The stream is read sequentially (tar mode "r|"): never all in memory. A broken stream, or one
+    past `limits`, stops the unpacking and is reported in `error`, with what was written so far.
     """
+    if not hasattr(tarfile, "data_filter"):  # Python < 3.10.12 / 3.11.4: no extraction filters
+        raise UsageError("this Python has no tarfile extraction filters; use Python >= 3.11.4 (or 3.10.12)")
     dest.mkdir(parents=True, exist_ok=True)
-    root = dest.resolve()
     written: list[str] = []
     refused: list[Refused] = []
     error = None
+    members = content = 0
     try:
         # a large bufsize: the default 10 KiB records make the stream reader spend its time in Python calls
         with tarfile.open(fileobj=fileobj, mode="r|", bufsize=CHUNK) as archive:
             for member in archive:
-                problem = member_problem(member)
-                target = None if problem else rename(member.name)
-                if problem is None and target is not None:
-                    problem = _write_member(archive, member, root, target)
-                    if problem is None and member.isfile():
-                        written.append(target)
-                        if on_file:
-                            on_file(target, member.size)
+                members += 1
+                if members > limits.members:
+                    error = f"more than {limits.members} archive members: stopped there"
+                    break
+                target = rename(member.name)
+                if target is None:
+                    continue
+                problem = ("absolute path" if member.name.startswith("/") or re.match(r"^[A-Za-z]:", member.name)
+                           else "hard link" if member.islnk() else None)
+                if problem is None and member.isfile():
+                    content += member.size
+                    if content > limits.bytes:
+                        error = f"archive content passes {limits.bytes} bytes: stopped at {member.name!r}"
+                        break
+                if problem is None:
+                    try:
+                        archive.extract(member.replace(name=target, deep=False), dest, filter="data")
+                    except tarfile.FilterError as exc:
+                        problem = _filter_reason(exc, member)
+                    except (FileExistsError, IsADirectoryError, NotADirectoryError) as exc:
+                        problem = f"clashes with what is already there ({exc.strerror})"
                 if problem is not None:
                     log.warning("refused archive member %r: %s", member.name, problem)
                     refused.append(Refused(member.name, problem))
+                elif member.isfile():
+                    written.append(target)
+                    if on_file:
+                        on_file(target, member.size)
     except (tarfile.TarError, OSError, EOFError) as exc:
         error = f"archive stream broken off: {exc}"
     return UnpackResult(tuple(written), tuple(refused), error)
-
-
-def _write_member(archive: tarfile.TarFile, member: tarfile.TarInfo, root: Path, target: str) -> str | None:
-    parts = [p for p in PurePosixPath(target).parts if p not in ("", ".")]
-    if not parts or ".." in parts or target.startswith("/"):
-        return "bad target path"
-    # walk down from root: every existing component must be a real directory, never a link
-    current = root
-    for part in parts[:-1]:
-        current = current / part
-        try:
-            mode = os.lstat(current).st_mode
-        except FileNotFoundError:
-            os.mkdir(current, 0o755)
-            continue
-        if not stat.S_ISDIR(mode):
-            return "path goes through a link or file"
-    path = current / parts[-1]
-    if os.path.lexists(path) and (os.path.islink(path) or member.isdir() != path.is_dir()):
-        return "would replace an existing link or file"
-    if member.isdir():
-        path.mkdir(exist_ok=True)
-        return None
-    if member.issym():
-        os.symlink(member.linkname, path)
-        return None
-    source = archive.extractfile(member)
-    if source is None:
-        return "unreadable member"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "wb") as sink:
-        shutil.copyfileobj(source, sink, CHUNK)
-    os.utime(path, (member.mtime, member.mtime))
-    return None
 
 
 # --- fetching -----------------------------------------------------------------------------------------
@@ -509,7 +453,7 @@ def stream_slack(cap: int) -> int:
     return cap // 10 + 4 * 1024 * 1024
 
 
-def _fetch(transport: Transport, script: str, node_dir: Path, nonce: str, cap: int, total: _Budget,
+def _fetch(transport: Transport, plan: NodePlan, node_dir: Path, cap: int, total: _Budget,
            timeout: float) -> tuple[UnpackResult, bool, str]:
     """Run the collection script and unpack its stdout as it arrives; returns (unpacked, capped, stderr tail)."""
     read_fd, write_fd = os.pipe()
@@ -524,7 +468,7 @@ def _fetch(transport: Transport, script: str, node_dir: Path, nonce: str, cap: i
 
     def consume() -> None:
         with os.fdopen(read_fd, "rb", buffering=CHUNK) as reader:
-            result.append(unpack_tar_stream(reader, node_dir, rename=lambda name: member_target(name, nonce)))
+            result.append(unpack_tar_stream(reader, node_dir, rename=lambda name: member_target(name, plan.nonce)))
             # keep draining so the writer never blocks on a full pipe after an early stop
             while reader.read(CHUNK):
                 pass
@@ -547,7 +491,8 @@ def _fetch(transport: Transport, script: str, node_dir: Path, nonce: str, cap: i
         del stderr[:-8192]
 
     try:
-        transport.stream(script, on_stdout=on_stdout, on_stderr=on_stderr, timeout=timeout)
+        command, script = collect_command(plan)
+        transport.stream(command, on_stdout=on_stdout, on_stderr=on_stderr, timeout=timeout, stdin=script)
     except _CapReached:
         log.info("%s: stopped reading at the cap (%d bytes)", node_dir.name, received)
     finally:
@@ -612,8 +557,7 @@ def collect_node(node: Node, transport: Transport, options: CollectOptions, dire
                     launcher_paths=launcher, msprof_dir=_absolute(options.msprof_dir, home) if options.msprof_dir else None,
                     budget=node_budget, section_timeout=options.section_timeout)
     with streams or threading.Semaphore():
-        unpacked, capped, stderr = _fetch(transport, build_collect_script(plan), node_dir, nonce, node_budget, total,
-                                          options.stream_timeout)
+        unpacked, capped, stderr = _fetch(transport, plan, node_dir, node_budget, total, options.stream_timeout)
     return _describe(node, node_dir, unpacked, capped, stderr, commands)
 
 

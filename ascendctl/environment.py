@@ -13,7 +13,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from .errors import UsageError
 from .inventory import Node
@@ -40,14 +40,19 @@ def check_env_name(name: str, where: str) -> None:
         raise UsageError(f"{where}: invalid environment variable name {name!r} (expected [A-Za-z_][A-Za-z0-9_]*)")
 
 
-def parse_env_assignments(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    """`K=V` strings to pairs; a bad name is a usage error that names it."""
+def parse_env_assignments(items: Sequence[str], environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+    """`NAME=VALUE` strings to pairs; a bare `NAME` takes its value from our own environment (`environ`), so a
+    secret need not be typed on the command line (where `ps` and shell history see it). A bad name, or a bare
+    name that is not set, is a usage error that names it."""
+    source = os.environ if environ is None else environ
     pairs = []
     for item in items:
         name, sep, value = item.partition("=")
-        if not sep:
-            raise UsageError(f"--env {item!r}: expected NAME=VALUE")
         check_env_name(name, f"--env {item!r}")
+        if not sep:
+            if name not in source:
+                raise UsageError(f"--env {name}: {name} is not set in this environment (use NAME=VALUE, or export {name} first)")
+            value = source[name]
         pairs.append((name, value))
     return tuple(pairs)
 
@@ -102,8 +107,8 @@ def node_environment(
     env["MASTER_ADDR"] = master.ip
     env["MASTER_PORT"] = str(master_port(launcher, port))
     env["HCCL_CONNECT_TIMEOUT"] = str(hccl_connect_timeout)
-    if rank_table:
-        env["RANK_TABLE_FILE"] = rank_table
+    if rank_table:  # relative to where ascendctl runs (a shared filesystem), never to the launcher's directory
+        env["RANK_TABLE_FILE"] = str(Path(rank_table).absolute())
     if launcher == "torchrun":
         env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = TORCHRUN_LINE_PREFIX
     for name, value in node.env.items():

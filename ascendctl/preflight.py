@@ -201,15 +201,14 @@ def _phase2(
 
     def phase2(node: Node, transport: Transport) -> NodeFacts:
         facts = next(f for f in reachable if f.node.name == node.name)
-        command = network.phase2_command(facts, reachable, ctx, path=want_path, port=want_port,
-                                         master_address=master_address, listener=listener_pid is not None)
-        if command is None:
+        sections = network.phase2_sections(facts, reachable, ctx, path=want_path, port=want_port,
+                                           master_address=master_address, listener=listener_pid is not None)
+        if not sections:
             return facts
         try:
-            output = transport.run(command)
-            return replace(facts, phase2=Section(output.stdout, output.exit_code))
-        except TransportError as exc:
-            return replace(facts, phase2=Section(f"error {exc.message}", None))
+            return replace(facts, phase2=ask(transport, sections, section_timeout=ctx.config.section_timeout).sections)
+        except TransportError:
+            return facts  # no answer: the checks say "no answer from the port test"
 
     try:
         results = group.run(phase2, nodes=[f.node for f in reachable])

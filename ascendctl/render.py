@@ -618,11 +618,11 @@ def render_env(
 ) -> tuple[NodeEnvironment, ...]:
     """Each node's environment, as `launch` would export it: the nodes are asked for their cluster endpoints.
 
-    RANK_TABLE_FILE defaults to ./rank_table.json (made absolute); the inventory's `env` wins over the rest.
+    RANK_TABLE_FILE only when given (made absolute), as `launch --rank-table`: a set RANK_TABLE_FILE switches
+    HCCL and MindSpore to rank-table mode, so no default is guessed. The inventory's `env` wins over the rest.
     """
-    table = rank_table_file or str(Path.cwd() / "rank_table.json")
     with NodeGroup(inventory, factory=factory) as group:
         endpoints = resolve_endpoints(group)
     master = endpoints[inventory.master.name]
-    return tuple(node_environment(node, endpoints[node.name], master, launcher=launcher, port=master_port, rank_table=table,
+    return tuple(node_environment(node, endpoints[node.name], master, launcher=launcher, port=master_port, rank_table=rank_table_file,
                                   hccl_connect_timeout=hccl_connect_timeout) for node in inventory.nodes)

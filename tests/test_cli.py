@@ -100,6 +100,15 @@ def test_inventory_show_lists_sources(write_inventory: Any) -> None:
     assert doc["nodes"][3]["settings"]["slots"] == {"value": 2, "source": "node"}
 
 
+def test_inventory_show_never_prints_a_secret(write_inventory: Any) -> None:
+    path = write_inventory("defaults: {env: {DB_PASSWORD: hunter2-pw, DATA: 'https://u:tok3n-x@h/p', MODE: fast}}\n"
+                           "nodes:\n  - {host: n1}\n")
+    for extra in ([], ["--json"]):
+        result = runner.invoke(app, ["inventory", "show", "-i", str(path), *extra], catch_exceptions=False)
+        assert result.exit_code == 0 and "MODE" in result.stdout
+        assert "hunter2-pw" not in result.stdout and "tok3n-x" not in result.stdout, result.stdout
+
+
 def test_inventory_validate_reports_every_problem_and_no_traceback(write_inventory: Any) -> None:
     path = write_inventory("defaults: {prot: 22}\nnodes:\n  - {host: a}\n  - {host: a}\n")
     result = runner.invoke(app, ["inventory", "validate", "-i", str(path)])

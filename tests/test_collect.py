@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.collect import (NodePlan, build_collect_script, command_sections, job_window, member_target, parse_env,
-                               parse_since, parse_size, device_env, unpack_tar_stream)
+from ascendctl.collect import (NodePlan, collect_command, command_sections, job_window, member_target, parse_env,
+                               parse_since, parse_size, device_env, unpack_tar_stream, UnpackLimits)
 from ascendctl.errors import UsageError
 from ascendctl.jobs import JobRecord
 
@@ -98,19 +98,43 @@ def test_unpack_refuses_traversal_absolute_and_links_out(tmp_path: Path) -> None
     )
     result = unpack_tar_stream(stream, dest)
     assert {r.member: r.reason for r in result.refused} == {
-        "../../etc/passwd": "parent directory reference",
+        "../../etc/passwd": "outside the destination",
         "/etc/evil": "absolute path",
-        "a/../../b": "parent directory reference",
-        "out": "symlink to absolute path /etc",
-        "sub/out2": "symlink pointing outside (../../x)",
+        "a/../../b": "outside the destination",
+        "out": "link to an absolute path (/etc)",
+        "sub/out2": "link pointing outside (../../x)",
         "hard": "hard link",
         "fifo": "special file",
-        "inside/through": "path goes through a link or file",
+        "inside/through": "clashes with what is already there (File exists)",  # a link to a dir that is not there yet
     }
     assert result.written == ("dir/ok.txt",) and result.error is None
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
     assert written == ["bundle", "bundle/node", "bundle/node/dir", "bundle/node/dir/ok.txt", "bundle/node/inside"]
     assert os.readlink(dest / "inside") == "dir"
+
+
+def test_unpack_writes_through_a_link_only_inside_the_destination(tmp_path: Path) -> None:
+    stream = crafted(
+        ("dir/a.txt", {}, b"a\n"),
+        ("inside", {"type": tarfile.SYMTYPE, "linkname": "dir"}, b""),
+        ("inside/b.txt", {}, b"b\n"),
+        ("up", {"type": tarfile.SYMTYPE, "linkname": ".."}, b""),
+        ("up/escaped.txt", {}, b"x\n"),
+    )
+    result = unpack_tar_stream(stream, tmp_path / "d")
+    assert (tmp_path / "d/dir/b.txt").read_bytes() == b"b\n"
+    assert {r.member: r.reason for r in result.refused} == {"up": "link pointing outside (..)"}
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_unpack_stops_at_the_member_and_byte_caps(tmp_path: Path) -> None:
+    many = crafted(*((f"f{i}", {}, b"") for i in range(50)))
+    result = unpack_tar_stream(many, tmp_path / "a", limits=UnpackLimits(members=10))
+    assert result.error == "more than 10 archive members: stopped there" and len(result.written) == 10
+    big = crafted(("one", {}, b"1" * 600), ("two", {}, b"2" * 600))
+    result = unpack_tar_stream(big, tmp_path / "b", limits=UnpackLimits(bytes=1000))
+    assert result.error == "archive content passes 1000 bytes: stopped at 'two'" and result.written == ("one",)
+    assert not (tmp_path / "b/two").exists()
 
 
 def test_unpack_reports_a_stream_cut_short(tmp_path: Path) -> None:
@@ -143,7 +167,8 @@ def test_collect_script_keeps_newest_files_within_the_budget(tmp_path: Path) -> 
     plant(tmp_path, "prof/PROF_1/device_0/data/raw.bin", b"r", age=0)
     plan = NodePlan("abc123", time.time() - 3600, None, (), str(base), (str(tmp_path / "launch.log"),),
                     str(tmp_path / "prof"), budget=2 * 2**20)
-    proc = subprocess.run(["sh", "-c", build_collect_script(plan)], capture_output=True, check=True)
+    command, script = collect_command(plan)
+    proc = subprocess.run(["sh", "-c", command], input=script, capture_output=True, check=True)
     dest = tmp_path / "out"
     result = unpack_tar_stream(io.BytesIO(proc.stdout), dest, rename=lambda n: member_target(n, "abc123"))
     assert result.refused == () and result.error is None
@@ -200,9 +225,10 @@ class StreamingNode:
 
     def stream(self, command: str, *, on_stdout: Any = None, on_stderr: Any = None, timeout: float | None = None,
                stdin: bytes | None = None) -> Any:
-        import re
+        import shlex
 
-        nonce = re.search(r'S="\$T/(\w+)"', command).group(1)  # type: ignore[union-attr]
+        assert stdin is not None and b"collect_node.sh" not in command.encode()
+        nonce = shlex.split(command)[3]  # sh -s -- NONCE ...
         selection = f"keep\t{self.big}\t{self.big}\t1.0\tplog\t/root/p.log\n".encode()
         for name, data in ((f"{nonce}/.meta/status.tsv", b"kernel\t0\tdmesg\n"), (f"{nonce}/.meta/selection.tsv", selection)):
             info = tarfile.TarInfo(name)

@@ -55,13 +55,19 @@ def test_dry_run_changes_nothing(tmp_path: Path, cluster_network: Any) -> None:
     assert list_jobs() == []
 
 
-@pytest.mark.parametrize("bad", ["1BAD=x", "A-B=x", "=x", "NOEQUALS"])
+@pytest.mark.parametrize("bad", ["1BAD=x", "A-B=x", "=x", "NO-EQUALS"])
 def test_bad_env_names_are_usage_errors_naming_them(bad: str) -> None:
     result = runner.invoke(app, ["launch", "--launcher", "torchrun", "--env", bad, "--dry-run", "--", "x.py"])
     assert result.exit_code == 2
     assert repr(bad) in result.stderr
     with pytest.raises(UsageError):
         parse_env_assignments([bad])
+
+
+def test_bare_env_name_takes_the_value_from_our_environment_so_no_secret_is_in_argv() -> None:
+    assert parse_env_assignments(["HCCL_DB_PASSWD", "A=1"], {"HCCL_DB_PASSWD": "s3cret"}) == (("HCCL_DB_PASSWD", "s3cret"), ("A", "1"))
+    with pytest.raises(UsageError, match="--env UNSET_ONE: UNSET_ONE is not set in this environment"):
+        parse_env_assignments(["UNSET_ONE"], {})
 
 
 def endpoints(inv: Any) -> dict[str, Endpoint]:

@@ -129,7 +129,7 @@ def test_path_mtu_blames_the_node_common_to_every_failing_pair() -> None:
                  "n4": "ping n1 10.0.0.1 0 0\n"}[node.name]
         if node.name == "n1":
             pings = "ping n2 10.0.0.2 0 0\n"
-        facts.append(NodeFacts(node, net_section(9000, address=f"10.0.0.{i + 1}"), phase2=Section(pings, 0)))
+        facts.append(NodeFacts(node, net_section(9000, address=f"10.0.0.{i + 1}"), phase2={"path": Section(pings, 0)}))
     verdict = network.PATH_MTU.evaluate(facts, ctx(inventory))
     statuses = {name: r.status for name, r in verdict.per_node.items()}
     assert statuses == {"n1": Status.PASS, "n2": Status.PASS, "n3": Status.FAIL, "n4": Status.PASS}
@@ -145,12 +145,12 @@ def test_master_port_busy_and_unreachable() -> None:
     busy = NodeFacts(inventory.nodes[0], {"ports": Section("LISTEN 0 128 0.0.0.0:29500 0.0.0.0:*", 0)})
     verdict = network.MASTER_PORT.evaluate([busy, NodeFacts(inventory.nodes[1])], ctx(inventory))
     assert verdict.summary.status == Status.FAIL and "already in use on master m (0.0.0.0:29500)" in verdict.summary.summary
-    free = NodeFacts(inventory.nodes[0], {"ports": Section("", 0)}, phase2=Section("port 0", 0), listener=True)
-    worker = NodeFacts(inventory.nodes[1], phase2=Section("port 3", 0))
+    free = NodeFacts(inventory.nodes[0], {"ports": Section("", 0)}, phase2={"port": Section("port 0", 0)}, listener=True)
+    worker = NodeFacts(inventory.nodes[1], phase2={"port": Section("port 3", 0)})
     verdict = network.MASTER_PORT.evaluate([free, worker], ctx(inventory))
     assert verdict.per_node["w"].status == Status.FAIL and "firewall" in (verdict.per_node["w"].hint or "")
-    refused_without_listener = NodeFacts(inventory.nodes[1], phase2=Section("port 2", 0))
-    verdict = network.MASTER_PORT.evaluate([NodeFacts(inventory.nodes[0], {"ports": Section("", 0)}, phase2=Section("port 2", 0),
+    refused_without_listener = NodeFacts(inventory.nodes[1], phase2={"port": Section("port 2", 0)})
+    verdict = network.MASTER_PORT.evaluate([NodeFacts(inventory.nodes[0], {"ports": Section("", 0)}, phase2={"port": Section("port 2", 0)},
                                                       listener=False), refused_without_listener], ctx(inventory))
     assert verdict.summary.status == Status.PASS
 

@@ -386,10 +386,12 @@ def test_env_json_and_node_filter(write_inventory: Any, monkeypatch: pytest.Monk
     path = write_inventory("nodes:\n  - {host: 10.0.0.1, name: a}\n  - {host: 10.0.0.2, name: b}\n")
     doc = json.loads(invoke("render", "env", "-i", str(path), "--json", "--node", "b").stdout)
     assert doc["status"] == "ok"
+    # no RANK_TABLE_FILE unless asked for: a set one switches HCCL and MindSpore to rank-table mode
     assert doc["nodes"] == [{"name": "b", "host": "10.0.0.2", "env": {
         "HCCL_IF_IP": "172.16.0.2", "HCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0",
-        "MASTER_ADDR": "172.16.0.1", "MASTER_PORT": "29500", "HCCL_CONNECT_TIMEOUT": "1200",
-        "RANK_TABLE_FILE": str(tmp_path / "rank_table.json")}}]
+        "MASTER_ADDR": "172.16.0.1", "MASTER_PORT": "29500", "HCCL_CONNECT_TIMEOUT": "1200"}}]
+    relative = json.loads(invoke("render", "env", "-i", str(path), "--json", "--node", "b", "--rank-table-file", "rt.json").stdout)
+    assert relative["nodes"][0]["env"]["RANK_TABLE_FILE"] == str(tmp_path / "rt.json")
     result = runner.invoke(app, ["render", "env", "-i", str(path), "--node", "zz"])
     assert result.exit_code == 2 and "--node zz: no such node" in result.stderr
 

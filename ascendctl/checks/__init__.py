@@ -91,7 +91,7 @@ class NodeFacts:
     sections: Mapping[str, Section] = field(default_factory=dict)
     clock_offset: float | None = None  # node clock minus this host's, seconds
     clock_uncertainty: float | None = None  # half the round trip of the measurement
-    phase2: Section | None = None  # output of the cross-node round (pings, port)
+    phase2: Mapping[str, Section] = field(default_factory=dict)  # probe sections of the cross-node round (path, port)
     listener: bool | None = None  # on the master: a test listener ran on master_port
     expected: frozenset[str] = frozenset()  # probe sections that were asked for on this node
 

@@ -113,25 +113,31 @@ def ping_targets(facts: NodeFacts, reachable: Sequence[NodeFacts], ctx: ProbeCon
     return targets
 
 
-def phase2_command(facts: NodeFacts, reachable: Sequence[NodeFacts], ctx: ProbeContext, *, path: bool, port: bool,
-                   master_address: str | None, listener: bool) -> str | None:
-    """Pings (don't-fragment jumbo and small) to each target, and a TCP connect to the master port.
+PATH_SECTION, PORT_SECTION = "path", "port"
 
-    The connect prints 0 (connected), 2 (refused: the packets got there), 3 (timed out or
+
+def phase2_sections(facts: NodeFacts, reachable: Sequence[NodeFacts], ctx: ProbeContext, *, path: bool, port: bool,
+                    master_address: str | None, listener: bool) -> dict[str, str]:
+    """Probe sections of the cross-node round: pings (don't-fragment jumbo and small) to each target, a TCP connect.
+
+    `path` prints `ping <name> <ip> <jumbo rc> <small rc>` per target (or `ping missing`); `port`
+    prints `port N`: 0 (connected), 2 (refused: the packets got there), 3 (timed out or
     unreachable), 1 (failed, kind unknown) or 99 (no tool to try with).
     """
-    lines: list[str] = []
+    sections: dict[str, str] = {}
     if path:
         size = ctx.config.min_mtu - 28  # IPv4 + ICMP headers
+        lines = ["command -v ping >/dev/null 2>&1 || { echo 'ping missing'; exit 0; }"]
         for peer in ping_targets(facts, reachable, ctx):
             ip = shlex.quote(node_address(peer))
-            # jumbo and small pings run side by side; either reply of the two jumbo ones passes
+            # jumbo and small pings run side by side, every target at once; either of the two jumbo replies passes
             lines.append(
                 f"( ping -n -q -c 1 -W 1 -s {SMALL_PING} {ip} >/dev/null 2>&1 & s=$!; "
                 f"ping -n -q -c 2 -i 0.2 -W 1 -M do -s {size} {ip} >/dev/null 2>&1; big=$?; wait $s; "
                 f"echo \"ping {peer.node.name} {ip} $big $?\" ) &"
             )
-        lines.append("command -v ping >/dev/null 2>&1 || echo 'ping missing'")
+        if len(lines) > 1:
+            sections[PATH_SECTION] = "\n".join(lines) + "\nwait\n"
     if port and master_address is not None:
         host, number = shlex.quote(master_address), ctx.config.master_port
         connect = ("import socket,sys; s=socket.socket(); s.settimeout(2); r=s.connect_ex((sys.argv[1], int(sys.argv[2]))); "
@@ -147,14 +153,12 @@ def phase2_command(facts: NodeFacts, reachable: Sequence[NodeFacts], ctx: ProbeC
             order = [("python3", python_try), ("nc", "nc -z -w 2 \"$1\" \"$2\""), ("bash", bash_try)]
             tries = 1
         chain = "; ".join(f"{'if' if i == 0 else 'elif'} command -v {tool} >/dev/null 2>&1; then {cmd}" for i, (tool, cmd) in enumerate(order))
-        lines.append(
+        sections[PORT_SECTION] = (
             f"tcp() {{ {chain}; else return 99; fi; }}; "
             f"i=0; while :; do tcp {host} {number}; r=$?; i=$((i+1)); "
             f"{{ [ $r = 0 ] || [ $r = 99 ] || [ $i -ge {tries} ]; }} && break; sleep 0.25; done; echo \"port $r\""
         )
-    if not lines:
-        return None
-    return "\n".join(lines) + "\nwait\n"
+    return sections
 
 
 def listener_command(port: int, seconds: float) -> str:
@@ -173,13 +177,12 @@ def listener_command(port: int, seconds: float) -> str:
     )
 
 
-def _parse_phase2(section: Section | None) -> tuple[list[tuple[str, str, bool, bool]], int | None, bool]:
+def _parse_phase2(sections: Mapping[str, Section]) -> tuple[list[tuple[str, str, bool, bool]], int | None, bool]:
     pings: list[tuple[str, str, bool, bool]] = []
     port: int | None = None
     ping_missing = False
-    if section is None:
-        return pings, port, ping_missing
-    for line in section.output.splitlines():
+    text = "\n".join(sections[name].output for name in (PATH_SECTION, PORT_SECTION) if name in sections)
+    for line in text.splitlines():
         words = line.split()
         if len(words) == 5 and words[0] == "ping":
             pings.append((words[1], words[2], words[3] == "0", words[4] == "0"))

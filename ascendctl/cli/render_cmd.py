@@ -115,7 +115,7 @@ def ranktable(
 @cli_errors
 def env(
     inventory: InventoryOpt = None,
-    rank_table_file: Annotated[Optional[str], typer.Option("--rank-table-file", help="RANK_TABLE_FILE as the nodes see it (default: ./rank_table.json, absolute).", show_default=False)] = None,
+    rank_table_file: Annotated[Optional[str], typer.Option("--rank-table-file", help="RANK_TABLE_FILE as the nodes see it (made absolute); unset without it, as in launch.", show_default=False)] = None,
     launcher: Annotated[Optional[str], typer.Option("--launcher", help="msrun or torchrun: its default port and line prefixes, as `launch` sets them.", show_default=False)] = None,
     master_port: Annotated[Optional[int], typer.Option("--master-port", help="MASTER_PORT (default: 8118 for msrun, else 29500).", min=1, max=65535, show_default=False)] = None,
     hccl_connect_timeout: Annotated[int, typer.Option("--hccl-connect-timeout", help="HCCL_CONNECT_TIMEOUT in seconds (HCCL's own default is 120).", min=1)] = 1200,

@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Prefix every line read on stdin with the node's local time: "2026-11-23T10:00:00.123456 | line".
 # Run by bash (EPOCHREALTIME needs bash >= 5; older bash stamps whole seconds). Used by `ascendctl launch`
 # between a node's launcher and its launcher.log, so that triage can order lines across nodes.

@@ -401,14 +401,7 @@ class SSHTransport:
         limit = self.node.command_timeout if timeout is None else timeout
         started = time.monotonic()
         deadline = started + limit
-        try:
-            chan = self._transport.open_session(timeout=self.endpoint.connect_timeout)
-            chan.exec_command(command)
-            if stdin:
-                chan.sendall(stdin)
-            chan.shutdown_write()
-        except (paramiko.SSHException, EOFError, OSError) as exc:
-            raise ConnectError(f"lost connection to {self.endpoint.label}: {exc}") from None
+        chan = self._start(command, stdin)
         out: list[bytes] = []
         err: list[bytes] = []
         to_out = on_stdout or out.append
@@ -440,6 +433,10 @@ class SSHTransport:
         return CommandResult(command, status, _text(out), _text(err), time.monotonic() - started)
 
     def spawn(self, command: str, *, stdin: bytes | None = None) -> "SSHSpawned":
+        return SSHSpawned(self._start(command, stdin), self._transport)
+
+    def _start(self, command: str, stdin: bytes | None) -> paramiko.Channel:
+        """A new session channel running `command`, with `stdin` sent and the write side closed."""
         try:
             chan = self._transport.open_session(timeout=self.endpoint.connect_timeout)
             chan.exec_command(command)
@@ -448,7 +445,7 @@ class SSHTransport:
             chan.shutdown_write()
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise ConnectError(f"lost connection to {self.endpoint.label}: {exc}") from None
-        return SSHSpawned(chan, self._transport)
+        return chan
 
     def put(self, local: Path, remote: str) -> None:
         with self._transport.open_sftp_client() as sftp:

@@ -11,6 +11,7 @@ from rich.table import Table
 from ..errors import ExitCode
 from ..inventory import BUILTIN_SOURCE, Inventory
 from ..nodeset import fold, group_by
+from ..redact import redact_env, redact_value
 from ..settings import CLUSTER_SETTINGS, NODE_SETTINGS
 from . import emit_json, err, out
 
@@ -83,6 +84,6 @@ def _show(value: Any) -> str:
         value = dataclasses.asdict(value)
     if isinstance(value, tuple):
         return ",".join(str(item) for item in value)
-    if hasattr(value, "items"):
-        return " ".join(f"{k}={v}" for k, v in value.items()) or "{}"
-    return str(value)
+    if hasattr(value, "items"):  # env: secret-named values and credentials inside values are never shown
+        return " ".join(f"{k}={v}" for k, v in redact_env(value).items()) or "{}"
+    return redact_value(str(value))

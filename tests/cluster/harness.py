@@ -71,6 +71,11 @@ BRIDGE_MTU = 9000
 # Fixed (locally administered) bridge MAC: otherwise the bridge takes the lowest port MAC and
 # changes it whenever ports come and go, which leaves stale ARP entries in live hosts.
 BRIDGE_MAC = "02:a5:c7:00:00:01"
+# The cluster network of hosts given a second NIC (HostSpec.cluster_nic): eth1 on bridge asct-br1,
+# 10.214.k.(10+i)/16. The root namespace has no address on it: only the hosts talk there.
+CLUSTER_BRIDGE = "asct-br1"
+CLUSTER_BRIDGE_MAC = "02:a5:c7:00:00:02"
+CLUSTER_NETWORK = ipaddress.IPv4Network("10.214.0.0/16")
 HOST_OFFSET = 10            # host i of cluster k -> 10.213.k.(HOST_OFFSET + i)
 MAX_HOSTS = 240             # -> last host is .250
 MAX_CLUSTER_INDEX = 254
@@ -96,7 +101,7 @@ _TOOL_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
 # exact shapes of the names this harness creates (cleanup_leftovers removes only these, so
 # other users of an "asct" prefix on the same machine are left alone)
 NETNS_RE = re.compile(rf"^{PREFIX}-c\d+-[A-Za-z0-9.-]+$")
-VETH_RE = re.compile(rf"^{PREFIX}\d+v\d+$")
+VETH_RE = re.compile(rf"^{PREFIX}\d+[vw]\d+$")
 
 _LOCK = threading.RLock()
 _LIVE: dict[int, Cluster] = {}          # cluster index -> live cluster (this process)
@@ -121,6 +126,9 @@ class HostSpec:
     files: dict[str, str | bytes] = field(default_factory=dict)
     sshd_config_extra: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)   # extra SetEnv for SSH sessions
+    # a second NIC, eth1 (MTU 9000), on the cluster network (CLUSTER_BRIDGE); eth0 stays the management NIC
+    cluster_nic: bool = False
+    cluster_nic_ip: bool = True    # False: eth1 is up but has no IPv4 address
     # root's home directory (/root) is a per-host directory (like on real hosts); it starts with
     # Debian's stock dot.bashrc/dot.profile, so the test machine's ~/.bashrc (pyenv init, ...)
     # does not run in every SSH session. files= targets under /root are written into it.
@@ -138,6 +146,7 @@ class Host:
     sshd_pid: int | None = None
     chronyd_pid: int | None = None
     veth: str = ""                 # bridge-side veth name (root namespace)
+    cluster_ip: str | None = None  # eth1's address (HostSpec.cluster_nic with cluster_nic_ip)
     index: int = 0                 # 1-based position in the cluster
     port: int = 22
     _holder: subprocess.Popen[Any] | None = field(default=None, repr=False, compare=False)
@@ -555,7 +564,7 @@ def _normalize_specs(specs: Sequence[HostSpec | str] | int) -> list[HostSpec]:
 
 def _index_names(k: int) -> tuple[list[str], list[str]]:
     ns = [n for n in _existing_netns() if n.startswith(f"{PREFIX}-c{k}-") and NETNS_RE.match(n)]
-    links = [n for n in _existing_links() if re.match(rf"^{PREFIX}{k}v\d+$", n)]
+    links = [n for n in _existing_links() if re.match(rf"^{PREFIX}{k}[vw]\d+$", n)]
     return ns, links
 
 
@@ -623,16 +632,27 @@ def _ensure_bridge() -> None:
         ])
 
 
+def _ensure_cluster_bridge() -> None:
+    """Create the cluster-network bridge (no address in the root namespace). Caller holds _LOCK."""
+    if not os.path.exists(f"/sys/class/net/{CLUSTER_BRIDGE}"):
+        _ip_batch([
+            f"link add {CLUSTER_BRIDGE} address {CLUSTER_BRIDGE_MAC} type bridge",
+            f"link set {CLUSTER_BRIDGE} mtu {BRIDGE_MTU} addrgenmode none",
+            f"link set {CLUSTER_BRIDGE} up",
+        ])
+
+
 def _delete_bridge_if_unused() -> None:
-    """Delete the shared bridge when no port is left on it (no cluster of any process)."""
+    """Delete the shared bridges when no port is left on them (no cluster of any process)."""
     with _global_lock():
-        if os.path.exists(f"/sys/class/net/{BRIDGE}"):
-            try:
-                ports = os.listdir(f"/sys/class/net/{BRIDGE}/brif")
-            except FileNotFoundError:
-                ports = []
-            if not ports:
-                _ip_batch([f"link del {BRIDGE}"], force=True)
+        for bridge in (BRIDGE, CLUSTER_BRIDGE):
+            if os.path.exists(f"/sys/class/net/{bridge}"):
+                try:
+                    ports = os.listdir(f"/sys/class/net/{bridge}/brif")
+                except FileNotFoundError:
+                    ports = []
+                if not ports:
+                    _ip_batch([f"link del {bridge}"], force=True)
 
 
 def _route_devs(addrs: Sequence[str]) -> dict[str, str | None]:
@@ -904,7 +924,7 @@ class Cluster:
         # 3. links first (synchronous), then namespaces
         links = set(_existing_links())
         netns = set(_existing_netns())
-        batch = [f"link del {h.veth}" for h in self.hosts if h.veth in links]
+        batch = [f"link del {name}" for h in self.hosts for name in (h.veth, f"{PREFIX}{self.index}w{h.index}") if name in links]
         batch += [f"netns del {h.ns}" for h in self.hosts if h.ns in netns]
         if os.path.exists(f"/sys/class/net/{BRIDGE}"):
             batch += [f"route del {h.ip}/32 dev {BRIDGE}" for h in self.hosts if _path_mtu(h.spec) < BRIDGE_MTU]
@@ -1130,7 +1150,11 @@ def _holder_script(h: Host, mounts: list[tuple[str, str]]) -> str:
         "link set eth0 addrgenmode none",
         f"addr add {h.ip}/{NETWORK.prefixlen} dev eth0",
         "link set eth0 up",
-    ])
+    ] + ([
+        "link set eth1 addrgenmode none",
+        *([f"addr add {h.cluster_ip}/{CLUSTER_NETWORK.prefixlen} dev eth1"] if h.cluster_ip else []),
+        "link set eth1 up",
+    ] if h.spec.cluster_nic else []))
     parts = [
         "set -e",
         # drop this mount namespace's copies of /run/netns/* (they would pin other namespaces)
@@ -1192,7 +1216,8 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
             shutil.rmtree(hd)
         hd.mkdir(parents=True)
         c.hosts.append(Host(spec=s, name=s.name, ip=f"10.213.{k}.{HOST_OFFSET + i}", ns=f"{PREFIX}-c{k}-{s.name}",
-                            holder_pid=0, workdir=hd, veth=f"{PREFIX}{k}v{i}", index=i, port=_sshd_port(s)))
+                            holder_pid=0, workdir=hd, veth=f"{PREFIX}{k}v{i}", index=i, port=_sshd_port(s),
+                            cluster_ip=f"10.214.{k}.{HOST_OFFSET + i}" if s.cluster_nic and s.cluster_nic_ip else None))
     hosts = c.hosts
     server = c.server
 
@@ -1253,6 +1278,8 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
     # ---- network: bridge, namespaces, veth pairs (one ip -batch)
     with _global_lock():
         _ensure_bridge()
+        if any(h.spec.cluster_nic for h in hosts):
+            _ensure_cluster_bridge()
         # a cluster index is reused (by this or another process) while the bridge stays up:
         # forget the root namespace's ARP entries for the old hosts' MACs
         batch = [f"neigh flush to 10.213.{k}.0/24 dev {BRIDGE}"]
@@ -1263,6 +1290,11 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
                 f"link add {h.veth} mtu {bmtu} type veth peer name eth0 mtu {h.spec.mtu} netns {h.ns}",
                 f"link set {h.veth} master {BRIDGE} addrgenmode none up",
             ]
+            if h.spec.cluster_nic:
+                batch += [
+                    f"link add {PREFIX}{k}w{h.index} mtu {BRIDGE_MTU} type veth peer name eth1 mtu {BRIDGE_MTU} netns {h.ns}",
+                    f"link set {PREFIX}{k}w{h.index} master {CLUSTER_BRIDGE} addrgenmode none up",
+                ]
             if _path_mtu(h.spec) < BRIDGE_MTU:
                 # the test process plays the management node: its path to the host has the
                 # host's path MTU (TCP MSS follows), so SSH works; host<->host stays a black hole
@@ -1348,7 +1380,7 @@ def cleanup_leftovers() -> None:
             if m and NETNS_RE.match(n):
                 indexes.add(int(m.group(1)))
         for n in _existing_links():
-            m = VETH_RE.match(n) and re.match(rf"^{PREFIX}(\d+)v", n)
+            m = VETH_RE.match(n) and re.match(rf"^{PREFIX}(\d+)[vw]", n)
             if m:
                 indexes.add(int(m.group(1)))
         for f in glob.glob(str(STATE_DIR / "c*.lock")):

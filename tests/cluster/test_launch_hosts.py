@@ -54,11 +54,15 @@ def last_job() -> dict[str, Any]:
 
 
 def job_processes(cluster: Cluster, script: str) -> list[str]:
-    """Processes of the job seen by `ps` on every host (the hosts share one pid namespace)."""
+    """Processes of the job seen by `ps` on every host (the hosts share one pid namespace).
+
+    Matched by the script's path in this checkout, so jobs of another test run on the machine are not counted.
+    """
+    path = str(JOBS / script)
     left = []
     for host in cluster.hosts:
         ps = cluster.run_on(host, ["ps", "-eo", "pid,args"])
-        left += [f"{host.name}: {line}" for line in ps.stdout.splitlines() if script in line or "ASCENDCTL_JOB" in line]
+        left += [f"{host.name}: {line}" for line in ps.stdout.splitlines() if path in line]
     return left
 
 
@@ -93,6 +97,55 @@ def test_torchrun_gloo_allreduce_on_three_hosts(cluster_factory: Any, tmp_path: 
     assert job["status"] == "succeeded" and [n["exit_code"] for n in job["nodes"]] == [0, 0, 0]
     assert [n["rank"] for n in job["nodes"]] == [0, 1, 2]
     assert job_processes(cluster, "allreduce_torch.py") == []
+
+
+def eth1_bytes(cluster: Cluster) -> dict[str, int]:
+    return {h.name: int(cluster.run_on(h, ["cat", "/sys/class/net/eth1/statistics/rx_bytes"], check=True).stdout)
+            for h in cluster.hosts}
+
+
+def test_two_nic_nodes_get_the_cluster_interface_address_not_the_ssh_address(cluster_factory: Any, tmp_path: Path) -> None:
+    # eth0 carries SSH (the inventory's host); eth1 is the cluster NIC on its own network (10.214/16)
+    cluster: Cluster = cluster_factory([HostSpec(f"h0{i}", cluster_nic=True, private_home=False) for i in (1, 2)])
+    inv = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"slots": 2, "python": sys.executable,
+                                                                    "command_timeout": 60, "interface": "eth1"})
+    h1, h2 = cluster.hosts
+    assert h1.cluster_ip and h2.cluster_ip and h1.cluster_ip != h1.ip
+    wanted = {"HCCL_IF_IP": h2.cluster_ip, "HCCL_SOCKET_IFNAME": "eth1", "GLOO_SOCKET_IFNAME": "eth1",
+              "MASTER_ADDR": h1.cluster_ip}
+    rendered = subprocess.run([*ASCENDCTL, "render", "env", "-i", str(inv), "--node", "h02", "--launcher", "torchrun"],
+                              capture_output=True, text=True, timeout=60)
+    assert rendered.returncode == 0, rendered.stderr
+    exports = dict(re.findall(r"^export (\w+)=(\S*)$", rendered.stdout, re.MULTILINE))
+    assert {k: exports.get(k) for k in wanted} == wanted, rendered.stdout
+    dry = subprocess.run([*ASCENDCTL, "launch", "-i", str(inv), "--launcher", "torchrun", "--dry-run", "--", "train.py"],
+                         capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    h02_plan = dry.stdout[dry.stdout.index("h02"):]
+    for name, value in wanted.items():
+        assert f"{name}={value}" in h02_plan, dry.stdout
+    before = eth1_bytes(cluster)
+    names = ",".join(sorted(wanted))
+    code, out, err = finish(start(inv, tmp_path, "torchrun", "allreduce_torch.py", env={**FAST, "JOB_PRINT_ENV": names}))
+    assert code == 0, out[-3000:] + err[-3000:]
+    for rank, host in ((2, h2), (3, h2), (0, h1)):
+        assert f"rank {rank} env HCCL_IF_IP={host.cluster_ip}" in out, out[-3000:]
+        assert f"rank {rank} env MASTER_ADDR={h1.cluster_ip}" in out and f"rank {rank} env GLOO_SOCKET_IFNAME=eth1" in out
+    # the rendezvous and the all-reduce went over the cluster network: nothing else talks on eth1
+    after = eth1_bytes(cluster)
+    assert all(after[name] - before[name] > 2_000 for name in after), (before, after)
+
+
+def test_cluster_interface_without_an_address_refuses_to_launch(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory([HostSpec("h01", cluster_nic=True, private_home=False),
+                                                 HostSpec("h02", cluster_nic=True, cluster_nic_ip=False, private_home=False)])
+    inv = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"slots": 1, "python": sys.executable, "interface": "eth1"})
+    code, out, err = finish(start(inv, tmp_path, "torchrun", "allreduce_torch.py", "--no-preflight", env=FAST))
+    assert code == 3, out + err
+    assert "h02: interface eth1 (inventory interface) has no IPv4 address" in err, err
+    assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").rglob("launcher.log"))
+    rendered = subprocess.run([*ASCENDCTL, "render", "env", "-i", str(inv), "--node", "h02"], capture_output=True, text=True, timeout=60)
+    assert rendered.returncode == 3 and "h02: interface eth1 (inventory interface) has no IPv4 address" in rendered.stderr, rendered.stderr
 
 
 def test_msrun_allreduce_on_three_hosts(cluster_factory: Any, tmp_path: Path) -> None:

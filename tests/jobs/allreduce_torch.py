@@ -2,9 +2,12 @@
 
 JOB_FAIL_RANK=R: rank R raises after init while the others wait in the all-reduce.
 JOB_SLEEP=S: every rank sleeps S seconds before the all-reduce (a job to interrupt).
+JOB_PRINT_ENV=NAME,NAME: every rank prints `rank R env NAME=value` for these variables.
+JOB_CHECK_SHA=NAME:SHA256,...: every rank prints `rank R env NAME sha256 ok` (or `differs`), never the value.
 """
 
 import datetime
+import hashlib
 import os
 import sys
 import time
@@ -15,6 +18,12 @@ import torch.distributed as dist
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=int(os.environ.get("JOB_TIMEOUT", "60"))))
 rank, world = dist.get_rank(), dist.get_world_size()
 print(f"rank {rank}/{world} started pid {os.getpid()}", flush=True)
+for name in filter(None, os.environ.get("JOB_PRINT_ENV", "").split(",")):
+    print(f"rank {rank} env {name}={os.environ.get(name, '<unset>')}", flush=True)
+for item in filter(None, os.environ.get("JOB_CHECK_SHA", "").split(",")):
+    name, digest = item.split(":")
+    seen = hashlib.sha256(os.environ.get(name, "").encode()).hexdigest()
+    print(f"rank {rank} env {name} sha256 {'ok' if seen == digest else 'differs'}", flush=True)
 time.sleep(float(os.environ.get("JOB_SLEEP", "0")))
 if str(rank) == os.environ.get("JOB_FAIL_RANK"):
     raise RuntimeError(f"rank {rank} fails on purpose")

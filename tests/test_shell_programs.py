@@ -1,0 +1,94 @@
+"""The shell programs ascendctl ships (ascendctl/sh/*.sh) and the repository's own scripts: shellcheck
+reads every one of them, and each packaged program runs on the local transport the way it runs on a node
+(`sh -s -- ARGS` with the script on stdin)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from ascendctl.inventory import load_inventory
+from ascendctl.shell import SCRIPTS, remote, script
+from ascendctl.transport.local import LocalTransport
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGED = sorted((ROOT / "ascendctl/sh").glob("*.sh"))
+REPOSITORY = [ROOT / "scripts/test.sh", ROOT / ".ci/run"]
+
+
+def test_every_packaged_program_is_registered() -> None:
+    assert sorted(SCRIPTS) == [p.name for p in PACKAGED]
+    for name in SCRIPTS:
+        assert script(name).startswith("#!"), f"{name}: no shebang (shellcheck needs the dialect)"
+
+
+@pytest.mark.parametrize("path", PACKAGED + REPOSITORY, ids=lambda p: str(p.relative_to(ROOT)))
+def test_shellcheck_is_clean(path: Path) -> None:
+    # scripts/test.sh installs shellcheck: a missing one is a failure here, never a skip
+    assert shutil.which("shellcheck"), "shellcheck is not installed (bash scripts/test.sh installs it)"
+    proc = subprocess.run(["shellcheck", "--format=gcc", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.fixture()
+def local(tmp_path: Path) -> LocalTransport:
+    path = tmp_path / "inventory.yaml"
+    path.write_text("nodes:\n  - {host: localhost, name: here, transport: local}\n")
+    return LocalTransport(load_inventory(path).nodes[0])
+
+
+def run(transport: LocalTransport, name: str, *args: object) -> str:
+    command, stdin = remote(name, *args)
+    result = transport.run(command, stdin=stdin, timeout=30)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def test_job_state_reads_the_exit_file_a_live_pid_or_says_gone(local: LocalTransport, tmp_path: Path) -> None:
+    assert run(local, "job_state.sh", tmp_path, "", "ASCENDCTL_JOB=nobody/here") == "gone\n"
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        assert run(local, "job_state.sh", tmp_path, sleeper.pid, "ASCENDCTL_JOB=nobody/here") == "running\n"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    (tmp_path / "exit_code").write_text("3\n")
+    assert run(local, "job_state.sh", tmp_path, "", "ASCENDCTL_JOB=nobody/here") == "exit 3\n"
+
+
+def test_teardown_finds_processes_by_their_marker_only(local: LocalTransport) -> None:
+    marker = f"ASCENDCTL_JOB=test-{os.getpid()}/here"
+    marked = subprocess.Popen(["sleep", "30"], env={**os.environ, "ASCENDCTL_JOB": marker.split("=", 1)[1]})
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.1)
+        assert run(local, "teardown_job.sh", marker, 2000) == "term\n"
+        assert marked.wait(timeout=5) == -15
+        assert other.poll() is None
+        assert run(local, "teardown_job.sh", marker, 2000) == "none\n"
+    finally:
+        for proc in (marked, other):
+            proc.kill()
+            proc.wait()
+
+
+def test_follow_log_prints_from_an_offset_then_the_framed_exit(local: LocalTransport, tmp_path: Path) -> None:
+    (tmp_path / "launcher.log").write_text("one\ntwo\n")
+    (tmp_path / "exit_code").write_text("0")
+    out = run(local, "follow_log.sh", tmp_path, 0, "n0nce", 4)
+    assert re.fullmatch(r"two\n\n@@n0nce exit 0 \d+\.\d+@@\n", out), out
+
+
+def test_stamp_lines_prefixes_each_line_with_local_time_and_keeps_an_unterminated_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "stamp_lines.sh"
+    path.write_text(script("stamp_lines.sh"))
+    out = subprocess.run(["bash", str(path)], input="a\n\nb", capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert [line.split(" | ", 1)[1] if " | " in line else line for line in lines] == ["a", "", "b"]
+    assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6} \| ", line) for line in lines), lines
