@@ -128,6 +128,10 @@ class CommandTimeoutError(TransportError):
 
     @classmethod
     def after(cls, limit: float, stdout: str = "", stderr: str = "") -> "CommandTimeoutError":
-        """The error every transport raises when a command outlives `limit` seconds."""
-        return cls(f"command timed out after {limit:g}s", timeout=limit, stdout=stdout, stderr=stderr,
+        """The error every transport raises when a command outlives `limit` seconds (it was stopped on the node)."""
+        return cls(f"command timed out after {limit:g}s (stopped on the node)", timeout=limit, stdout=stdout, stderr=stderr,
                    hint="raise command_timeout in the inventory or --command-timeout")
+
+
+class NodeSilentError(ConnectError):
+    """The node stopped answering in the middle of a command: no output and no exit status past every limit."""

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .checks import (ALL_CHECKS, Check, CheckResult, ClusterCheck, NodeCheck, NodeFacts, ProbeContext, Status,
                      result)
 from .checks import clock, network, npu, system
-from .probe import Section, ask
+from .probe import NOT_RUN, TIMED_OUT, Section, ask
 from .errors import ExitCode, TransportError
 from .outcome import Outcome, exit_code_for
 from .fanout import node_error
@@ -123,7 +123,8 @@ def run_preflight(
                     scripts.update(built)
             sections: dict[str, Section] = {}
             if scripts:
-                sections = ask(transport, scripts, section_timeout=ctx.config.section_timeout).sections
+                sections = ask(transport, scripts, section_timeout=ctx.config.section_timeout,
+                               timeout=node.command_timeout).sections
             return _Probed(NodeFacts(node, sections, offset, uncertainty, expected=frozenset(scripts)))
         except TransportError as exc:
             return _Probed(NodeFacts(node), failure=node_error(exc))
@@ -235,9 +236,12 @@ def _evaluate_node(check: NodeCheck, node: Node, facts: NodeFacts, ctx: ProbeCon
             return result(check.id, Status.ERROR,
                           f"probe section `{fact}` did not finish within {ctx.config.section_timeout:g}s",
                           "a tool on the node hangs: run it by hand; raise preflight.section_timeout if it is just slow")
-        if expected and section is not None and section.exit_code == 124:
-            return result(check.id, Status.ERROR, f"`{fact}` timed out after {ctx.config.section_timeout:g}s on the node",
+        if expected and section is not None and section.exit_code in TIMED_OUT:
+            return result(check.id, Status.ERROR, f"`{fact}` timed out after {ctx.config.section_timeout:g}s on the node (stopped)",
                           "a tool on the node hangs: run it by hand; raise preflight.section_timeout if it is just slow")
+        if expected and section is not None and section.exit_code == NOT_RUN:
+            return result(check.id, Status.ERROR, f"`{fact}` not run: earlier sections used the node's {node.command_timeout:g}s",
+                          "a tool on the node hangs (see the checks that timed out); raise command_timeout if they are just slow")
     try:
         return check.evaluate(node, sections, ctx)
     except (ParseError, ValueError, KeyError, IndexError) as exc:

@@ -8,6 +8,7 @@ and job state all speak it. Pure; must not import typer or rich.
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 import shlex
@@ -30,16 +31,37 @@ class Section:
         return self.exit_code == 0
 
 
+# Exit status of a section the probe did not run because its time budget was spent.
+NOT_RUN = 125
+# Exit statuses of a section that `timeout` stopped: 124 after TERM, 137 after KILL.
+TIMED_OUT = (124, 137)
+
 # Non-interactive SSH sessions rarely have the vendor tools on PATH.
 TOOL_PATH = "/usr/local/Ascend/driver/tools:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
 
 
-def build_probe(sections: Mapping[str, str], *, nonce: str, section_timeout: float) -> str:
-    """One shell script that runs every section and frames its output with markers."""
+def build_probe(sections: Mapping[str, str], *, nonce: str, section_timeout: float, budget: float | None = None) -> str:
+    """One shell script that runs every section and frames its output with markers.
+
+    With a `budget` (seconds), the probe as a whole ends within it: each section gets at most what is
+    left, and once it is spent the remaining sections are not run (exit status NOT_RUN). So a tool that
+    hangs in several sections costs a few checks their answers, never the whole node its reply.
+    """
+    if budget is not None:
+        whole = max(1, int(budget))
+        limit = (f"left=$((end - $(date +%s))); "
+                 f"if [ \"$left\" -le 0 ]; then echo 'not run: the probe spent its {whole}s on earlier sections'; return {NOT_RUN}; fi; "
+                 f"t={section_timeout:g}; [ \"$left\" -lt {math.ceil(section_timeout)} ] && t=$left; ")
+        seconds = '"$t"'
+        start = [f"end=$(($(date +%s) + {whole}))"]
+    else:
+        limit, seconds, start = "", f"{section_timeout:g}", []
     lines = [
         f'PATH="$PATH:{TOOL_PATH}"; export PATH; LC_ALL=C; export LC_ALL',
+        *start,
         "if command -v timeout >/dev/null 2>&1; then",
-        f"  run() {{ timeout -k 2 {section_timeout:g} sh -c \"$1\" 2>&1 </dev/null; }}",
+        # `timeout -k`: TERM at the limit, KILL 2 s later (a wedged tool ignores TERM), to the section's whole process group
+        f"  run() {{ {limit}timeout -k 2 {seconds} sh -c \"$1\" 2>&1 </dev/null; }}",
         "else",
         '  run() { sh -c "$1" 2>&1 </dev/null; }',
         "fi",
@@ -100,9 +122,16 @@ class ProbeAnswer:
 
 def ask(transport: Transport, sections: Mapping[str, str], *, section_timeout: float,
         timeout: float | None = None) -> ProbeAnswer:
-    """Run `sections` on one node in one round trip (a fresh nonce each time) and split the answer."""
+    """Run `sections` on one node in one round trip (a fresh nonce each time) and split the answer.
+
+    With `timeout` (the command limit), the probe budgets itself to answer before it: sections that would
+    run past it are reported NOT_RUN instead of the whole node timing out.
+    """
+    from .transport import KILL_GRACE
+
     nonce = secrets.token_hex(6)
-    output = transport.run(build_probe(sections, nonce=nonce, section_timeout=section_timeout), timeout=timeout)
+    budget = None if timeout is None else max(1.0, timeout - KILL_GRACE - 2)
+    output = transport.run(build_probe(sections, nonce=nonce, section_timeout=section_timeout, budget=budget), timeout=timeout)
     answers = parse_probe(output.stdout, nonce=nonce)
     unfinished = tuple(name for name in sections if name not in answers or answers[name].exit_code is None)
     return ProbeAnswer(answers, tuple(sections), output.exit_code, output.stderr, section_timeout, unfinished)

@@ -7,11 +7,34 @@ Must not import typer or rich.
 
 from __future__ import annotations
 
+import math
+import shlex
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 from ..models import CommandResult
+
+# A command that outlives its limit is stopped on the node itself: its whole process group gets TERM,
+# then KILL after KILL_GRACE seconds (a wedged vendor tool ignores TERM). Closing our end of an SSH
+# channel does not stop a remote command, so this is what keeps a timed-out probe from lingering.
+KILL_GRACE = 2.0
+# How long past limit + grace we wait for the node to report the stop before calling it silent.
+ANSWER_SLACK = 5.0
+
+
+def node_bounded(command: str, limit: float) -> str:
+    """`command` run under the node's `timeout` (coreutils/busybox) with `limit` seconds, when the node has it."""
+    if not math.isfinite(limit):
+        return command
+    inner = shlex.quote(command)
+    return (f"if command -v timeout >/dev/null 2>&1; then exec timeout -k {KILL_GRACE:g} {limit:g} sh -c {inner}; "
+            f"else exec sh -c {inner}; fi")
+
+
+def stopped_at_limit(exit_code: int, elapsed: float, limit: float) -> bool:
+    """Did `timeout` stop the command (124 after TERM, 137 after KILL) rather than the command exiting by itself?"""
+    return exit_code in (124, 137) and elapsed >= limit - 0.05
 
 if TYPE_CHECKING:
     from ..inventory import Inventory, Node

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import CommandTimeoutError
+from . import KILL_GRACE
 from ..inventory import Node
 from ..models import CommandResult
 
@@ -64,8 +65,7 @@ class LocalTransport:
                 while selector.get_map():
                     remaining = started + limit - time.monotonic()
                     if remaining <= 0:
-                        _kill_group(proc)
-                        proc.wait()
+                        _stop_group(proc)
                         raise CommandTimeoutError.after(limit, _text(b"".join(out)), _text(b"".join(err)))
                     for key, _ in selector.select(min(remaining, 0.5)):
                         chunk = os.read(key.fd, 65536)
@@ -144,6 +144,20 @@ class LocalSpawned:
         if self._proc.stdout is not None:
             self._proc.stdout.close()
         self._owner.discard(self._proc)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """TERM the command's process group, KILL it after KILL_GRACE seconds (as `timeout -k` does on a remote node)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=KILL_GRACE)
+    except subprocess.TimeoutExpired:
+        pass
+    _kill_group(proc)  # the leader may be gone while others of its group ignore TERM
+    proc.wait()
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -38,9 +38,11 @@ def _import_paramiko_without_invoke() -> None:
 _import_paramiko_without_invoke()
 import paramiko  # noqa: E402
 
-from ..errors import AuthError, CommandTimeoutError, ConnectError, HostKeyError, TransientConnectError, TransportError
+from ..errors import (AuthError, CommandTimeoutError, ConnectError, HostKeyError, NodeSilentError, TransientConnectError,
+                      TransportError)
 from ..inventory import Inventory, Node
 from ..models import CommandResult
+from . import ANSWER_SLACK, KILL_GRACE, node_bounded, stopped_at_limit
 
 log = logging.getLogger(__name__)
 
@@ -400,8 +402,8 @@ class SSHTransport:
         """Run `command`, handing output to the callbacks as it arrives (kept in the result otherwise)."""
         limit = self.node.command_timeout if timeout is None else timeout
         started = time.monotonic()
-        deadline = started + limit
-        chan = self._start(command, stdin)
+        deadline = started + limit + KILL_GRACE + ANSWER_SLACK  # the node stops it at `limit` and says so
+        chan = self._start(node_bounded(command, limit), stdin)
         out: list[bytes] = []
         err: list[bytes] = []
         to_out = on_stdout or out.append
@@ -418,7 +420,9 @@ class SSHTransport:
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise CommandTimeoutError.after(limit, _text(out), _text(err))
+                    raise NodeSilentError(f"{self.endpoint.label} stopped answering: no output and no exit status "
+                                          f"{limit + KILL_GRACE + ANSWER_SLACK:g}s into a command limited to {limit:g}s",
+                                          hint="is the node (or its network) down? `ascendctl preflight -i ... --only ssh`")
                 if chan.closed or not self._transport.is_active():
                     if chan.exit_status_ready():
                         break
@@ -430,7 +434,10 @@ class SSHTransport:
             status = chan.recv_exit_status()
         finally:
             chan.close()
-        return CommandResult(command, status, _text(out), _text(err), time.monotonic() - started)
+        elapsed = time.monotonic() - started
+        if stopped_at_limit(status, elapsed, limit):
+            raise CommandTimeoutError.after(limit, _text(out), _text(err))
+        return CommandResult(command, status, _text(out), _text(err), elapsed)
 
     def spawn(self, command: str, *, stdin: bytes | None = None) -> "SSHSpawned":
         return SSHSpawned(self._start(command, stdin), self._transport)
