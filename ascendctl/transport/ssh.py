@@ -611,12 +611,15 @@ def load_known_hosts(path: str) -> KnownHosts:
     """Read an OpenSSH known_hosts file; a missing file holds no keys, a garbage line is counted, never fatal."""
     keys = paramiko.HostKeys()
     try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            return KnownHosts(keys, problem="it is a directory")
+        if not stat.S_ISREG(mode):  # a FIFO would block the open, a device would never end
+            return KnownHosts(keys, problem="it is not a regular file")
         with open(path, "rb") as handle:
             data = handle.read()
     except FileNotFoundError:
         return KnownHosts(keys)
-    except IsADirectoryError:
-        return KnownHosts(keys, problem="it is a directory")
     except OSError as exc:
         return KnownHosts(keys, problem=f"it cannot be read ({exc.strerror or exc})")
     bad: list[int] = []
