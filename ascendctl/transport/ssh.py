@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 # Errors that sshd's MaxStartups (or a busy accept queue) produces: the connection
 # is dropped before or during the banner. Retrying after a jittered pause succeeds.
 TRANSIENT_MARKERS = ("Error reading SSH protocol banner", "Connection reset by peer", "EOF during negotiation")
+# What sshd says instead of its banner when it turns a connection away: past MaxStartups (OpenSSH 8.x+) and
+# under PerSourcePenalties (9.8+). Dropped connections, like the silent drops above: retried.
+SSHD_REFUSALS = (b"Exceeded MaxStartups", b"Not allowed at this time")
 BANNER_PREVIEW = 256  # bytes of the server's first line looked at (without taking them) before paramiko reads it
 
 
@@ -171,9 +174,9 @@ class SSHConnector:
                 sock.close()
                 raise TransientConnectError(f"{ep.hostname}:{ep.port} dropped the connection before its SSH banner "
                                             f"({exc.strerror or exc})") from None
-            if not preview:
+            if not preview or preview.startswith(SSHD_REFUSALS):
                 sock.close()
-                raise _no_banner_error(ep, closed=preview == b"")
+                raise _no_banner_error(ep, closed=preview is not None, said=preview)
         transport = paramiko.Transport(sock)
         transport.banner_timeout = ep.connect_timeout
         transport.handshake_timeout = ep.connect_timeout
@@ -553,10 +556,11 @@ def _peek_first_line(sock: socket.socket, timeout: float) -> bytes | None:
             time.sleep(0.02)
 
 
-def _no_banner_error(ep: Endpoint, *, closed: bool) -> TransportError:
+def _no_banner_error(ep: Endpoint, *, closed: bool, said: bytes | None = None) -> TransportError:
     where = f"{ep.hostname}:{ep.port}"
     if closed:  # what sshd does past MaxStartups: retried, then the hint names it
-        return TransientConnectError(f"{where} dropped the connection before its SSH banner")
+        return TransientConnectError(f"{where} dropped the connection before its SSH banner"
+                                     + (f" (it said {_first_line(said)})" if said else ""))
     return SSHProtocolError(
         f"SSH protocol error: no SSH banner from {where} within {ep.connect_timeout:g}s (is this port an SSH server?)",
         hint=f"something accepted the TCP connection on port {ep.port} but never spoke SSH: check `port` in the inventory "

@@ -144,6 +144,24 @@ def test_server_that_does_not_speak_ssh_is_a_protocol_error(kind: str, verbosity
     assert_no_raw_controls(everything)
 
 
+@pytest.mark.parametrize("reply, said", [(None, ""), (b"Exceeded MaxStartups\r\n", " (it said 'Exceeded MaxStartups')")])
+def test_connection_dropped_before_the_banner_is_retried_and_the_hint_names_maxstartups(
+        reply: bytes | None, said: str, tmp_path: Path) -> None:
+    # What sshd does past MaxStartups: closes at once, newer versions after saying so. That evidence earns the hint.
+    with fake_server(reply, close=True) as (port, accepted):
+        inventory = tmp_path / "inv.yaml"
+        inventory.write_text(f"defaults: {{port: {port}, connect_timeout: 2, connect_retries: 2}}\n"
+                             "nodes: [{name: h01, host: 127.0.0.1}]\n")
+        proc = subprocess.run([sys.executable, "-m", "ascendctl", "exec", "-i", str(inventory), "--", "true"],
+                              capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 4
+    assert len(accepted) == 3
+    assert (f"ascendctl: error: h01: 127.0.0.1:{port} dropped the connection before its SSH banner{said} (after 3 attempts)\n"
+            in proc.stderr)
+    assert "hint: sshd dropped the connection repeatedly: check MaxStartups" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
 def exec_json(inventory: Path) -> tuple[int, dict[str, Any], str]:
     result = runner.invoke(app, ["exec", "-i", str(inventory), "--json", "--", "hostname"], catch_exceptions=False)
     return result.exit_code, json.loads(result.stdout), result.stderr
