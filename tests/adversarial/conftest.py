@@ -1,3 +1,3 @@
-"""Fixtures for the hostile-input and fault tests of issue #13: the real test hosts of tests/cluster, reused as they are."""
+"""Real-host fixtures for the adversarial tests: the same hosts as tests/cluster (see its README)."""
 
-from tests.cluster.conftest import _asct_session, cluster_factory  # noqa: F401  (pytest fixtures, found by name)
+from tests.cluster.conftest import _asct_session, cluster_factory  # noqa: F401  (pytest fixtures, re-exported)
