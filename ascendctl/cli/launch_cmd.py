@@ -40,6 +40,7 @@ def launch(
     grace: GraceOpt = 10.0,
 ) -> None:
     """Launch an msrun or torchrun job on every node; stream its output; tear everything down on failure."""
+    from ..interrupts import stop_on_signals
     from ..inventory import load_inventory
     from ..jobs import LaunchOptions, dry_run as plan_only, launch_job
     from ..ui import launch_view
@@ -50,8 +51,9 @@ def launch(
     if dry_run:
         launch_view.show_plan(plan_only(inv, options))
         raise typer.Exit(int(ExitCode.OK))
-    outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=launch_view.line_sink(inv.names),
-                         on_notice=launch_view.notice)
+    with stop_on_signals(launch_view.repeated_signal):  # SIGTERM, SIGHUP and Ctrl-C tear the job down on every node
+        outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=launch_view.line_sink(inv.names),
+                             on_notice=launch_view.notice)
     launch_view.show_outcome(outcome)
     raise typer.Exit(int(outcome.exit_code))
 
@@ -69,18 +71,15 @@ def jobs() -> None:
 @app.command()
 @cli_errors
 def status(job: JobArg = None, inventory: InventoryOpt = None) -> None:
-    """Show a job's nodes, pids, exit codes and logs (asks the nodes while it runs)."""
+    """Show a job's nodes, pids, exit codes and logs (asks the nodes while it runs, and those its teardown could not reach)."""
     from ..inventory import load_inventory
-    from ..jobs import load_job, refresh_job
+    from ..jobs import job_outcomes, job_status
+    from ..outcome import exit_code_for
     from ..ui import launch_view
 
-    record = load_job(job)
-    record = refresh_job(record, load_inventory(inventory) if inventory else None)
-    launch_view.show_status(record)
-    from ..jobs import job_outcomes
-    from ..outcome import exit_code_for
-
-    raise typer.Exit(int(exit_code_for(job_outcomes(record))))
+    found = job_status(job, load_inventory(inventory) if inventory else None)
+    launch_view.show_status(found.record, found.leftovers)
+    raise typer.Exit(int(exit_code_for(job_outcomes(found.record))))
 
 
 @app.command()
@@ -92,13 +91,15 @@ def logs(
     inventory: InventoryOpt = None,
 ) -> None:
     """Print or follow a job's launcher logs, `[node]`-prefixed."""
+    from ..interrupts import stop_on_signals
     from ..inventory import load_inventory
     from ..jobs import job_logs, load_job
     from ..ui import launch_view
 
     names = [n.name for n in load_job(job).nodes]
-    outcome = job_logs(job, follow_logs=follow, node=node, on_line=launch_view.line_sink(names),
-                       inventory=load_inventory(inventory) if inventory else None)
+    with stop_on_signals():  # SIGTERM and SIGHUP stop following like Ctrl-C; the job keeps running
+        outcome = job_logs(job, follow_logs=follow, node=node, on_line=launch_view.line_sink(names),
+                           inventory=load_inventory(inventory) if inventory else None)
     raise typer.Exit(int(outcome.exit_code))
 
 
