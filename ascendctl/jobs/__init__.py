@@ -146,11 +146,11 @@ def launch_job(
                 return LaunchOutcome(record, detached=detach and record.status == "running")
             result = supervise(runner, record, on_line=on_line, notice=notice, grace=options.grace)
             return _finished(LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict,
-                                           stopped_by=result.record.stopped_by))
+                                           stopped_by=result.stopped_by))
         except (KeyboardInterrupt, Interrupted) as stop:
             if result is not None:  # the job had ended; the signal only came before its record was saved
                 return _finished(LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict,
-                                               stopped_by=result.record.stopped_by or signal_name(stop)))
+                                               stopped_by=result.stopped_by or signal_name(stop)))
             # Stopped while starting (some launchers may be up: the marker finds them even without a pid).
             return _finished(_tear_down(inventory, record, options.grace, notice, stopped_by=signal_name(stop)))
         except StateWriteError as exc:  # the job runs but its record cannot say so: stop it rather than lose it
@@ -303,7 +303,7 @@ def job_logs(
         if follow_logs:
             watched = supervise(runner, record, on_line=on_line, teardown_on_failure=False, grace=DEFAULT_GRACE,
                                 nodes=[node] if node else None)
-            return LaunchOutcome(watched.record, interrupted=watched.interrupted)
+            return LaunchOutcome(watched.record, interrupted=watched.interrupted, stopped_by=watched.stopped_by)
         targets = [n.name for n in record.nodes if (node is None or n.name == node) and n.name in inv.names]
         for result in runner.log_texts(record, targets):
             text = result.value if result.value is not None else f"(unreachable: {result.error.message if result.error else ''})\n"

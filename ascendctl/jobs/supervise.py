@@ -34,6 +34,7 @@ class Supervised:
     record: JobRecord
     interrupted: bool = False
     verdict: TriageReport | None = None
+    stopped_by: str | None = None  # the stop signal that ended the supervision (the record's too, unless only watching)
 
 
 def first_failure(report: TriageReport) -> FirstFailure:
@@ -141,7 +142,10 @@ class _Loop:
                 self.pump(key.data)
 
     def close(self) -> None:
-        for key in list(self.selector.get_map().values()):
+        streams = self.selector.get_map()
+        if streams is None:  # closed already
+            return
+        for key in list(streams.values()):
             key.data.close()
         self.selector.close()
 
@@ -173,7 +177,7 @@ def supervise(
         stopped_by = signal_name(stop)
         if not teardown_on_failure:  # only watching (`logs -f`): a stop signal stops watching, never the job
             loop.close()
-            return Supervised(replace(record, stopped_by=stopped_by), interrupted=True)
+            return Supervised(record, interrupted=True, stopped_by=stopped_by)
         say(f"interrupted ({stopped_by}): stopping the job on every node; SIGKILL after {grace:g} s")
         if loop.stopper is not None:
             loop.stopper.join()
@@ -206,4 +210,4 @@ def supervise(
     verdict = loop.live.report(record.to_dict()) if status == "failed" else None
     record = replace(record, status=status, first_failure=first_failure(verdict) if verdict else record.first_failure,
                      stopped_by=stopped_by)
-    return Supervised(record, interrupted=stopped_by is not None, verdict=verdict)
+    return Supervised(record, interrupted=stopped_by is not None, verdict=verdict, stopped_by=stopped_by)
