@@ -1,6 +1,3 @@
-"""The real test hosts of tests/cluster (network namespaces with real sshd and chronyd) for the fault tests here.
+"""Real-host fixtures for the adversarial tests: the same hosts as tests/cluster (see its README)."""
 
-Importing the fixtures registers them for this folder; see tests/cluster/README.md for the harness.
-"""
-
-from tests.cluster.conftest import _asct_session, cluster_factory  # noqa: F401  (fixtures, registered by import)
+from tests.cluster.conftest import _asct_session, cluster_factory  # noqa: F401  (pytest fixtures, re-exported)
