@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import traceback
 from pathlib import Path
@@ -100,14 +99,17 @@ def cli_errors(func: F) -> F:
                 names = exc.incomplete
                 from ..nodeset import fold
 
-                ui.error(f"{fold(names)} did not complete" if names else "stopped", subject="interrupted", level="error")
+                what = f"{fold(names)} did not complete" if names else "stopped"
+                ui.error(f"{what} ({exc.signame})", subject="interrupted", level="error")
             else:
                 ui.show_exception(exc)
             problems = exc.problems if isinstance(exc, InventoryError) else None
             raise failed(exc.exit_code, exc.message, exc.hint, problems) from None
-        except KeyboardInterrupt:
-            ui.error("interrupted")
-            raise failed(ExitCode.INTERRUPTED, "interrupted") from None
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM/SIGHUP where interrupts.stop_on_signals is installed
+            from ..errors import signal_name, stop_exit_code
+
+            ui.error(f"stopped by {signal_name(stop)}", subject="interrupted")
+            raise failed(stop_exit_code(signal_name(stop)), f"stopped by {signal_name(stop)}") from None
         except Exception as exc:
             if state["debug"]:
                 raise
@@ -132,7 +134,9 @@ def _write_failure_junit(path: Path, message: str) -> None:
 
 
 def _write_crash_log() -> str:
-    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "ascendctl"
+    from ..jobs.record import state_dir
+
+    state = state_dir()
     try:
         state.mkdir(parents=True, exist_ok=True)
         path = state / "last-error.log"

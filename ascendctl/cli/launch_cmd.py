@@ -23,7 +23,7 @@ class Launcher(str, Enum):
 @app.command(context_settings={"allow_interspersed_args": False}, epilog=examples(
     "ascendctl launch --launcher torchrun --dry-run -- train.py --epochs 3",
     "ascendctl launch -i cluster.yaml --launcher msrun --env HCCL_BUFFSIZE=200 -- train.py",
-    "ascendctl launch -x n07 --launcher torchrun --detach -- train.py", codes="0 ok, 1 error, 2 usage or bad inventory, 3 preflight failed, 4 nodes unreachable, 5 the job failed, 130 interrupted"))
+    "ascendctl launch -x n07 --launcher torchrun --detach -- train.py", codes="0 ok, 1 error, 2 usage or bad inventory, 3 preflight failed, 4 nodes unreachable, 5 the job failed, 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (job torn down)"))
 @cli_errors
 def launch(
     script: Annotated[list[str], typer.Argument(help="Training script and its arguments (after --).", show_default=False)],
@@ -46,6 +46,7 @@ def launch(
     as_json: JsonOpt = False,
 ) -> None:
     """Launch an msrun or torchrun job on every node; stream its output; tear everything down on failure."""
+    from ..interrupts import stop_on_signals
     from ..jobs import LaunchOptions, dry_run as plan_only, launch_job
     from ..ui import launch_view
 
@@ -57,7 +58,8 @@ def launch(
         raise typer.Exit(int(ExitCode.OK))
     # with --json, node output still streams ([node] lines) but to stderr; stdout holds only the document
     sink = launch_view.line_sink(inv.names, to_stderr=as_json)
-    outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=sink, on_notice=launch_view.notice)
+    with stop_on_signals(launch_view.repeated_signal):  # SIGTERM, SIGHUP and Ctrl-C tear the job down on every node
+        outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=sink, on_notice=launch_view.notice)
     if as_json:
         launch_view.emit_record(outcome.record, outcome.exit_code, argv_now(), detached=outcome.detached)
     else:
@@ -81,19 +83,18 @@ def jobs(as_json: JsonOpt = False) -> None:
 @app.command(epilog=examples("ascendctl status", "ascendctl status 20261123-1903 --json", codes="0 ok, 1 error, 4 nodes unreachable, 5 the job failed"))
 @cli_errors
 def status(job: JobArg = None, inventory: InventoryOpt = None, as_json: JsonOpt = False) -> None:
-    """Show a job's nodes, pids, exit codes and logs (asks the nodes while it runs)."""
+    """Show a job's nodes, pids, exit codes and logs (asks the nodes while it runs, and those its teardown could not reach)."""
     from ..inventory import load_inventory
-    from ..jobs import job_outcomes, load_job, refresh_job
+    from ..jobs import job_outcomes, job_status
     from ..outcome import exit_code_for
     from ..ui import launch_view
 
-    record = load_job(job)
-    record = refresh_job(record, load_inventory(inventory) if inventory else None)
-    code = exit_code_for(job_outcomes(record))
+    found = job_status(job, load_inventory(inventory) if inventory else None)
+    code = exit_code_for(job_outcomes(found.record))
     if as_json:
-        launch_view.emit_record(record, code, argv_now())
+        launch_view.emit_record(found.record, code, argv_now(), leftovers=launch_view.leftovers_to_dict(found.leftovers))
     else:
-        launch_view.show_status(record)
+        launch_view.show_status(found.record, found.leftovers)
     raise typer.Exit(int(code))
 
 
@@ -108,6 +109,7 @@ def logs(
 ) -> None:
     """Print or follow a job's launcher logs, `[node]`-prefixed."""
     from ..errors import UsageError
+    from ..interrupts import stop_on_signals
     from ..inventory import load_inventory
     from ..jobs import job_logs, load_job
     from ..ui import launch_view
@@ -117,7 +119,9 @@ def logs(
     names = [n.name for n in load_job(job).nodes]
     lines: list[tuple[str, str]] = []
     sink = (lambda name, line: lines.append((name, line))) if as_json else launch_view.line_sink(names)
-    outcome = job_logs(job, follow_logs=follow, nodes=node, on_line=sink, inventory=load_inventory(inventory) if inventory else None)
+    with stop_on_signals():  # SIGTERM and SIGHUP stop following like Ctrl-C; the job keeps running
+        outcome = job_logs(job, follow_logs=follow, nodes=node, on_line=sink,
+                           inventory=load_inventory(inventory) if inventory else None)
     if as_json:
         launch_view.emit_logs(lines, outcome.exit_code, argv_now())
     raise typer.Exit(int(outcome.exit_code))
