@@ -6,10 +6,43 @@ typer or rich.
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Hashable, Iterable, TypeVar
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
+
+_BRACKETS = re.compile(r"\[([^\[\]]*)\]")
+_RANGE_ITEM = re.compile(r"(\d{1,18})(?:-(\d{1,18})(?:/(\d{1,18}))?)?")
+# NodeSet reads these outside brackets as lists, set operators and @groups (which can run the site's group
+# commands); an inventory entry is one plain name or one range.
+_NOT_IN_NAMES = frozenset(",@!&^*[] \t\n\r")
+
+
+def range_size(pattern: str) -> int:
+    """How many names a range like `n[1-4,7]x[1-2]` expands to, by arithmetic, without expanding it.
+
+    Counts repeats (an upper bound of NodeSet's length). ValueError says what is malformed.
+    """
+    parts = _BRACKETS.split(pattern)
+    texts, groups = parts[0::2], parts[1::2]
+    for text in texts:
+        bad = sorted(_NOT_IN_NAMES.intersection(text))
+        if bad:
+            raise ValueError(f"unexpected {bad[0]!r} outside [...] (one name or one range like node[01-16])")
+    size = 1
+    for group in groups:
+        count = 0
+        for item in group.split(","):
+            match = _RANGE_ITEM.fullmatch(item)
+            if match is None:
+                raise ValueError(f"[{group}]: expected numbers and ranges like [1-4,7] or [0-30/2]")
+            low, high, step = int(match[1]), int(match[2] or match[1]), int(match[3] or 1)
+            if high < low or step == 0:
+                raise ValueError(f"[{group}]: {item!r} is an empty range")
+            count += (high - low) // step + 1
+        size *= count
+    return size
 
 
 def fold(names: Iterable[str]) -> str:

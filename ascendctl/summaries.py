@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
 from .parsers import ParseError
+from .paths import child
 from .parsers.npu_smi import TopoMatrix, parse_npu_topo, parse_nvidia_topo
 
 log = logging.getLogger(__name__)
@@ -244,7 +245,7 @@ def summarize_bundle(directory: Path, nodes: Sequence[str], *, comm_limit: float
     for filename, parser in TOPO_FILES.items():
         matrices = {}
         for node in nodes:
-            path = directory / node / "commands" / filename
+            path = child(directory, node) / "commands" / filename
             if path.is_file():
                 try:
                     matrices[node] = parser(path.read_text(encoding="utf-8", errors="replace"))
@@ -255,7 +256,7 @@ def summarize_bundle(directory: Path, nodes: Sequence[str], *, comm_limit: float
     step_traces: dict[str, str] = {}
     comm_stats: dict[str, str] = {}
     for node in nodes:
-        files = directory / node / "files"
+        files = child(directory, node) / "files"
         if not files.is_dir():
             continue
         for path in sorted(files.rglob("*.csv")):
