@@ -12,6 +12,7 @@ from typing import Callable, Hashable, Iterable, TypeVar
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 
+_NUMBERED = re.compile(r"(.*?)(\d+)(\D*)")  # a name's last number, with what comes before and after it
 _BRACKETS = re.compile(r"\[([^\[\]]*)\]")
 _RANGE_ITEM = re.compile(r"(\d{1,18})(?:-(\d{1,18})(?:/(\d{1,18}))?)?")
 # NodeSet reads these outside brackets as lists, set operators and @groups (which can run the site's group
@@ -52,10 +53,28 @@ def fold(names: Iterable[str]) -> str:
         return ""
     from ClusterShell.NodeSet import NodeSet, NodeSetException
 
+    # NodeSet parses each name it is given (0.4 s for 10,000 names): hand it one range per
+    # prefix/suffix/padding instead, and let it produce the canonical form.
+    groups: dict[tuple[str, str, int], list[int]] = {}
+    plain: list[str] = []
+    for name in names:
+        match = _NUMBERED.fullmatch(name)
+        if match is None:
+            plain.append(name)
+            continue
+        digits = match[2]
+        width = len(digits) if digits[0] == "0" and len(digits) > 1 else 0
+        groups.setdefault((match[1], match[3], width), []).append(int(digits))
+    parts = [f"{prefix}[{_padded(numbers, width)}]{suffix}" for (prefix, suffix, width), numbers in groups.items()]
     try:
-        return str(NodeSet.fromlist(names))
+        return str(NodeSet(",".join(parts + plain)))
     except NodeSetException:  # a name NodeSet cannot parse: fall back to a plain list
         return ",".join(names)
+
+
+def _padded(numbers: list[int], width: int) -> str:
+    text = fold_numbers(numbers)
+    return ",".join("-".join(n.zfill(width) for n in part.split("-")) for part in text.split(",")) if width else text
 
 
 def group_by(items: Iterable[T], key: Callable[[T], K], name: Callable[[T], str]) -> list[tuple[K, list[str]]]:
