@@ -16,6 +16,7 @@ from .errors import PathEscapeError
 
 P = TypeVar("P", bound=PurePath)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NODESET_SPECIAL = frozenset(",@[]!&^* ")
 
 
 def name_problem(name: str) -> str | None:
@@ -26,6 +27,9 @@ def name_problem(name: str) -> str | None:
         return "a name cannot contain '/' or '\\'"
     if ".." in name or name == ".":
         return "a name cannot be '.' or contain '..'"
+    special = sorted(_NODESET_SPECIAL.intersection(name))
+    if special:  # folded names go through ClusterShell's NodeSet, which reads these as lists, operators or @groups
+        return f"a name cannot contain {special[0]!r} (or any of {''.join(sorted(_NODESET_SPECIAL))!r}, or whitespace)"
     if name.startswith("-"):
         return "a name cannot start with '-'"
     if _CONTROL.search(name):
