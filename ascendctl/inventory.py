@@ -11,22 +11,23 @@ from __future__ import annotations
 import difflib
 import gc
 import os
+import re
 import socket
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import yaml
 
 from .errors import InventoryError
 from .models import Resolved
-from .nodeset import range_size
+from .nodeset import list_size, range_size
 from .paths import name_problem
 from .settings import (CLUSTER_SETTINGS, PreflightConfig, DEFAULTS_SETTINGS, NODE_ONLY_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, SettingError,
                        env_var_name, resolve_settings, shown)
 
-TOP_LEVEL_KEYS = ("defaults", "nodes")
+TOP_LEVEL_KEYS = ("defaults", "nodes", "groups")
 # libyaml's loader is ~4x faster on 1,000-node files and keeps the marks we need for line numbers.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 NODE_ONLY_KEYS = ("host", "name")
@@ -93,6 +94,7 @@ class Inventory:
     ssh_config: str = "~/.ssh/config"
     preflight: PreflightConfig = field(default_factory=PreflightConfig)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)  # `@name` -> node names
 
     @property
     def names(self) -> list[str]:
@@ -238,8 +240,66 @@ def _parse(text: str, *, source: str, flags: Mapping[str, Any] | None, environ: 
                 errors.append(f"{where(key_path)}: expected a mapping like {{host: 10.0.0.11}} or a host name")
                 continue
             raw_nodes.append((entry, key_path))
-    inventory = _build(source, defaults=defaults, raw_nodes=raw_nodes, flags=flags, environ=environ, errors=errors, where=where)
+    groups_raw = data.get("groups") or {}
+    inventory = _build(source, defaults=defaults, raw_nodes=raw_nodes, flags=flags, environ=environ, errors=errors, where=where,
+                       validate_more=lambda nodes: _groups_from(groups_raw, nodes, where, errors))
     return inventory
+
+
+_GROUP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+
+
+def _groups_from(raw: Any, nodes: list[Node], where: Any, errors: list[str]) -> dict[str, tuple[str, ...]]:
+    """`groups: {rack1: 'n[01-16]', login: [n01, n02]}`: each group's members, as node names in inventory order."""
+    from .nodeset import fold
+
+    if not isinstance(raw, dict):
+        errors.append(f"{where('groups')}: expected a mapping like {{rack1: 'n[01-16]'}}")
+        return {}
+    by_host = {node.host: node.name for node in nodes}
+    order = {node.name: i for i, node in enumerate(nodes)}
+    groups: dict[str, tuple[str, ...]] = {}
+    for name, members in raw.items():
+        key_path = f"groups.{name}"
+        if not isinstance(name, str) or not _GROUP_NAME.match(name) or name == "all":
+            errors.append(f"{where(key_path)}: bad group name {name!r} (letters, digits, `_.:-`; `all` is built in)")
+            continue
+        if isinstance(members, str):
+            patterns = [members]
+        elif isinstance(members, list) and all(isinstance(m, str) for m in members):
+            patterns = list(members)
+        else:
+            errors.append(f"{where(key_path)}: expected a node set like 'n[01-16]' or a list of node names")
+            continue
+        from ClusterShell.NodeSet import NodeSet, NodeSetException
+
+        names: set[str] = set()
+        unknown: list[str] = []
+        for pattern in patterns:
+            try:  # sized before NodeSet expands it; no @groups or operators (NodeSet would resolve the site's groups)
+                size = list_size(pattern.strip())
+            except ValueError as exc:
+                errors.append(f"{where(key_path)}: bad node set {shown(pattern)}: {exc}")
+                continue
+            if size > MAX_NODES:
+                errors.append(f"{where(key_path)}: {shown(pattern)} is {size:,} names; an inventory holds at most {MAX_NODES:,} nodes")
+                continue
+            try:
+                items = list(NodeSet(pattern))
+            except NodeSetException as exc:
+                errors.append(f"{where(key_path)}: bad node set {pattern!r}: {exc}")
+                continue
+            for item in items:
+                if item in order:
+                    names.add(item)
+                elif item in by_host:
+                    names.add(by_host[item])
+                else:
+                    unknown.append(item)
+        if unknown:
+            errors.append(f"{where(key_path)}: {fold(unknown)}: no such node")
+        groups[name] = tuple(sorted(names, key=order.__getitem__))
+    return groups
 
 
 def _build(
@@ -251,6 +311,7 @@ def _build(
     environ: Mapping[str, str] | None,
     errors: list[str],
     where: Any,
+    validate_more: Callable[[list[Node]], dict[str, tuple[str, ...]]] | None = None,
 ) -> Inventory:
     env_values = _settings_from_environ(os.environ if environ is None else environ, errors)
     flag_values = _validate_flags(flags or {}, errors)
@@ -289,6 +350,7 @@ def _build(
                 errors.append(f"{where(key_path + '.name')}: duplicate name {name!r} (also in {seen_names[name]})")
             seen_names.setdefault(name, key_path)
             nodes.append(Node(name=name, host=host, index=len(nodes), sources=sources, **values))
+    groups = validate_more(nodes) if validate_more is not None else {}
     if errors:
         raise InventoryError(errors)
     cluster = resolve_settings(CLUSTER_SETTINGS, defaults=defaults, environ=env_values, flags=flag_values)
@@ -300,6 +362,7 @@ def _build(
         ssh_config=cluster["ssh_config"].value,
         preflight=cluster["preflight"].value,
         sources={key: item.source for key, item in cluster.items()},
+        groups=groups,
     )
 
 

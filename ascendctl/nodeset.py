@@ -13,6 +13,7 @@ T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 
 _NUMBERED = re.compile(r"(.*?)(\d+)(\D*)")  # a name's last number, with what comes before and after it
+_TOP_LEVEL_COMMA = re.compile(r",(?![^\[]*\])")  # a comma outside [...]
 _BRACKETS = re.compile(r"\[([^\[\]]*)\]")
 _RANGE_ITEM = re.compile(r"(\d{1,18})(?:-(\d{1,18})(?:/(\d{1,18}))?)?")
 # NodeSet reads these outside brackets as lists, set operators and @groups (which can run the site's group
@@ -44,6 +45,11 @@ def range_size(pattern: str) -> int:
             count += (high - low) // step + 1
         size *= count
     return size
+
+
+def list_size(pattern: str) -> int:
+    """`range_size` of a comma-separated list of names and ranges, like `n[1-4],m1` (ValueError if malformed)."""
+    return sum(range_size(part) for part in _TOP_LEVEL_COMMA.split(pattern))
 
 
 def fold(names: Iterable[str]) -> str:

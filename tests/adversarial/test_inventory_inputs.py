@@ -87,7 +87,7 @@ def test_aliases_within_bounds_still_work_and_name_lines() -> None:
     text = ("defaults: {slots: 4}\ncommon: &c {slots: 2, port: 2222}\n"
             "nodes:\n  - {<<: *c, host: a}\n  - {<<: *c, host: b, port: 22}\n")
     problems = problems_of(text)  # `common` is not an inventory key; everything else is fine
-    assert problems == ["inv.yaml:2: common: unknown key (expected one of: defaults, nodes)"]
+    assert problems == ["inv.yaml:2: common: unknown key (expected one of: defaults, nodes, groups)"]
     good = "defaults: &d {slots: 2, port: 2222}\nnodes:\n  - {<<: *d, host: a}\n  - {<<: *d, host: b, port: 22}\n"
     a, b = parse_inventory(good, environ={}).nodes
     assert (a.slots, a.port, b.slots, b.port) == (2, 2222, 2, 22)
@@ -256,3 +256,13 @@ def test_use_sites_refuse_a_name_that_bypassed_the_inventory(tmp_path: Path) -> 
     endpoints = {hostile.name: Endpoint(hostile.name, "eth0", "10.0.0.1", "test")}
     with pytest.raises(PathEscapeError):
         build_plan(inv, LaunchOptions(launcher="torchrun", script=("t.py",)), job_id="j1", endpoints=endpoints)
+
+
+def test_groups_are_sized_before_expansion_and_take_no_nodeset_extensions() -> None:
+    base = "nodes:\n  - {host: 'h[1-4]', name: 'n[1-4]'}\ngroups:\n"
+    inv = parse_inventory(base + "  rack: 'n[1-2],h4'\n", environ={})
+    assert inv.groups == {"rack": ("n1", "n2", "n4")}
+    assert problems_of(base + "  big: 'n[1-100000000]'\n") == [
+        "inv.yaml:4: groups.big: 'n[1-100000000]' is 100,000,000 names; an inventory holds at most 100,000 nodes"]
+    (problem,) = problems_of(base + "  site: '@all'\n")
+    assert problem.startswith("inv.yaml:4: groups.site: bad node set '@all': unexpected '@'")
