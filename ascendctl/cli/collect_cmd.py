@@ -9,11 +9,13 @@ from typing import Annotated, Optional
 import typer
 
 from . import app
-from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
+from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
                      cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
 
 
-@app.command()
+@app.command(epilog=examples(
+    "ascendctl collect last -o bundle.tar.gz", "ascendctl collect --since 2h --msprof /data/prof",
+    "ascendctl collect -w 'n[01-08]' --max-node-size 50M", codes="0 ok, 1 error, 2 usage or bad inventory, 3 checks failed or not evaluated, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
 def collect(
     job: Annotated[Optional[str], typer.Argument(help="Job id (a unique prefix) or 'last'; default: no job, node state and recent logs.",

@@ -7,11 +7,14 @@ from typing import Annotated
 import typer
 
 from . import app
-from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
+from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
                      cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
 
 
-@app.command("exec")
+@app.command("exec", epilog=examples(
+    "ascendctl exec -- 'npu-smi info -t health -i 0'", "ascendctl exec -w @rack1 -x n07 --json -- uptime",
+    "ascendctl exec --command-timeout 30 -- 'dmesg | tail -5'",
+    codes="0 ok, 1 error, 2 usage or bad inventory, 3 the command failed or timed out somewhere, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
 def exec_command(
     command: Annotated[list[str], typer.Argument(help="Command to run with /bin/sh on every node (after --).", show_default=False)],

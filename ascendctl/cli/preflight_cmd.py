@@ -8,13 +8,15 @@ from typing import Annotated, Optional
 import typer
 
 from . import app
-from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
+from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
                      cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
 
 IdsOpt = Annotated[Optional[list[str]], typer.Option(help="Check ids, comma-separated or repeated.", show_default=False)]
 
 
-@app.command()
+@app.command(epilog=examples(
+    "ascendctl preflight -i cluster.yaml", "ascendctl preflight --only ntp,clock_skew,mtu,path_mtu",
+    "ascendctl preflight -x n07 --json --junit preflight.xml   # CI gate", codes="0 ok, 1 error, 2 usage or bad inventory, 3 checks failed or not evaluated, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
 def preflight(
     inventory: InventoryOpt = None,

@@ -9,10 +9,11 @@ from typing import Annotated, Optional
 import typer
 
 from . import app
-from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, ExcludeOpt, FanoutOpt, InventoryOpt, JsonOpt,
+from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, ExcludeOpt, FanoutOpt, InventoryOpt, JsonOpt,
                      NodesOpt, argv_now, cli_errors, flags_of, load_selected)
 
-render_app = typer.Typer(help="Render hostfiles, HCCL rank tables and per-node env exports.", no_args_is_help=True)
+render_app = typer.Typer(help="Render hostfiles, HCCL rank tables and per-node env exports.", no_args_is_help=True,
+                         rich_markup_mode=None)
 app.add_typer(render_app, name="render")
 
 
@@ -51,7 +52,8 @@ def _device_ids(text: str | None) -> list[int] | None:
         raise UsageError(f"--devices: {exc}") from None
 
 
-@render_app.command("hostfile")
+@render_app.command("hostfile", epilog=examples("ascendctl render hostfile -o hostfile", "ascendctl render hostfile --format deepspeed -x n07",
+                                                codes="0 ok, 1 error, 2 usage or bad inventory"))
 @cli_errors
 def hostfile(
     inventory: InventoryOpt = None,
@@ -73,7 +75,9 @@ def hostfile(
     render_view.show_hostfile(text, fmt=fmt.value, nodes=len(inv.nodes), output=output, as_json=as_json, argv=argv_now())
 
 
-@render_app.command("ranktable")
+@render_app.command("ranktable", epilog=examples("ascendctl render ranktable -o rank_table.json",
+                                                 "ascendctl render ranktable --version 1.2 --devices 0-15", "ascendctl render ranktable --check rank_table.json",
+                                                 codes="0 ok, 1 error, 2 usage or bad inventory, 3 devices or rank table invalid, 4 nodes unreachable"))
 @cli_errors
 def ranktable(
     inventory: InventoryOpt = None,
@@ -113,7 +117,8 @@ def ranktable(
     raise typer.Exit(int(result.exit_code))
 
 
-@render_app.command("env")
+@render_app.command("env", epilog=examples("ascendctl render env -w n01", "eval \"$(ascendctl render env -w $(hostname) --launcher msrun)\"",
+                                           codes="0 ok, 1 error, 2 usage or bad inventory, 3 an interface has no address"))
 @cli_errors
 def env(
     inventory: InventoryOpt = None,

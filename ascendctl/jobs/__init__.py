@@ -23,7 +23,7 @@ from ..outcome import Outcome, exit_code_for
 from ..transport import TransportFactory
 from ..triage import TriageReport
 from .plan import (DEFAULT_GRACE, DRY_RUN_JOB_ID, LaunchOptions, LaunchPlan, NodePlan, build_plan, default_log_dir,
-                   launcher_binary, render_plan)
+                   launcher_binary, plan_to_dict, render_plan)
 from .record import (FailureVictim, FirstFailure, JobError, JobRecord, NodeJob, jobs_dir, list_jobs, load_job, new_job_id,
                      save_job, state_dir)
 from .runner import LineSink, NodeEnded, NoticeSink, Runner
@@ -34,7 +34,7 @@ __all__ = [
     "DEFAULT_GRACE", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobRecord", "LaunchOptions", "LaunchOutcome",
     "LaunchPlan", "LaunchRefused", "NodeEnded", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan",
     "default_log_dir", "dry_run", "job_logs", "job_outcomes", "jobs_dir", "launch_job", "launcher_binary", "list_jobs",
-    "load_job", "marker", "new_job_id", "refresh_job", "render_plan", "save_job", "state_dir", "stop_job",
+    "load_job", "marker", "new_job_id", "plan_to_dict", "refresh_job", "render_plan", "save_job", "state_dir", "stop_job",
 ]
 
 

@@ -71,10 +71,14 @@ def emit_json(command: list[str], exit_code: ExitCode, data: dict[str, Any], err
     sys.stdout.flush()
 
 
-def write_out(text: str) -> None:
-    """Write `text` to stdout as it is (no wrapping, no markup), control characters shown escaped."""
-    sys.stdout.write(visible(text))
-    sys.stdout.flush()
+def write_out(text: str, *, to_stderr: bool = False) -> None:
+    """Write `text` to stdout (or stderr) as it is (no wrapping, no markup), control characters shown escaped."""
+    if to_stderr:
+        sys.stderr.write(visible(text))
+        sys.stderr.flush()
+    else:
+        sys.stdout.write(visible(text))
+        sys.stdout.flush()
 
 
 @contextmanager

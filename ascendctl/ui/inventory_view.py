@@ -16,9 +16,13 @@ from ..settings import CLUSTER_SETTINGS, NODE_SETTINGS
 from . import emit_json, err, out, print_columns
 
 
-def show_inventory_valid(inventory: Inventory) -> None:
+def show_inventory_valid(inventory: Inventory, *, as_json: bool = False, argv: list[str] | None = None) -> None:
     names = fold(inventory.names)
     slots = sum(node.slots for node in inventory.nodes)
+    if as_json:
+        emit_json(argv or [], ExitCode.OK, {"source": inventory.source, "nodes": len(inventory.nodes), "node_set": names,
+                                            "slots": slots, "groups": {k: list(v) for k, v in inventory.groups.items()}})
+        return
     out.print(f"{inventory.source}: ok, {len(inventory.nodes)} node(s) {names}, {slots} slot(s)", markup=False)
 
 
