@@ -77,6 +77,12 @@ class UsageError(AscendctlError):
     exit_code = ExitCode.USAGE
 
 
+class PathEscapeError(AscendctlError):
+    """A name that would become a path is not one plain component under its directory (paths.child)."""
+
+    exit_code = ExitCode.USAGE
+
+
 class TemplateError(AscendctlError):
     """A text template is missing or references an unknown variable."""
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any, Mapping
 
 from ..environment import LAUNCHERS, NodeEnvironment, master_port, node_environment, parse_env_assignments
 from ..errors import UsageError
 from ..inventory import Inventory, Node
 from ..network import Endpoint
+from ..paths import child
 
 DEFAULT_GRACE = 10.0
 DEFAULT_CLUSTER_TIMEOUT = 600
@@ -127,7 +129,7 @@ def build_plan(inventory: Inventory, options: LaunchOptions, *, job_id: str, end
     log_dir = (options.log_dir or default_log_dir(inventory, job_id)).rstrip("/") or "/"
     nodes = []
     for node in inventory.nodes:
-        node_dir = f"{log_dir}/{node.name}"
+        node_dir = str(child(PurePosixPath(log_dir), node.name))
         command = launcher_command(options, node, nodes=len(inventory.nodes), nproc=nproc, master_addr=master_endpoint.ip,
                                    port=port, job_id=job_id, node_dir=node_dir)
         environment = node_environment(node, endpoints[node.name], master_endpoint, launcher=options.launcher, port=port,

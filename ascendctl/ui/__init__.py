@@ -46,6 +46,13 @@ def error(message: str, *, subject: str | None = None, hint: str | None = None, 
         err.print(f"  hint: {hint}", markup=False)
 
 
+def print_columns(title: str, headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    """A plain aligned table on stdout, markup off; for long listings (a Rich Table of 10,000 rows takes seconds)."""
+    widths = [max([len(header), *(len(row[i]) for row in rows)]) for i, header in enumerate(headers)]
+    lines = [title] + ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in (headers, *rows)]
+    write_out("\n".join(lines) + "\n")  # plain text: nothing for Rich to parse or wrap
+
+
 def warning(message: str, *, subject: str | None = None, hint: str | None = None) -> None:
     error(message, subject=subject, hint=hint, level="warning")
 
