@@ -44,9 +44,16 @@ def shape_host(cluster: Cluster, host: Host, rate: str) -> None:
 
 
 def shape_link(cluster: Cluster, host: Host, peer: Host, rate: str) -> None:
-    """Only `host`'s traffic to `peer` limited: prio qdisc, u32 match on the peer's address -> band 1 with a tbf."""
+    """Only `host`'s traffic to `peer` limited to `rate` (the rest of its sending stays at HEALTHY).
+
+    A classful root with a u32 filter on the peer's address steering it to a class whose child is a tbf. The
+    issue names a prio root; this kernel has no sch_prio (htb, tbf, pfifo and u32 only), so the root is htb:
+    class 1:1 (the peer, 10 gbit, its tbf child does the limiting) and default class 1:2 (everyone else).
+    """
     assert peer.cluster_ip
-    for command in ("tc qdisc replace dev eth1 root handle 1: prio",
+    for command in ("tc qdisc replace dev eth1 root handle 1: htb default 2",
+                    "tc class add dev eth1 parent 1: classid 1:1 htb rate 10gbit",
+                    f"tc class add dev eth1 parent 1: classid 1:2 htb rate {HEALTHY}",
                     f"tc qdisc add dev eth1 parent 1:1 handle 10: {tbf(rate)}",
                     f"tc filter add dev eth1 parent 1: protocol ip prio 1 u32 match ip dst {peer.cluster_ip}/32 flowid 1:1"):
         ok(cluster.run_on(host, command))
@@ -84,7 +91,7 @@ def test_one_slow_link_is_a_link_not_a_node(cluster_factory: Any, tmp_path: Path
     cluster: Cluster = cluster_factory(hosts(8), wait_chrony=False)
     for host in cluster.hosts:
         shape_host(cluster, host, HEALTHY)
-    # h01 and h02 meet in the first circle-method round (h01 is fixed, h02 sits opposite it later); pick a measured pair
+    # shape a pair the schedule measures (the first of the first round)
     inv = inventory(cluster, tmp_path)
     code, doc, _ = netcheck(inv, "--backend", "tcp")
     assert code == 0
