@@ -29,17 +29,18 @@ def netcheck(
     accept_new_host_keys: AcceptKeysOpt = False,
 ) -> None:
     """Measure point-to-point bandwidth between pairs of nodes and name the slow nodes and links."""
+    from ..errors import AscendctlError, ExitCode
     from ..inventory import load_inventory
     from ..netcheck import NetcheckOptions, run_netcheck
     from ..netcheck.backends import parse_size
     from ..ui import netcheck_view, progress
 
     if quick + pairs + all_pairs > 1:
-        raise typer.BadParameter("choose one of --quick, --pairs, --all-pairs")
+        raise AscendctlError("choose one of --quick, --pairs, --all-pairs", exit_code=ExitCode.USAGE)
     try:
         nbytes = parse_size(size)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--size") from None
+        raise AscendctlError(f"--size: {exc}", exit_code=ExitCode.USAGE) from None
     mode = "quick" if quick else "all-pairs" if all_pairs else "pairs"
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
                      accept_new_host_keys=accept_new_host_keys)

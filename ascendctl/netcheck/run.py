@@ -26,7 +26,7 @@ from .schedule import Pair, confirmation_rounds, pair_rounds, ring_round
 from .verdict import Measurement, Verdict, judge
 
 MODES = ("pairs", "all-pairs", "quick")
-TORCH, HCCL, NCCL = "netcheck.torch", "netcheck.hccl_test", "netcheck.nccl"
+TORCH = "netcheck.torch"
 # seconds a server may take to announce its port (a cold `import torch` on a busy node is slow)
 SERVER_START = 60.0
 
@@ -98,10 +98,6 @@ def facts_sections(node: Node, inventory: Inventory, backend: str) -> dict[str, 
     """Probe sections: the node's cluster endpoint and, per backend that may be chosen, whether it can run it."""
     py = _quote(node.python)
     sections = dict(net_sections(node, inventory))
-    if backend in ("auto", "hccl_test"):
-        sections[HCCL] = f'[ -x "{backends.HCCL_TEST_DIR}/all_reduce_test" ] && command -v mpirun'
-    if backend in ("auto", "nccl-tests"):
-        sections[NCCL] = "command -v nvidia-smi && command -v mpirun && command -v sendrecv_perf"
     if backend in ("auto", "torch"):
         sections[TORCH] = f"{py} -c 'import torch.distributed as d; print(d.is_available() and d.is_gloo_available())'"
     sections["netcheck.python"] = f"{py} -c 'import sys; print(sys.version_info >= (3, 7))'"
@@ -116,10 +112,6 @@ def _quote(value: str) -> str:
 
 def _has(sections: dict[str, Any]) -> frozenset[str]:
     found = set()
-    if HCCL in sections and sections[HCCL].ok:
-        found.add("hccl_test")
-    if NCCL in sections and sections[NCCL].ok:
-        found.add("nccl-tests")
     if TORCH in sections and sections[TORCH].ok and sections[TORCH].output.strip().endswith("True"):
         found.add("torch")
     if "netcheck.python" in sections and sections["netcheck.python"].output.strip().endswith("True"):
@@ -128,10 +120,10 @@ def _has(sections: dict[str, Any]) -> frozenset[str]:
 
 
 def choose_backend(requested: str, has: Sequence[frozenset[str]]) -> tuple[str, str]:
-    """(backend, why): `auto` takes the first of hccl_test, nccl-tests, torch, tcp that every node can run."""
+    """(backend, why): `auto` takes the first of the backends this version runs (torch, tcp) that every node can run."""
     if requested != "auto":
         return requested, "asked for"
-    for name in backends.BACKENDS:
+    for name in backends.RUNNABLE:
         if has and all(name in h for h in has):
             return name, f"auto: every node has {name}"
     return "tcp", "auto: fallback (not every node has python3 >= 3.7)"
@@ -143,7 +135,12 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
     if options.mode not in MODES:
         raise AscendctlError(f"unknown mode {options.mode!r} (one of {', '.join(MODES)})", exit_code=ExitCode.USAGE)
     if options.backend not in ("auto", *backends.BACKENDS):
-        raise AscendctlError(f"unknown backend {options.backend!r}", exit_code=ExitCode.USAGE)
+        raise AscendctlError(f"unknown backend {options.backend!r} (one of auto, {', '.join(backends.BACKENDS)})",
+                             exit_code=ExitCode.USAGE)
+    if options.backend not in ("auto", *backends.RUNNABLE):
+        raise AscendctlError(f"the {options.backend} backend is not run by this version of netcheck",
+                             hint="its command line and output parser exist (docs/netcheck.md); use --backend torch or tcp",
+                             exit_code=ExitCode.USAGE)
     started = time.monotonic()
     with NodeGroup(inventory, factory=factory) as group:
         single = len(inventory.nodes) == 1
@@ -213,9 +210,6 @@ class PairRunner:
 
     def round(self, pairs: list[tuple[Node, Node]], index: int, *, both_ways: bool) -> list[Measurement]:
         """Every pair of the round at once: servers first (each announces its port), then the clients."""
-        if self.backend not in backends.PROGRAMS:
-            return [Measurement(a.name, b.name, None, None, index,
-                                f"the {self.backend} backend is not run pair by pair by this version") for a, b in pairs]
         by_client = {b.name: a for a, b in pairs}
         program = backends.program(self.backend)
         started: dict[str, tuple[Spawned, str, int]] = {}
