@@ -9,7 +9,7 @@ import typer
 
 from . import app
 from ..errors import ExitCode
-from .common import InventoryOpt, cli_errors
+from .common import ExcludeOpt, InventoryOpt, NodesOpt, cli_errors, load_selected
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
 GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
@@ -38,15 +38,16 @@ def launch(
     detach: Annotated[bool, typer.Option("--detach", help="Start and return; follow later with `ascendctl logs JOB -f`.")] = False,
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip the ssh/master_port/npu_stale_procs checks.")] = False,
     grace: GraceOpt = 10.0,
+    nodes: NodesOpt = None,
+    exclude: ExcludeOpt = None,
 ) -> None:
     """Launch an msrun or torchrun job on every node; stream its output; tear everything down on failure."""
-    from ..inventory import load_inventory
     from ..jobs import LaunchOptions, dry_run as plan_only, launch_job
     from ..ui import launch_view
 
     options = LaunchOptions(launcher.value, tuple(script), nproc_per_node, master_addr, master_port, log_dir, tuple(env or ()),
                             rank_table, rdzv, cluster_timeout, grace)
-    inv = load_inventory(inventory)
+    inv = load_selected(inventory, nodes, exclude)
     if dry_run:
         launch_view.show_plan(plan_only(inv, options))
         raise typer.Exit(int(ExitCode.OK))
@@ -88,7 +89,7 @@ def status(job: JobArg = None, inventory: InventoryOpt = None) -> None:
 def logs(
     job: JobArg = None,
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Follow until the launchers end (Ctrl-C detaches).")] = False,
-    node: Annotated[Optional[str], typer.Option("--node", help="Only this node.", show_default=False)] = None,
+    node: Annotated[Optional[str], typer.Option("-w", "--nodes", "--node", metavar="NODESET", help="Only these nodes (node-set syntax).", show_default=False)] = None,
     inventory: InventoryOpt = None,
 ) -> None:
     """Print or follow a job's launcher logs, `[node]`-prefixed."""
@@ -97,7 +98,7 @@ def logs(
     from ..ui import launch_view
 
     names = [n.name for n in load_job(job).nodes]
-    outcome = job_logs(job, follow_logs=follow, node=node, on_line=launch_view.line_sink(names),
+    outcome = job_logs(job, follow_logs=follow, nodes=node, on_line=launch_view.line_sink(names),
                        inventory=load_inventory(inventory) if inventory else None)
     raise typer.Exit(int(outcome.exit_code))
 
