@@ -18,8 +18,8 @@ from typing import Any
 from tests.cluster.harness import Cluster, Host, HostSpec
 
 ASCENDCTL = [sys.executable, "-m", "ascendctl"]
-HEALTHY, SLOW = "400mbit", "40mbit"
-SIZE = "6M"
+HEALTHY, SLOW = "200mbit", "20mbit"
+SIZE = "8M"
 
 
 def hosts(n: int) -> list[HostSpec]:
@@ -84,7 +84,7 @@ def test_one_slow_node_is_named_and_no_other(cluster_factory: Any, tmp_path: Pat
     assert {n["node"]: n["partners"] for n in verdict["nodes"]} == {h.name: 4 for h in cluster.hosts}
     assert doc["endpoints"]["h05"] == {"interface": "eth1", "ip": slow.cluster_ip}
     slow_pairs = [m for m in doc["matrix"] if "h05" in (m["a"], m["b"])]
-    assert len(slow_pairs) == 4 and all(m["a_to_b_gbps"] < 0.1 and m["b_to_a_gbps"] < 0.1 for m in slow_pairs)
+    assert len(slow_pairs) == 4 and all(m["a_to_b_gbps"] < 0.05 and m["b_to_a_gbps"] < 0.05 for m in slow_pairs)
 
 
 def test_one_slow_link_is_a_link_not_a_node(cluster_factory: Any, tmp_path: Path) -> None:
@@ -93,8 +93,8 @@ def test_one_slow_link_is_a_link_not_a_node(cluster_factory: Any, tmp_path: Path
         shape_host(cluster, host, HEALTHY)
     # shape a pair the schedule measures (the first of the first round)
     inv = inventory(cluster, tmp_path)
-    code, doc, _ = netcheck(inv, "--backend", "tcp")
-    assert code == 0
+    code, doc, err = netcheck(inv, "--backend", "tcp")
+    assert code == 0, (doc["verdict"], doc["matrix"], err)
     a, b = doc["matrix"][0]["a"], doc["matrix"][0]["b"]
     shape_link(cluster, cluster.host(a), cluster.host(b), SLOW)
     code, doc, err = netcheck(inv, "--backend", "tcp")
@@ -102,11 +102,10 @@ def test_one_slow_link_is_a_link_not_a_node(cluster_factory: Any, tmp_path: Path
     assert code == 3, err
     assert verdict["slow_links"] == [sorted([a, b])], (verdict, err)
     assert verdict["slow_nodes"] == [] and verdict["broken_links"] == []
-    # only the shaped direction is slow
+    # the shaped direction is at the tbf's rate (the other one may suffer too: its ACKs queue behind that tbf)
     pair = next(m for m in doc["matrix"] if {m["a"], m["b"]} == {a, b})
     shaped = pair["a_to_b_gbps"] if pair["a"] == a else pair["b_to_a_gbps"]
-    other = pair["b_to_a_gbps"] if pair["a"] == a else pair["a_to_b_gbps"]
-    assert shaped < 0.1 < other
+    assert shaped < 0.05
 
 
 def test_healthy_cluster_is_clean_twice_and_quick_agrees(cluster_factory: Any, tmp_path: Path) -> None:
@@ -116,7 +115,7 @@ def test_healthy_cluster_is_clean_twice_and_quick_agrees(cluster_factory: Any, t
     inv = inventory(cluster, tmp_path)
     runs = [netcheck(inv, "--backend", "tcp") for _ in range(2)]
     for code, doc, err in runs:
-        assert code == 0, err
+        assert code == 0, (doc["verdict"], doc["matrix"], err)
         assert doc["verdict"]["slow_nodes"] == [] and doc["verdict"]["slow_links"] == []
         assert all(n["status"] == "ok" for n in doc["verdict"]["nodes"])
 
@@ -125,7 +124,7 @@ def test_healthy_cluster_is_clean_twice_and_quick_agrees(cluster_factory: Any, t
 
     assert statuses(runs[0][1]) == statuses(runs[1][1])
     code, doc, err = netcheck(inv, "--backend", "tcp", "--quick")
-    assert code == 0, err
+    assert code == 0, (doc["verdict"], doc["matrix"], err)
     assert len(doc["rounds"]) == 1 and len(doc["rounds"][0]) == 5  # the ring, nothing more
 
 
