@@ -12,9 +12,11 @@ from dataclasses import replace
 from typing import Iterable, Mapping
 
 from .errors import UsageError
-from .inventory import Inventory
+from .inventory import MAX_NODES, Inventory
+from .nodeset import range_size
 
 _GROUP_REF = re.compile(r"@([^,!&^\[\]\s]+)")
+_TOP_LEVEL_OPERATOR = re.compile(r"[,!&^](?![^\[]*\])")  # a node-set list/set operator outside [...]
 ALL_GROUP = "all"
 
 
@@ -28,6 +30,15 @@ def expand_nodeset(pattern: str, groups: Mapping[str, tuple[str, ...]]) -> list[
         known = ", ".join("@" + g for g in sorted(groups)) or "none"
         raise UsageError(f"unknown node group {', '.join('@' + g for g in unknown)} in {pattern!r}",
                          hint=f"groups in this inventory: {known} (`groups:` at the top of the inventory)")
+    size = 0
+    for part in _TOP_LEVEL_OPERATOR.split(pattern):
+        if part and not part.startswith("@"):  # a group is at most the inventory
+            try:
+                size += range_size(part)
+            except ValueError:
+                pass  # malformed: NodeSet says how, below
+    if size > MAX_NODES:
+        raise UsageError(f"node set {pattern!r} stands for {size:,} names; an inventory holds at most {MAX_NODES:,}")
     source = GroupSource("inventory", {name: ",".join(members) for name, members in groups.items()})
     try:
         return list(NodeSet(pattern, resolver=GroupResolver(source)))
