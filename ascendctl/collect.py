@@ -32,7 +32,7 @@ import tarfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Mapping, Sequence
 
 from .probe import TOOL_PATH, ask
@@ -670,6 +670,51 @@ def pack_bundle(directory: Path, output: Path) -> None:
     with tarfile.open(tmp, "w:gz", compresslevel=1) as archive:
         archive.add(directory, arcname=directory.name)
     os.replace(tmp, output)
+
+
+META_MAX_BYTES = 16 * 1024**2  # a manifest, facts or one command's output larger than this is not what collect writes
+
+
+def is_meta_member(relative: str) -> bool:
+    """Whether a bundle path (relative to its top directory) is a small metadata file: the manifest, summary,
+    job record, a node's facts.json or one of its commands/ outputs (never the collected log files)."""
+    parts = PurePosixPath(relative).parts
+    if len(parts) == 1:
+        return parts[0] in ("manifest.json", "summary.json", "job.json")
+    return (len(parts) == 2 and parts[1] == "facts.json") or (len(parts) == 3 and parts[1] == "commands")
+
+
+def read_bundle_meta(path: Path, *, max_bytes: int = META_MAX_BYTES) -> dict[str, bytes]:
+    """The metadata files of a bundle (directory or .tar.gz) by bundle-relative path, read without unpacking anything.
+
+    Only regular files pass; links, devices and members over `max_bytes` are left out. Raises UsageError
+    naming the file when it is neither a directory nor a readable tar archive.
+    """
+    found: dict[str, bytes] = {}
+    if path.is_dir():
+        for child in sorted(path.iterdir()):
+            if child.is_symlink():
+                continue
+            if child.is_file() and is_meta_member(child.name) and child.stat().st_size <= max_bytes:
+                found[child.name] = child.read_bytes()
+            elif child.is_dir():
+                for sub in [child / "facts.json", *sorted((child / "commands").glob("*"))]:
+                    rel = sub.relative_to(path).as_posix()
+                    if not sub.is_symlink() and sub.is_file() and is_meta_member(rel) and sub.stat().st_size <= max_bytes:
+                        found[rel] = sub.read_bytes()
+        return found
+    try:
+        with tarfile.open(path, mode="r|*") as archive:
+            for member in archive:
+                parts = PurePosixPath(member.name.removeprefix("./")).parts
+                rel = "/".join(parts[1:])  # collect packs the bundle under its directory name
+                if member.isfile() and member.size <= max_bytes and rel and is_meta_member(rel):
+                    extracted = archive.extractfile(member)
+                    if extracted is not None:
+                        found[rel] = extracted.read()
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise UsageError(f"{path}: not a bundle directory or a readable .tar.gz ({exc})") from None
+    return found
 
 
 def open_bundle(path: Path, workdir: Path) -> Path:
