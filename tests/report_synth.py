@@ -108,7 +108,7 @@ def write_bundle(directory: Path, nodes: int, ranks: int, *, npu_info: str | Non
         if npu_info is not None and n != odd:
             (directory / node / "commands" / "npu-smi.info.txt").write_text(npu_info)
         for d in range(devices):
-            state = "DOWN" if n == odd and d == 1 else "UP"
+            state = "DOWN" if n == odd and d == 0 else "UP"
             (directory / node / "commands" / f"hccn_tool.link.{d}.txt").write_text(f"link status: {state}\n")
             (directory / node / "commands" / f"hccn_tool.net_health.{d}.txt").write_text("net health status: Success\n")
         manifest_nodes.append({"name": node, "host": f"10.0.0.{n + 1}", "status": "ok"})

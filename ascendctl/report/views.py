@@ -460,6 +460,7 @@ def _folded_lane(members: Sequence[str], events: Iterable[list[tuple[str, dateti
 # --- preflight ----------------------------------------------------------------------------------------
 
 _PASSING = (Status.PASS, Status.SKIP)
+_SEVERITY = (Status.FAIL, Status.ERROR, Status.WARN, Status.SKIP, Status.PASS)
 
 
 def preflight_view(report: PreflightReport) -> PreflightView:
@@ -493,7 +494,7 @@ def preflight_view(report: PreflightReport) -> PreflightView:
         notes.append(f"preflight: {len(rows) - MAX_PREFLIGHT_ROWS} more rows not drawn; every problem is listed below")
         rows = rows[:MAX_PREFLIGHT_ROWS]
     problems = tuple(Problem(status.value, fold(names), check, summary, hint or "")
-                     for (check, status, summary, hint), names in report.problems())
+                     for (check, status, summary, hint), names in sorted(report.problems(), key=lambda p: _SEVERITY.index(p[0][1])))
     counts = Counter(c.status.value for n in report.nodes for c in n.checks)
     return PreflightView(report.check_ids, tuple(rows), report.cluster, problems,
                          tuple((s.value, counts[s.value]) for s in Status if counts[s.value]), tuple(notes))
