@@ -24,6 +24,7 @@ from .views import Report, devices_view, performance_view, preflight_view, timel
 
 MAX_DOCUMENT = 512 * 1024**2  # a --json document larger than this is not one ascendctl wrote
 TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+DEVICE_COMMANDS = ("npu-smi.info.", "hccn_tool.link.", "hccn_tool.net_health.")  # what the devices view reads
 INPUT_HINT = "pass a bundle from `ascendctl collect` (.tar.gz or directory), `triage --json` or `preflight --json` output"
 
 
@@ -95,7 +96,7 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
         if not path.exists():
             raise UsageError(f"{path}: no such file or directory", hint=INPUT_HINT)
         if path.is_dir() or path.name.endswith(TAR_SUFFIXES):
-            found = read_bundle_meta(path)
+            found = read_bundle_meta(path, commands=DEVICE_COMMANDS)
             if "manifest.json" not in found:
                 if triage is not None:  # `triage --html` over an archive of logs: its lines are in the verdict already
                     continue

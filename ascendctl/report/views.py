@@ -517,11 +517,17 @@ def devices_view(meta: Mapping[str, bytes], summary: Mapping[str, Any] | None) -
     from ..parsers.hccn import parse_link, parse_net_health
     from ..parsers.npu_smi import parse_npu_info
 
-    nodes = sorted({rel.split("/")[0] for rel in meta if rel.count("/") >= 1})
+    per_node: dict[str, dict[str, bytes]] = {}
+    for rel, data in meta.items():
+        node, sep, rest = rel.partition("/")
+        if sep:
+            per_node.setdefault(node, {})[rest] = data
+    nodes = sorted(per_node)
     manifest = _json(meta.get("manifest.json"))
     if isinstance(manifest, Mapping) and isinstance(manifest.get("nodes"), list):
         order = [n.get("name") for n in manifest["nodes"] if isinstance(n, Mapping) and isinstance(n.get("name"), str)]
-        nodes = [n for n in order if n in set(nodes)] + [n for n in nodes if n not in set(order)]
+        present, listed = set(nodes), set(order)
+        nodes = [n for n in order if n in present] + [n for n in nodes if n not in listed]
     topo_outliers: dict[str, str] = {}
     for item in (summary or {}).get("topology") or ():
         try:
@@ -533,29 +539,31 @@ def devices_view(meta: Mapping[str, bytes], summary: Mapping[str, Any] | None) -
             topo_outliers[o.node] = f"{topo.tool} differs from the majority in {len(o.cells)} cell(s): {cells}"
     facts: dict[str, tuple[str, str, str, str, str]] = {}
     counts: dict[str, int | None] = {}
+    parsed: dict[bytes, tuple[int | None, str]] = {}  # most nodes print the same table: parse each text once
     for node in nodes:
-        info_text = meta.get(f"{node}/commands/npu-smi.info.txt")
+        files = per_node[node]
+        info_text = files.get("commands/npu-smi.info.txt")
         count: int | None = None
         health = ""
         if info_text is not None:
-            try:
-                info = parse_npu_info(info_text.decode("utf-8", "replace"))
-                count = info.npu_count
-                bad = [f"NPU {n}: {info.health_of(n).value}" for n in info.npu_ids if info.health_of(n).value.lower() != "ok"]
-                health = "; ".join(bad) or f"{count} OK"
-            except ParseError as exc:
-                health = f"npu-smi info unreadable: {exc}"
+            if info_text not in parsed:
+                try:
+                    info = parse_npu_info(info_text.decode("utf-8", "replace"))
+                    bad = [f"NPU {n}: {info.health_of(n).value}" for n in info.npu_ids if info.health_of(n).value.lower() != "ok"]
+                    parsed[info_text] = (info.npu_count, "; ".join(bad) or f"{info.npu_count} OK")
+                except ParseError as exc:
+                    parsed[info_text] = (None, f"npu-smi info unreadable: {exc}")
+            count, health = parsed[info_text]
         if count is None:
-            f = _json(meta.get(f"{node}/facts.json"))
+            f = _json(files.get("facts.json"))
             ids = f.get("npu_ids") if isinstance(f, Mapping) else None
             count = len(ids) if isinstance(ids, list) and ids else None
         links, nets = [], []
-        for rel in sorted(meta):
-            prefix = f"{node}/commands/hccn_tool."
-            if not rel.startswith(prefix):
+        for rel in sorted(files):
+            if not rel.startswith("commands/hccn_tool."):
                 continue
-            kind, _, dev = rel[len(prefix):].removesuffix(".txt").partition(".")
-            text = meta[rel].decode("utf-8", "replace")
+            kind, _, dev = rel[len("commands/hccn_tool."):].removesuffix(".txt").partition(".")
+            text = files[rel].decode("utf-8", "replace")
             try:
                 if kind == "link":
                     links.append((dev, parse_link(text)))
@@ -612,7 +620,8 @@ def performance_view(summary: MsprofSummary) -> PerformanceView | None:
     notes = []
     if len(ranks) > MAX_PERF_RANKS:
         marked = [r for r in ranks if r.straggler or r.comm_flag][:MAX_PERF_RANKS // 2]
-        rest = [r for r in ranks if r not in marked]
+        marked_ids = {id(r) for r in marked}
+        rest = [r for r in ranks if id(r) not in marked_ids]
         step = max(1, len(rest) // (MAX_PERF_RANKS - len(marked)))
         keep = {id(r) for r in marked + rest[::step][:MAX_PERF_RANKS - len(marked)]}
         notes.append(f"performance: {len(ranks)} ranks; drawn: every straggler and flagged rank (up to {MAX_PERF_RANKS // 2}) "

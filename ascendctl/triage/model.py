@@ -62,19 +62,14 @@ class Finding:
                 "exit_code": self.exit_code, "signal": self.signal}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], **defaults: Any) -> "Finding":
-        """A finding from `to_dict` (or a rank summary's brief form, completed by `defaults`); KeyError/ValueError on garbage."""
-        merged = {**defaults, **{k: v for k, v in data.items() if k in cls.__dataclass_fields__}}
-        merged["category"] = Category(merged["category"])
-        for key in ("file", "text", "signature"):
-            merged[key] = _text(merged.get(key))
-        merged["line"] = _int(merged.get("line")) or 0
-        for key in ("rank", "device", "local_rank", "peer_rank", "exit_code", "pid"):
-            merged[key] = _int(merged.get(key))
-        for key in ("node", "time", "peer_addr", "signal"):
-            merged[key] = _opt_text(merged.get(key))
-        merged["role"] = _text(merged.get("role") or "error")
-        return cls(**merged)
+    def from_dict(cls, data: Mapping[str, Any], node: str | None = None, rank: int | None = None) -> "Finding":
+        """A finding from `to_dict` (or a rank summary's brief form, whose node and rank are given); ValueError on garbage."""
+        get = data.get
+        return cls(Category(data["category"]), _text(get("signature")), _opt_text(get("node", node)), _int(get("rank", rank)),
+                   _int(get("device")), _opt_text(get("time")), _text(get("file")), _int(get("line")) or 0, _text(get("text")),
+                   pid=_int(get("pid")), role=_text(get("role") or "error"), local_rank=_int(get("local_rank")),
+                   peer_rank=_int(get("peer_rank")), peer_addr=_opt_text(get("peer_addr")), exit_code=_int(get("exit_code")),
+                   signal=_opt_text(get("signal")))
 
 
 def _int(value: Any) -> int | None:
