@@ -8,12 +8,15 @@ from typing import Annotated
 import typer
 
 from . import app
-from .common import cli_errors
+from .common import cli_errors, examples
 
 HtmlOutOpt = Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write.")]
 
 
-@app.command("report")
+@app.command("report", epilog=examples(
+    "ascendctl report bundle.tar.gz -o report.html", "ascendctl report triage.json preflight.json --open",
+    "ascendctl triage bundle.tar.gz --html report.html", codes="0 written, 1 error (a file cannot be read or written), "
+    "2 usage (an input is not a bundle, triage or preflight document)"))
 @cli_errors
 def report_cmd(
     paths: Annotated[list[Path], typer.Argument(

@@ -23,7 +23,7 @@ from ..outcome import Outcome, exit_code_for
 from ..transport import TransportFactory
 from ..triage import TriageReport
 from .plan import (DEFAULT_GRACE, DRY_RUN_JOB_ID, LaunchOptions, LaunchPlan, NodePlan, build_plan, default_log_dir,
-                   launcher_binary, render_plan)
+                   launcher_binary, plan_to_dict, render_plan)
 from .record import (FailureVictim, FirstFailure, JobError, JobRecord, NodeJob, jobs_dir, list_jobs, load_job, new_job_id,
                      save_job, state_dir)
 from .runner import LineSink, NodeEnded, NoticeSink, Runner
@@ -34,7 +34,7 @@ __all__ = [
     "DEFAULT_GRACE", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobRecord", "LaunchOptions", "LaunchOutcome",
     "LaunchPlan", "LaunchRefused", "NodeEnded", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan",
     "default_log_dir", "dry_run", "job_logs", "job_outcomes", "jobs_dir", "launch_job", "launcher_binary", "list_jobs",
-    "load_job", "marker", "new_job_id", "refresh_job", "render_plan", "save_job", "state_dir", "stop_job",
+    "load_job", "marker", "new_job_id", "plan_to_dict", "refresh_job", "render_plan", "save_job", "state_dir", "stop_job",
 ]
 
 
@@ -213,24 +213,31 @@ def job_logs(
     job_id: str | None,
     *,
     follow_logs: bool = False,
-    node: str | None = None,
+    nodes: str | None = None,
     on_line: LineSink | None = None,
     inventory: Inventory | None = None,
 ) -> LaunchOutcome:
-    """Print (or follow until the launchers end) the launcher logs of a job; following never stops the job."""
+    """Print (or follow until the launchers end) the launcher logs of a job; following never stops the job.
+
+    `nodes`: a node set (`h[01-02]`) of the job's nodes to show; default all.
+    """
+    from ..nodeset import fold
+    from ..selection import expand_nodeset
     from ..triage import split_stamp
 
     record = load_job(job_id)
-    if node is not None and node not in {n.name for n in record.nodes}:
-        raise UsageError(f"job {record.id} has no node {node!r}", hint=", ".join(n.name for n in record.nodes))
+    names = [n.name for n in record.nodes]
+    chosen = set(expand_nodeset(nodes, {"all": tuple(names)})) if nodes else set(names)
+    if chosen - set(names):
+        raise UsageError(f"job {record.id} has no node {fold(sorted(chosen - set(names)))}", hint=fold(names))
     inv = _job_inventory(record, inventory)
     runner = _runner(record, inv)
     try:
         if follow_logs:
             watched = supervise(runner, record, on_line=on_line, teardown_on_failure=False, grace=DEFAULT_GRACE,
-                                nodes=[node] if node else None)
+                                nodes=[n for n in names if n in chosen] if nodes else None)
             return LaunchOutcome(watched.record, interrupted=watched.interrupted)
-        targets = [n.name for n in record.nodes if (node is None or n.name == node) and n.name in inv.names]
+        targets = [n for n in names if n in chosen and n in inv.names]
         for result in runner.log_texts(record, targets):
             text = result.value if result.value is not None else f"(unreachable: {result.error.message if result.error else ''})\n"
             for line in text.splitlines():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..environment import LAUNCHERS, NodeEnvironment, master_port, node_environment, parse_env_assignments
 from ..errors import UsageError
@@ -136,6 +136,17 @@ def build_plan(inventory: Inventory, options: LaunchOptions, *, job_id: str, end
         nodes.append(NodePlan(node.name, node.host, node.index, nproc, command, environment, node_dir, first_rank,
                               endpoints[node.name]))
     return LaunchPlan(job_id, options.launcher, options.script, master_endpoint.ip, port, log_dir, options.grace, tuple(nodes))
+
+
+def plan_to_dict(plan: LaunchPlan) -> dict[str, Any]:
+    """The dry-run as data (`launch --dry-run --json`): the same facts as render_plan, secrets redacted."""
+    return {
+        "job_id": plan.job_id, "launcher": plan.launcher, "script": list(plan.script), "master_addr": plan.master_addr,
+        "master_port": plan.master_port, "log_dir": plan.log_dir, "world_size": plan.world_size,
+        "nodes": [{"name": n.name, "host": n.host, "node_rank": n.rank, "workers": n.workers, "first_rank": n.first_rank,
+                   "log": n.log, "cluster_address": n.endpoint.ip, "address_source": n.endpoint.source,
+                   "command": n.command, "env": n.environment.to_dict(redact=True)["env"]} for n in plan.nodes],
+    }
 
 
 def render_plan(plan: LaunchPlan) -> str:

@@ -16,9 +16,13 @@ from ..settings import CLUSTER_SETTINGS, NODE_SETTINGS
 from . import emit_json, err, out
 
 
-def show_inventory_valid(inventory: Inventory) -> None:
+def show_inventory_valid(inventory: Inventory, *, as_json: bool = False, argv: list[str] | None = None) -> None:
     names = fold(inventory.names)
     slots = sum(node.slots for node in inventory.nodes)
+    if as_json:
+        emit_json(argv or [], ExitCode.OK, {"source": inventory.source, "nodes": len(inventory.nodes), "node_set": names,
+                                            "slots": slots, "groups": {k: list(v) for k, v in inventory.groups.items()}})
+        return
     out.print(f"{inventory.source}: ok, {len(inventory.nodes)} node(s) {names}, {slots} slot(s)", markup=False)
 
 
@@ -36,6 +40,14 @@ def show_inventory(inventory: Inventory, *, as_json: bool, argv: list[str]) -> N
         nodes.add_row(str(node.index), escape(node.name), escape(node.host), node.transport, str(node.slots), escape(node.interface or "-"))
     out.print(nodes)
     out.print()
+    if inventory.groups:
+        groups = Table(title="groups (-w @NAME)", title_justify="left", box=None, pad_edge=False)
+        for column in ("group", "nodes"):
+            groups.add_column(column)
+        for name, members in inventory.groups.items():
+            groups.add_row("@" + escape(name), escape(fold(members)) or "-")
+        out.print(groups)
+        out.print()
     table = Table(title="effective settings", title_justify="left", box=None, pad_edge=False)
     for column in ("setting", "value", "source", "nodes"):
         table.add_column(column)
@@ -53,6 +65,7 @@ def inventory_to_dict(inventory: Inventory) -> dict[str, Any]:
     return {
         "source": inventory.source,
         "settings": {key: {"value": _jsonable(getattr(inventory, key)), "source": inventory.sources.get(key, "default")} for key in CLUSTER_SETTINGS},
+        "groups": {name: list(members) for name, members in inventory.groups.items()},
         "nodes": [
             {
                 "name": node.name,

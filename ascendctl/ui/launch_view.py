@@ -1,49 +1,67 @@
 """Rendering of `ascendctl launch`, `jobs`, `status`, `logs` and `stop`.
 
 Node output is streamed to stdout as `[node] line`, one colour per node on a terminal and
-plain in a pipe; notices and the failure summary's error lines go to stderr.
+plain in a pipe, its control characters shown escaped either way; notices and the failure
+summary's error lines go to stderr.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from typing import Callable
 
 from rich.text import Text
 
-from ..jobs import JobRecord, LaunchOutcome, LaunchPlan, render_plan
-from . import error, out
+from typing import Any
+
+from ..errors import ExitCode
+from ..jobs import JobRecord, LaunchOutcome, LaunchPlan, plan_to_dict, render_plan
+from . import emit_json, err, error, out, visible, write_out
 from .triage_view import verdict_lines
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
            "bright_green", "bright_yellow", "bright_blue", "red")
 
 
-def show_plan(plan: LaunchPlan) -> None:
-    """The dry-run text, byte for byte."""
-    sys.stdout.write(render_plan(plan))
-    sys.stdout.flush()
+def show_plan(plan: LaunchPlan, *, as_json: bool = False, argv: list[str] | None = None) -> None:
+    """The dry-run text, byte for byte (control characters in inventory values shown escaped), or its JSON."""
+    if as_json:
+        emit_json(argv or [], ExitCode.OK, {"plan": plan_to_dict(plan)})
+        return
+    write_out(render_plan(plan))
 
 
-def line_sink(names: list[str]) -> Callable[[str, str], None]:
-    """A thread-safe printer of `[node] line`; coloured per node only when stdout is a terminal."""
+def emit_record(record: JobRecord, code: ExitCode, argv: list[str], **extra: Any) -> None:
+    """One job as the JSON document of `launch`, `status` and `stop` (the record as stored, secrets redacted)."""
+    emit_json(argv, code, {"job": record.to_dict(), **extra})
+
+
+def emit_jobs(records: list[JobRecord], argv: list[str]) -> None:
+    emit_json(argv, ExitCode.OK, {"jobs": [r.to_dict() for r in records]})
+
+
+def emit_logs(lines: list[tuple[str, str]], code: ExitCode, argv: list[str]) -> None:
+    emit_json(argv, code, {"lines": [{"node": node, "line": line} for node, line in lines]})
+
+
+def line_sink(names: list[str], *, to_stderr: bool = False) -> Callable[[str, str], None]:
+    """A thread-safe printer of `[node] line`; coloured per node only on a terminal (stderr when stdout is for JSON)."""
     lock = threading.Lock()
     colour = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
     width = max((len(n) for n in names), default=0) + 2
-    terminal = out.is_terminal and not out.no_color
+    console = err if to_stderr else out
+    terminal = console.is_terminal and not console.no_color
 
     def sink(node: str, line: str) -> None:
         prefix = f"[{node}]".ljust(width)
         with lock:
-            if terminal:
-                text = Text(prefix, style=colour.get(node, "white"))
-                text.append(" " + line)
-                out.print(text, markup=False, highlight=False)
+            if terminal:  # a Text is not passed through the console's render_str: sanitise here
+                text = Text(visible(prefix), style=colour.get(node, "white"))
+                text.append(" " + visible(line))
+                console.print(text, markup=False, highlight=False)
             else:
-                sys.stdout.write(f"{prefix} {line}\n")
-                sys.stdout.flush()
+                write_out(f"{prefix} {line}\n", to_stderr=to_stderr)
 
     return sink
 
