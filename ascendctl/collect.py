@@ -32,7 +32,7 @@ import tarfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Mapping, Sequence
 
 from .probe import TOOL_PATH, ask
@@ -671,6 +671,65 @@ def pack_bundle(directory: Path, output: Path) -> None:
     with tarfile.open(tmp, "w:gz", compresslevel=1) as archive:
         archive.add(directory, arcname=directory.name)
     os.replace(tmp, output)
+
+
+META_MAX_BYTES = 16 * 1024**2  # a manifest, facts or one command's output larger than this is not what collect writes
+
+
+def is_meta_member(relative: str, commands: tuple[str, ...] = ("",)) -> bool:
+    """Whether a bundle path (relative to its top directory) is a small metadata file: the manifest, summary,
+    job record, a node's facts.json or one of its commands/ outputs whose name starts with one of `commands`
+    (never the collected log files)."""
+    parts = PurePosixPath(relative).parts
+    if len(parts) == 1:
+        return parts[0] in ("manifest.json", "summary.json", "job.json")
+    return (len(parts) == 2 and parts[1] == "facts.json") or (len(parts) == 3 and parts[1] == "commands"
+                                                               and parts[2].startswith(commands))
+
+
+def read_bundle_meta(path: Path, *, commands: tuple[str, ...] = ("",), max_bytes: int = META_MAX_BYTES) -> dict[str, bytes]:
+    """The metadata files of a bundle (directory or .tar.gz) by bundle-relative path, read without unpacking anything.
+
+    `commands` are the name prefixes of the command outputs wanted (all of them by default; the kernel log
+    can be 16 MB a node). Only regular files pass; links, devices and members over `max_bytes` are left out.
+    Raises UsageError naming the file when it is neither a directory nor a readable tar archive.
+    """
+    found: dict[str, bytes] = {}
+    if path.is_dir():
+        # os.scandir, not Path.rglob: a 1,024-node bundle has tens of thousands of command outputs
+        def take(entry: os.DirEntry[str], rel: str) -> None:
+            if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size <= max_bytes:
+                with open(entry.path, "rb") as fh:
+                    found[rel] = fh.read(max_bytes + 1)[:max_bytes]
+
+        with os.scandir(path) as top:
+            for entry in sorted(top, key=lambda e: e.name):
+                if not entry.is_dir(follow_symlinks=False):
+                    if is_meta_member(entry.name):
+                        take(entry, entry.name)
+                    continue
+                with os.scandir(entry.path) as node:
+                    for sub in node:
+                        if sub.name == "facts.json":
+                            take(sub, f"{entry.name}/facts.json")
+                        elif sub.name == "commands" and sub.is_dir(follow_symlinks=False):
+                            with os.scandir(sub.path) as listing:
+                                for cmd in listing:
+                                    if cmd.name.startswith(commands):
+                                        take(cmd, f"{entry.name}/commands/{cmd.name}")
+        return found
+    try:
+        with tarfile.open(path, mode="r|*") as archive:
+            for member in archive:
+                parts = PurePosixPath(member.name.removeprefix("./")).parts
+                rel = "/".join(parts[1:])  # collect packs the bundle under its directory name
+                if member.isfile() and member.size <= max_bytes and rel and is_meta_member(rel, commands):
+                    extracted = archive.extractfile(member)
+                    if extracted is not None:
+                        found[rel] = extracted.read()
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise UsageError(f"{path}: not a bundle directory or a readable .tar.gz ({exc})") from None
+    return found
 
 
 def open_bundle(path: Path, workdir: Path) -> Path:

@@ -23,6 +23,7 @@ from .fanout import node_error
 from .group import NodeGroup
 from .inventory import Inventory, Node
 from .models import EventSink, NodeError
+from .nodeset import group_by
 from .network import NET_SECTIONS
 from .parsers import ParseError
 from .transport import Transport
@@ -46,6 +47,13 @@ class NodeReport:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "host": self.host, "reachable": self.reachable, "checks": [c.to_dict() for c in self.checks]}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "NodeReport":
+        if not isinstance(data["name"], str):
+            raise ValueError(f"node name {data['name']!r} is not a string")
+        return cls(data["name"], str(data.get("host") or ""), bool(data.get("reachable", True)),
+                   tuple(CheckResult.from_dict(c) for c in data["checks"]))
+
 
 @dataclass(frozen=True, slots=True)
 class PreflightReport:
@@ -68,6 +76,11 @@ class PreflightReport:
     def ok(self) -> bool:
         return self.exit_code == ExitCode.OK
 
+    def problems(self) -> list[tuple[tuple[str, Status, str, str | None], list[str]]]:
+        """Every failing, unevaluated or warning check, grouped by (check, status, summary, hint) with its nodes in order."""
+        found = [(n.name, c) for n in self.nodes for c in n.checks if c.status in (Status.FAIL, Status.ERROR, Status.WARN)]
+        return group_by(found, key=lambda p: (p[1].check, p[1].status, p[1].summary, p[1].hint), name=lambda p: p[0])
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
@@ -76,6 +89,15 @@ class PreflightReport:
             "cluster": [c.to_dict() for c in self.cluster],
             "duration": round(self.duration, 3),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PreflightReport":
+        """The report back from a `preflight --json` document; KeyError/ValueError/TypeError on garbage."""
+        duration = data.get("duration") or 0.0
+        if not isinstance(duration, (int, float)):
+            raise ValueError(f"duration {duration!r} is not a number")
+        return cls(tuple(str(c) for c in data["checks"]), tuple(NodeReport.from_dict(n) for n in data["nodes"]),
+                   tuple(CheckResult.from_dict(c) for c in data.get("cluster") or ()), float(duration))
 
 
 @dataclass(frozen=True, slots=True)

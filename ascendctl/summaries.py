@@ -71,6 +71,15 @@ class TopoSummary:
             "outliers": [{"node": o.node, "cells": [c.to_dict() for c in o.cells]} for o in self.outliers],
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TopoSummary":
+        """A summary back from `summary.json`; KeyError/ValueError/TypeError on garbage."""
+        outliers = tuple(TopoOutlier(str(o["node"]), tuple(CellDiff(str(c["row"]), str(c["column"]), str(c["expected"]),
+                                                                       str(c["actual"])) for c in o["cells"]))
+                         for o in data["outliers"])
+        return cls(str(data["tool"]), tuple(str(n) for n in data["majority"]), outliers,
+                   tuple(str(d) for d in data.get("devices") or ()))
+
 
 def matrix_cells(matrix: TopoMatrix) -> dict[tuple[str, str], str]:
     """(row, column) -> link type for every cell of the link matrix (affinity columns excluded)."""
@@ -149,6 +158,15 @@ class MsprofSummary:
                 "comm_limit": self.comm_limit, "straggler_factor": self.straggler_factor,
                 "comm_flagged": [r.rank for r in self.ranks if r.comm_flag],
                 "stragglers": [r.rank for r in self.ranks if r.straggler]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "MsprofSummary":
+        """A summary back from `summary.json`; KeyError/ValueError/TypeError on garbage."""
+        ranks = tuple(RankProfile(str(r["rank"]), int(r["steps"]), float(r["step_us"]), float(r["comm_us"]),
+                                  float(r["comm_share"]), bool(r.get("comm_flag")), bool(r.get("straggler")))
+                      for r in data["ranks"])
+        return cls(ranks, float(data["median_step_us"]), float(data.get("comm_limit", COMM_SHARE_LIMIT)),
+                   float(data.get("straggler_factor", STRAGGLER_FACTOR)))
 
 
 def _rows(text: str) -> list[dict[str, str]]:

@@ -49,6 +49,14 @@ class CheckResult:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.check, "status": self.status.value, "summary": self.summary, "hint": self.hint}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "CheckResult":
+        """A result back from `to_dict` (a preflight --json document); KeyError/ValueError on garbage."""
+        hint = data.get("hint")
+        if not isinstance(data["id"], str) or not isinstance(data["summary"], str) or not isinstance(hint, (str, type(None))):
+            raise ValueError(f"check {data['id']!r}: id, summary and hint must be strings")
+        return cls(data["id"], Status(data["status"]), data["summary"], hint)
+
 
 @dataclass(frozen=True, slots=True)
 class ProbeContext:

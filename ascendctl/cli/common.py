@@ -28,6 +28,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 ConnectTimeoutOpt = Annotated[Optional[float], typer.Option("--connect-timeout", help="Seconds to connect and authenticate.", min=0.1, show_default=False)]
 CommandTimeoutOpt = Annotated[Optional[float], typer.Option("--command-timeout", help="Seconds a remote command may run.", min=0.1, show_default=False)]
 FanoutOpt = Annotated[Optional[int], typer.Option("--fanout", help="Nodes contacted at once.", min=1, show_default=False)]
+HtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write the HTML report (as `ascendctl report`) to this file.",
+                                                 show_default=False)]
 AcceptKeysOpt = Annotated[bool, typer.Option("--accept-new-host-keys", help="Accept and record unknown host keys (never changed ones).")]
 NodesOpt = Annotated[Optional[str], typer.Option("-w", "--nodes", metavar="NODESET",
                                                  help="Only these nodes: names or hosts in node-set syntax (n[01-04],n07; @group).",

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from . import app
-from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
-                     cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
+from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, HtmlOpt, InventoryOpt, JsonOpt,
+                     argv_now, cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
 
 IdsOpt = Annotated[Optional[list[str]], typer.Option(help="Check ids, comma-separated or repeated.", show_default=False)]
 
@@ -25,6 +25,7 @@ def preflight(
     as_json: JsonOpt = False,
     junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write JUnit XML (one testcase per node x check).",
                                                   show_default=False)] = None,
+    html: HtmlOpt = None,
     connect_timeout: ConnectTimeoutOpt = None,
     command_timeout: CommandTimeoutOpt = None,
     fanout: FanoutOpt = None,
@@ -46,4 +47,9 @@ def preflight(
     if junit is not None:
         junit.write_text(junit_xml(report), encoding="utf-8")
     preflight_view.show_preflight(report, as_json=as_json, argv=argv_now())
+    if html is not None:
+        from ..report import write_report
+        from ..ui import report_view
+
+        report_view.show_written(write_report([], html, preflight=report))
     raise typer.Exit(int(report.exit_code))

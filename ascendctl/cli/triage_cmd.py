@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from . import app
-from .common import examples, JsonOpt, argv_now, cli_errors
+from .common import examples, HtmlOpt, JsonOpt, argv_now, cli_errors
 
 
 @app.command("triage", epilog=examples(
@@ -19,11 +19,18 @@ def triage_cmd(
     paths: Annotated[list[Path], typer.Argument(
         help="Bundles from `ascendctl collect` (.tar.gz or directory), directories or log files.", show_default=False)],
     as_json: JsonOpt = False,
+    html: HtmlOpt = None,
 ) -> None:
     """Name the root cause of a failed job, its first failing node and rank, the evidence, and what to do."""
+    from ..report import is_bundle
     from ..triage import triage
     from ..ui import triage_view
 
     report = triage(paths)
     triage_view.show_triage(report, as_json=as_json, argv=argv_now())
+    if html is not None:
+        from ..report import write_report
+        from ..ui import report_view
+
+        report_view.show_written(write_report([p for p in paths if is_bundle(p)], html, triage=report))
     raise typer.Exit(int(report.exit_code))

@@ -7,7 +7,7 @@ Pure; must not import typer or rich.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import ExitCode
 from ..signatures import Category
@@ -61,6 +61,36 @@ class Finding:
                 "text": self.text, "role": self.role, "peer_rank": self.peer_rank, "peer_addr": self.peer_addr,
                 "exit_code": self.exit_code, "signal": self.signal}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], node: str | None = None, rank: int | None = None) -> "Finding":
+        """A finding from `to_dict` (or a rank summary's brief form, whose node and rank are given); ValueError on garbage."""
+        get = data.get
+        return cls(Category(data["category"]), _text(get("signature")), _opt_text(get("node", node)), _int(get("rank", rank)),
+                   _int(get("device")), _opt_text(get("time")), _text(get("file")), _int(get("line")) or 0, _text(get("text")),
+                   pid=_int(get("pid")), role=_text(get("role") or "error"), local_rank=_int(get("local_rank")),
+                   peer_rank=_int(get("peer_rank")), peer_addr=_opt_text(get("peer_addr")), exit_code=_int(get("exit_code")),
+                   signal=_opt_text(get("signal")))
+
+
+def _int(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _opt_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
 
 @dataclass(frozen=True, slots=True)
 class RankSummary:
@@ -87,6 +117,18 @@ class RankSummary:
                 "signal": self.signal, "exit_time": self.exit_time, "last_step": self.last_step,
                 "last_progress_time": self.last_progress_time}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RankSummary":
+        """A rank summary from `to_dict`; its brief findings take the rank's node and rank."""
+        node, rank = _opt_text(data.get("node")), _int(data.get("rank"))
+
+        def finding(value: Any) -> Finding | None:
+            return None if value is None else Finding.from_dict(value, node=node, rank=rank)
+        return cls(node, rank, _text(data.get("role") or "unknown"), finding(data.get("first_error")),
+                   finding(data.get("first_comm_error")), _opt_text(data.get("peer")), _int(data.get("exit_code")),
+                   _opt_text(data.get("signal")), _opt_text(data.get("exit_time")), _int(data.get("last_step")),
+                   _opt_text(data.get("last_progress_time")))
+
 
 @dataclass(frozen=True, slots=True)
 class Victim:
@@ -98,6 +140,10 @@ class Victim:
 
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "rank": self.rank, "how": self.how}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Victim":
+        return cls(_opt_text(data.get("node")), _int(data.get("rank")), _text(data.get("how")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +234,23 @@ class TriageReport:
                 "findings": [f.to_dict() for f in self.findings], "hints": list(self.hints),
                 "files_read": self.files_read, "bytes_read": self.bytes_read, "suppressed_findings": self.suppressed,
                 "notes": list(self.notes), "unreadable": list(self.unreadable)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TriageReport":
+        """The verdict back from a `triage --json` document (`to_dict` plus the envelope); KeyError/ValueError/TypeError on garbage."""
+        ff = data["first_failure"]
+        first = None if ff is None else Finding.from_dict({"category": data["category"] or "UNKNOWN", **ff})
+        category = data["category"]
+
+        def texts(key: str) -> tuple[str, ...]:
+            return tuple(_text(x) for x in data.get(key) or ())
+        return cls(Category(category) if category is not None else None, first,
+                   tuple(Finding.from_dict(f) for f in data.get("findings") or ()), texts("hints"), _text(data.get("reason")),
+                   _int(data.get("files_read")) or 0, _int(data.get("bytes_read")) or 0, _int(data.get("suppressed_findings")) or 0,
+                   texts("notes"), texts("unreadable"), _text(data.get("culprit_reason") or "none"),
+                   _text(data.get("confidence") or "low"), tuple(Victim.from_dict(v) for v in data.get("victims") or ()),
+                   tuple(RankSummary.from_dict(r) for r in data.get("ranks") or ()), _opt_text(data.get("oom_kind")),
+                   bool(data.get("single_culprit", True)), _opt_text(data.get("launcher_blamed")))
 
 
 @dataclass(slots=True)

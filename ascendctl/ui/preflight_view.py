@@ -61,12 +61,10 @@ def show_preflight(report: PreflightReport, *, as_json: bool, argv: list[str]) -
         for check in report.cluster:
             cluster.add_row(check.check, f"[{STYLE[check.status]}]{check.status.value}[/]", escape(check.summary))
         out.print(cluster)
-    problems = [(n.name, c) for n in report.nodes for c in n.checks if c.status in (Status.FAIL, Status.ERROR, Status.WARN)]
+    problems = report.problems()
     if problems:
         out.print()
-        for (check_id, status, summary, hint), names in group_by(
-            problems, key=lambda p: (p[1].check, p[1].status, p[1].summary, p[1].hint), name=lambda p: p[0]
-        ):
+        for (check_id, status, summary, hint), names in problems:
             out.print(f"[{STYLE[status]}]{status.value}[/] {escape(fold(names))}: {check_id}: {escape(summary)}")
             if hint:
                 out.print(f"  hint: {escape(hint)}")

@@ -4,7 +4,7 @@ Every rank logs `rank R: step S loss: X` after each step's all-reduce, so triage
 progress stopped. JOB_FAULT picks what goes wrong, on rank JOB_FAULT_RANK at step JOB_FAULT_STEP
 (default 2):
   exit    the rank calls sys.exit(7) without printing anything
-  raise   the rank raises RuntimeError in the middle of training
+  raise   the rank raises RuntimeError in the middle of training (JOB_FAULT_TEXT is appended to its message)
   hang    the rank stops calling collectives (sleeps) while the others wait in the all-reduce
   nan     every rank's loss becomes NaN at that step (a diverged model): each logs it and exits 1
   import  (at start) `import asct_dep`, a module only some hosts have on their PYTHONPATH
@@ -38,7 +38,7 @@ for step in range(1, 6):
         if fault == "exit":
             sys.exit(7)
         if fault == "raise":
-            raise RuntimeError(f"rank {rank}: bad batch at step {step}")
+            raise RuntimeError(f"rank {rank}: bad batch at step {step}" + os.environ.get("JOB_FAULT_TEXT", ""))
         if fault == "hang":
             time.sleep(600)
     loss = ((x @ weight - y) ** 2).mean()

@@ -1,0 +1,173 @@
+"""`ascendctl report`: one self-contained HTML page from collect bundles, triage and preflight documents.
+
+This package reads what it is given through the owners of each piece of knowledge (the triage
+engine and its `TriageReport`, collect's bundle reader, `PreflightReport`, the msprof summary),
+`views.py` turns it into view models (folding and sampling large jobs), and `html.py` renders
+templates/report.html.j2 (the only module that imports jinja2). Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ..collect import read_bundle_meta
+from ..errors import AscendctlError, ExitCode, UsageError
+from ..outcome import Outcome, exit_code_for
+from ..preflight import PreflightReport
+from ..summaries import MsprofSummary
+from ..triage import TriageReport
+from .views import Report, devices_view, performance_view, preflight_view, timeline_view, verdict_view
+
+MAX_DOCUMENT = 512 * 1024**2  # a --json document larger than this is not one ascendctl wrote
+TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+DEVICE_COMMANDS = ("npu-smi.info.", "hccn_tool.link.", "hccn_tool.net_health.")  # what the devices view reads
+INPUT_HINT = "pass a bundle from `ascendctl collect` (.tar.gz or directory), `triage --json` or `preflight --json` output"
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenReport:
+    """Where the page went, how large it is, which views it holds and what was folded."""
+
+    path: Path
+    bytes: int
+    views: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return exit_code_for([Outcome.OK])
+
+
+def is_bundle(path: str | os.PathLike[str]) -> bool:
+    """Whether a path given to `triage` may be a collect bundle (a directory with a manifest, or an archive)."""
+    p = Path(path)
+    return (p / "manifest.json").is_file() if p.is_dir() else p.name.endswith(TAR_SUFFIXES)
+
+
+def _bad(path: Path, why: str) -> UsageError:
+    return UsageError(f"{path}: {why}", hint=INPUT_HINT)
+
+
+def _document(path: Path) -> dict[str, Any]:
+    try:
+        if path.stat().st_size > MAX_DOCUMENT:
+            raise _bad(path, f"larger than {MAX_DOCUMENT // 1024**2} MB: not a document ascendctl wrote")
+        data = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise AscendctlError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise _bad(path, f"not a bundle and not a JSON document ({exc})") from None
+    if not isinstance(data, dict):
+        raise _bad(path, f"a JSON {type(data).__name__}, not a triage or preflight document")
+    return data
+
+
+def _triage_of(path: Path, data: Mapping[str, Any]) -> TriageReport:
+    try:
+        return TriageReport.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _bad(path, f"a triage document with bad content ({type(exc).__name__}: {exc})") from None
+
+
+def _preflight_of(path: Path, data: Mapping[str, Any]) -> PreflightReport:
+    try:
+        return PreflightReport.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _bad(path, f"a preflight document with bad content ({type(exc).__name__}: {exc})") from None
+
+
+def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageReport | None = None,
+                 preflight: PreflightReport | None = None) -> Report:
+    """Read bundles and documents (each once) into the report's views; `triage`/`preflight` are verdicts already made."""
+    from ..triage import triage as run_triage
+
+    bundles: list[Path] = []
+    meta: dict[str, bytes] = {}
+    triage_docs: list[TriageReport] = []
+    preflight_docs: list[PreflightReport] = []
+    sources: list[str] = []
+    for given in paths:
+        path = Path(given)
+        sources.append(str(path))
+        if not path.exists():
+            raise UsageError(f"{path}: no such file or directory", hint=INPUT_HINT)
+        if path.is_dir() or path.name.endswith(TAR_SUFFIXES):
+            found = read_bundle_meta(path, commands=DEVICE_COMMANDS)
+            if "manifest.json" not in found:
+                if triage is not None:  # `triage --html` over an archive of logs: its lines are in the verdict already
+                    continue
+                raise _bad(path, "not a collect bundle (no manifest.json at its top)")
+            bundles.append(path)
+            meta.update(found)
+            continue
+        data = _document(path)
+        if "culprit_reason" in data:
+            triage_docs.append(_triage_of(path, data))
+        elif "checks" in data and "nodes" in data:
+            preflight_docs.append(_preflight_of(path, data))
+        else:
+            raise _bad(path, "a JSON document, but neither `triage --json` nor `preflight --json` output")
+    if len(triage_docs) + (triage is not None) > 1 or len(preflight_docs) + (preflight is not None) > 1:
+        raise UsageError("give at most one triage document and one preflight document",
+                         hint="several bundles may be given: triage reads them together")
+    verdict = triage or (triage_docs[0] if triage_docs else None)
+    if verdict is None and bundles:
+        verdict = run_triage(bundles)
+    checks = preflight or (preflight_docs[0] if preflight_docs else None)
+    job = _json_of(meta.get("job.json"))
+    summary = _json_of(meta.get("summary.json"))
+    msprof = None
+    if isinstance(summary, Mapping) and isinstance(summary.get("msprof"), Mapping):
+        try:
+            msprof = MsprofSummary.from_dict(summary["msprof"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _bad(bundles[0], f"summary.json: msprof summary with bad content ({exc})") from None
+    return Report(
+        _title(verdict, checks), tuple(sources),
+        verdict_view(verdict) if verdict else None,
+        timeline_view(verdict, job if isinstance(job, Mapping) else None) if verdict else None,
+        preflight_view(checks) if checks else None,
+        devices_view(meta, summary if isinstance(summary, Mapping) else None) if bundles else None,
+        performance_view(msprof) if msprof else None,
+    )
+
+
+def _json_of(data: bytes | None) -> Any:
+    try:
+        return None if data is None else json.loads(data)
+    except ValueError:
+        return None
+
+
+def _title(verdict: TriageReport | None, checks: PreflightReport | None) -> str:
+    if verdict is not None:
+        return f"ascendctl report: {verdict.headline()}"
+    if checks is not None:
+        return f"ascendctl report: preflight of {len(checks.nodes)} node(s), " + ("ready" if checks.ok else "not ready")
+    return "ascendctl report"
+
+
+def write_report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[str], *,
+                 triage: TriageReport | None = None, preflight: PreflightReport | None = None) -> WrittenReport:
+    """Build the report and write it as one self-contained HTML file (written aside, then moved into place)."""
+    from .html import render_html
+
+    report = build_report(paths, triage=triage, preflight=preflight)
+    if not report.views:
+        raise UsageError("nothing to show: no verdict, timeline, preflight, devices or performance data", hint=INPUT_HINT)
+    page = render_html(report).encode("utf-8")
+    target = Path(output)
+    tmp = target.with_name(target.name + ".part")
+    try:
+        tmp.write_bytes(page)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise AscendctlError(f"{target}: cannot write: {exc.strerror or exc}") from None
+    return WrittenReport(target, len(page), report.views, report.notes)
+
+
+__all__ = ["Report", "WrittenReport", "build_report", "is_bundle", "write_report"]

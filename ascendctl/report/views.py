@@ -1,0 +1,647 @@
+"""View models of the HTML report: what each view shows, with the inline SVG geometry computed here.
+
+Pure: takes the triage engine's verdict, a preflight report, collect's bundle metadata and msprof summary,
+returns frozen records the template only prints. Large jobs are folded and sampled here, and every fold
+says so in the view's notes. Must not import typer, rich or jinja2.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..checks import CheckResult, Status
+from ..nodeset import fold
+from ..parsers import ParseError
+from ..preflight import PreflightReport
+from ..summaries import MsprofSummary, TopoSummary
+from ..triage import Finding, RankSummary, TriageReport
+
+# lane geometry (px): the SVG of every lane has the same width, so marks line up across lanes and the axis
+LANE_WIDTH = 880
+LANE_HEIGHT = 18
+LANE_PAD = 10
+FOLD_ABOVE_NODES = 8  # jobs with more nodes fold the nodes that behaved alike into one lane
+SAMPLE_NODES = 2  # nodes drawn inside an expanded fold
+MAX_LANES = 1500  # rank lanes drawn in all; past this, groups show their folded lane only
+MAX_RANK_ROWS = 300  # rows of the per-rank table
+MAX_EVIDENCE = 12
+MAX_PERF_RANKS = 64
+MAX_DEVICE_ROWS = 200
+MAX_PREFLIGHT_ROWS = 300
+TEXT_CUT = 600  # characters of a log line shown (the file:line says where the rest is)
+
+MARK_NAMES = {"progress": "last progress", "error": "first own error", "comm": "communication error",
+              "stop": "stopped by its launcher", "exit": "exit", "teardown": "launcher teardown"}
+
+
+# --- records ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One log line the verdict rests on: where (file:line), when, which signature, the text."""
+
+    where: str
+    time: str
+    clock: str
+    node: str
+    rank: str
+    signature: str
+    text: str
+    first: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RankRow:
+    """One row of the per-rank summary; each `(text, title)` pair is a short cell and its hover text."""
+
+    node: str
+    rank: str
+    role: str
+    first_error: tuple[str, str]
+    comm_error: tuple[str, str]
+    exit: tuple[str, str]
+    last_step: tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictView:
+    headline: str
+    category: str
+    culprit_node: str | None
+    culprit_rank: int | None
+    rule: str
+    reason: str
+    confidence: str
+    single_culprit: bool
+    launcher_blamed: str | None
+    evidence: tuple[Evidence, ...]
+    victims: tuple[tuple[str, str], ...]
+    ranks: tuple[RankRow, ...]
+    ranks_hidden: int
+    hints: tuple[str, ...]
+    notes: tuple[str, ...]
+    read: str
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A mark on a lane at x (px); `x2` > x draws a band (the spread of a folded lane); `label` is the hover text."""
+
+    kind: str
+    x: float
+    label: str
+    x2: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    label: str
+    node: str
+    rank: str
+    role: str
+    marks: tuple[Mark, ...]
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class LaneGroup:
+    """One node (its ranks' lanes), or several nodes that behaved alike folded into one lane."""
+
+    nodes: str
+    count: int
+    role: str
+    folded: bool
+    summary: Lane | None
+    lanes: tuple[Lane, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineView:
+    width: int
+    height: int
+    ticks: tuple[tuple[float, str], ...]
+    groups: tuple[LaneGroup, ...]
+    notes: tuple[str, ...]
+    start: str
+    span: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    status: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixRow:
+    nodes: str
+    count: int
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    status: str
+    nodes: str
+    check: str
+    summary: str
+    hint: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightView:
+    checks: tuple[str, ...]
+    rows: tuple[MatrixRow, ...]
+    cluster: tuple[CheckResult, ...]
+    problems: tuple[Problem, ...]
+    counts: tuple[tuple[str, int], ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRow:
+    nodes: str
+    count: int
+    npus: str
+    health: str
+    links: str
+    net_health: str
+    topology: str
+    anomalies: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DevicesView:
+    rows: tuple[DeviceRow, ...]
+    majority: str
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    label: str
+    y: float
+    compute: float  # px
+    comm: float  # px
+    share_x: float  # px of the comm share bar
+    title: str
+    straggler: bool
+    flagged: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PerformanceView:
+    bars: tuple[Bar, ...]
+    height: int
+    step_width: int
+    share_width: int
+    limit_x: float
+    limit: str
+    median: str
+    median_x: float
+    straggler_factor: str
+    stragglers: tuple[str, ...]
+    flagged: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Everything the page shows; a view is None when its data was not given."""
+
+    title: str
+    sources: tuple[str, ...]
+    verdict: VerdictView | None
+    timeline: TimelineView | None
+    preflight: PreflightView | None
+    devices: DevicesView | None
+    performance: PerformanceView | None
+
+    @property
+    def views(self) -> tuple[str, ...]:
+        return tuple(name for name in ("verdict", "timeline", "preflight", "devices", "performance")
+                     if getattr(self, name) is not None)
+
+    @property
+    def sections(self) -> tuple[str, ...]:
+        """The page's sections in order (the verdict's evidence and per-rank table follow the timeline)."""
+        return tuple(name for name in ("verdict", "timeline", "evidence", "preflight", "devices", "performance")
+                     if getattr(self, "verdict" if name == "evidence" else name) is not None)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What was folded or left out, over every view."""
+        return tuple(n for v in (self.timeline, self.preflight, self.devices, self.performance) if v is not None for n in v.notes)
+
+
+# --- verdict ------------------------------------------------------------------------------------------
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= TEXT_CUT else text[:TEXT_CUT] + " [...]"
+
+
+def _where(f: Finding) -> str:
+    return f"{f.file}:{f.line}" if f.line else f.file
+
+
+def _evidence(f: Finding, *, first: bool = False) -> Evidence:
+    return Evidence(_where(f), f.time or "", short_time(f.time), f.node or "?", "" if f.rank is None else str(f.rank), f.signature, _cut(f.text), first)
+
+
+def short_time(text: str | None) -> str:
+    """`2026-11-23T16:16:32.000123` -> `16:16:32.000`: the page says the date once, cells need the clock."""
+    if not text:
+        return ""
+    clock = text.partition("T")[2] or text
+    return clock[:12]
+
+
+def _brief(f: Finding | None, extra: str = "") -> tuple[str, str]:
+    if f is None:
+        return ("", "")
+    return (f"{f.signature} {short_time(f.time)}{extra}", f"{f.time or 'time unknown'} {_where(f)}: {f.text[:300]}")
+
+
+def verdict_view(report: TriageReport) -> VerdictView:
+    """The verdict, its evidence lines, victims folded by how they failed, and the per-rank summary."""
+    first = report.first_failure
+    evidence = [_evidence(first, first=True)] if first else []
+    culprit = (first.node, first.rank) if first else None
+    ordered = sorted(report.findings, key=lambda f: (0 if culprit and (f.node, f.rank) == culprit else 1,
+                                                      0 if f.role == "error" else 1))
+    for f in ordered:
+        if len(evidence) >= MAX_EVIDENCE:
+            break
+        if first is None or (f.file, f.line) != (first.file, first.line):
+            evidence.append(_evidence(f))
+    order = {"culprit": 0, "co-failed": 1, "victim": 2, "stopped": 3, "unknown": 4, "ok": 5}
+    ranks = sorted(report.ranks, key=lambda r: (order.get(r.role, 4), r.node or "", -1 if r.rank is None else r.rank))
+    rows = []
+    for r in ranks[:MAX_RANK_ROWS]:
+        exit_text = " ".join(x for x in (f"code {r.exit_code}" if r.exit_code is not None else "", r.signal or "") if x)
+        exit_cell = (exit_text + (f" {short_time(r.exit_time)}" if r.exit_time else ""), r.exit_time or "")
+        step = ("" if r.last_step is None else str(r.last_step), r.last_progress_time or "")
+        rows.append(RankRow(r.node or "?", "launcher" if r.rank is None else str(r.rank), r.role, _brief(r.first_error),
+                            _brief(r.first_comm_error, f" naming {r.peer}" if r.peer else ""), exit_cell, step))
+    return VerdictView(
+        report.headline(), report.category.value if report.category else "UNKNOWN", report.culprit_node, report.culprit_rank,
+        report.rule, report.reason, report.confidence, report.single_culprit, report.launcher_blamed, tuple(evidence),
+        tuple(report.folded_victims()), tuple(rows), max(0, len(ranks) - MAX_RANK_ROWS), report.hints, report.notes,
+        f"read {report.files_read} file(s), {report.bytes_read / 1e6:.1f} MB; {len(report.findings)} finding(s)"
+        + (f", {report.suppressed} repeat(s) not listed" if report.suppressed else ""))
+
+
+# --- timeline -----------------------------------------------------------------------------------------
+
+
+def _when(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        # year 0000 (a log form without a year) is not a datetime; the timeline only needs differences
+        return datetime.fromisoformat(text.replace("0000-", "2000-", 1) if text.startswith("0000-") else text)
+    except ValueError:
+        return None
+
+
+def _node_local(epoch: float, offset: int | None) -> datetime:
+    """An epoch time as the node's local wall clock (the form its log times have)."""
+    return datetime(1970, 1, 1) + timedelta(seconds=epoch + (offset or 0))
+
+
+def _teardowns(job: Mapping[str, Any] | None) -> dict[str, datetime]:
+    """When ascendctl began tearing the job down, on each node's clock (from the job record)."""
+    if not isinstance(job, Mapping) or not isinstance(job.get("teardown_started"), (int, float)):
+        return {}
+    found = {}
+    for node in job.get("nodes") or ():
+        if isinstance(node, Mapping) and isinstance(node.get("name"), str):
+            offset = node.get("utc_offset")
+            found[node["name"]] = _node_local(float(job["teardown_started"]), offset if isinstance(offset, int) else None)
+    return found
+
+
+def _rank_events(r: RankSummary, stops: Mapping[tuple[str | None, int | None], Finding],
+                 teardown: datetime | None) -> list[tuple[str, datetime, str]]:
+    events: list[tuple[str, datetime, str]] = []
+
+    def add(kind: str, when: str | None, label: str) -> None:
+        t = _when(when)
+        if t is not None:
+            events.append((kind, t, label))
+    if r.last_step is not None or r.last_progress_time:
+        add("progress", r.last_progress_time, f"last progress: step {r.last_step} at {r.last_progress_time}")
+    if r.first_error:
+        add("error", r.first_error.time, f"first own error at {r.first_error.time}: {r.first_error.signature}: "
+                                          f"{r.first_error.text[:200]}")
+    if r.first_comm_error:
+        add("comm", r.first_comm_error.time, f"communication error at {r.first_comm_error.time}: "
+                                             f"{r.first_comm_error.signature}" + (f" naming {r.peer}" if r.peer else ""))
+    stop = stops.get((r.node, r.rank))
+    if stop is not None:
+        add("stop", stop.time, f"stopped at {stop.time}: {stop.text[:200]}")
+    if r.exit_time:
+        what = " ".join(x for x in (f"code {r.exit_code}" if r.exit_code is not None else "", r.signal or "") if x)
+        add("exit", r.exit_time, f"exit {what or '(code unknown)'} at {r.exit_time}")
+    if teardown is not None:
+        events.append(("teardown", teardown, f"ascendctl began tearing the job down at {teardown.isoformat()}"))
+    return events
+
+
+def _signature(ranks: Sequence[RankSummary], teardown: bool) -> tuple[Any, ...]:
+    """What a node's ranks did, without times or names: nodes with equal signatures fold into one lane."""
+    return (teardown, tuple((r.role, r.first_error.signature if r.first_error else None,
+                             r.first_comm_error.signature if r.first_comm_error else None, r.peer, r.exit_code, r.signal,
+                             r.last_step is not None) for r in ranks))
+
+
+def timeline_view(report: TriageReport, job: Mapping[str, Any] | None = None) -> TimelineView | None:
+    """One lane per rank grouped by node, time on x; nodes that behaved alike fold into one lane on large jobs."""
+    teardowns = _teardowns(job)
+    stops: dict[tuple[str | None, int | None], Finding] = {}
+    for f in report.findings:
+        if f.role == "stop" and f.time and (f.node, f.rank) not in stops:
+            stops[(f.node, f.rank)] = f
+    by_node: dict[str, list[RankSummary]] = {}
+    for r in report.ranks:
+        by_node.setdefault(r.node or "?", []).append(r)
+    for ranks in by_node.values():
+        ranks.sort(key=lambda r: -1 if r.rank is None else r.rank)
+    events = {(n, i): _rank_events(r, stops, teardowns.get(n)) for n, ranks in by_node.items() for i, r in enumerate(ranks)}
+    times = [t for evs in events.values() for _, t, _ in evs]
+    if not times:
+        return None
+    t0, t1 = min(times), max(times)
+    seconds = max((t1 - t0).total_seconds(), 1e-3)
+    usable = LANE_WIDTH - 2 * LANE_PAD
+
+    def x(t: datetime) -> float:
+        return round(LANE_PAD + (t - t0).total_seconds() / seconds * usable, 1)
+
+    def lane(node: str, i: int, r: RankSummary) -> Lane:
+        evs = events[(node, i)]
+        marks = tuple(Mark(kind, x(t), label) for kind, t, label in evs)
+        xs = [m.x for m in marks] or [LANE_PAD]
+        label = f"{node} launcher" if r.rank is None else f"{node} rank {r.rank}"
+        return Lane(label, node, "" if r.rank is None else str(r.rank), r.role, marks, min(xs), max(xs))
+
+    def role_of(ranks: Sequence[RankSummary]) -> str:
+        roles = {r.role for r in ranks}
+        for role in ("culprit", "co-failed", "victim", "stopped", "unknown"):
+            if role in roles:
+                return role
+        return "ok"
+
+    fold_nodes = len(by_node) > FOLD_ABOVE_NODES
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for node, ranks in by_node.items():
+        key = _signature(ranks, node in teardowns) if fold_nodes and role_of(ranks) != "culprit" else (node,)
+        groups.setdefault(key, []).append(node)
+    out: list[LaneGroup] = []
+    notes: list[str] = []
+    drawn = 0
+    for members in groups.values():
+        ranks = by_node[members[0]]
+        role = role_of(ranks)
+        if len(members) == 1:
+            lanes = tuple(lane(members[0], i, r) for i, r in enumerate(ranks))
+            if drawn + len(lanes) > MAX_LANES:
+                lanes = lanes[:max(0, MAX_LANES - drawn)]
+                notes.append(f"{members[0]}: only {len(lanes)} of {len(ranks)} lanes drawn (the page draws at most {MAX_LANES})")
+            drawn += len(lanes)
+            out.append(LaneGroup(members[0], 1, role, False, None, lanes))
+            continue
+        sample = members[:SAMPLE_NODES] if drawn < MAX_LANES else []
+        lanes = tuple(lane(n, i, r) for n in sample for i, r in enumerate(by_node[n]))
+        drawn += len(lanes)
+        summary = _folded_lane(members, [events[(n, i)] for n in members for i in range(len(by_node[n]))], role, x)
+        n_ranks = sum(len(by_node[n]) for n in members)
+        note = (f"{len(members)} nodes ({n_ranks} lanes) behaved alike and are folded into one lane; "
+                f"{len(sample)} of them drawn when expanded")
+        notes.append(f"timeline: {fold(members)}: {note}")
+        out.append(LaneGroup(fold(members), len(members), role, True, summary, lanes, note))
+    ticks = tuple((round(LANE_PAD + usable * k / 4, 1), _clock(t0 + timedelta(seconds=seconds * k / 4), seconds))
+                  for k in range(5))
+    return TimelineView(LANE_WIDTH, LANE_HEIGHT, ticks, tuple(out), tuple(notes), t0.isoformat(sep=" "),
+                        f"{seconds:.1f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms")
+
+
+def _clock(t: datetime, seconds: float) -> str:
+    return t.strftime("%H:%M:%S") + (f".{t.microsecond // 1000:03d}" if seconds < 10 else "")
+
+
+def _folded_lane(members: Sequence[str], events: Iterable[list[tuple[str, datetime, str]]], role: str,
+                 x: Any) -> Lane:
+    spread: dict[str, list[datetime]] = {}
+    for evs in events:
+        for kind, t, _ in evs:
+            spread.setdefault(kind, []).append(t)
+    marks = []
+    for kind in MARK_NAMES:
+        ts = spread.get(kind)
+        if not ts:
+            continue
+        lo, hi = min(ts), max(ts)
+        label = (f"{MARK_NAMES[kind]}: {len(ts)} lane(s), "
+                 + (f"at {lo.isoformat(sep=' ')}" if lo == hi else f"from {lo.isoformat(sep=' ')} to {hi.isoformat(sep=' ')}"))
+        marks.append(Mark(kind, x(lo), label, x(hi) if hi > lo else None))
+    xs = [m.x for m in marks] + [m.x2 for m in marks if m.x2 is not None] or [LANE_PAD]
+    return Lane(f"{fold(members)} ({len(members)} nodes)", fold(members), "", role, tuple(marks), min(xs), max(xs))
+
+
+# --- preflight ----------------------------------------------------------------------------------------
+
+_PASSING = (Status.PASS, Status.SKIP)
+_SEVERITY = (Status.FAIL, Status.ERROR, Status.WARN, Status.SKIP, Status.PASS)
+
+
+def preflight_view(report: PreflightReport) -> PreflightView:
+    """Nodes x checks; rows of nodes that passed alike fold into one; every problem with its hint below."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, node in enumerate(report.nodes):
+        statuses = tuple(c.status for c in node.checks)
+        healthy = all(s in _PASSING for s in statuses)
+        key = ("ok", tuple(c.check for c in node.checks), statuses) if healthy else ("node", i)
+        groups.setdefault(key, []).append(i)
+    rows = []
+    notes = []
+    for members in groups.values():
+        nodes = [report.nodes[i] for i in members]
+        sample = nodes[0]
+        by_id = {c.check: c for c in sample.checks}
+        cells = []
+        for check_id in report.check_ids:
+            c = by_id.get(check_id)
+            if c is None:
+                cells.append(Cell("none", f"{check_id}: not run"))
+                continue
+            title = f"{check_id}: {c.status.value}: {c.summary}" + (f"\nhint: {c.hint}" if c.hint else "")
+            if len(nodes) > 1:
+                title += f"\n({c.status.value} on all {len(nodes)} nodes; the summary is {sample.name}'s)"
+            cells.append(Cell(c.status.value, title))
+        rows.append(MatrixRow(fold(n.name for n in nodes), len(nodes), tuple(cells)))
+        if len(nodes) > 1:
+            notes.append(f"preflight: {len(nodes)} nodes whose checks all passed alike are one row ({fold(n.name for n in nodes)})")
+    if len(rows) > MAX_PREFLIGHT_ROWS:
+        notes.append(f"preflight: {len(rows) - MAX_PREFLIGHT_ROWS} more rows not drawn; every problem is listed below")
+        rows = rows[:MAX_PREFLIGHT_ROWS]
+    problems = tuple(Problem(status.value, fold(names), check, summary, hint or "")
+                     for (check, status, summary, hint), names in sorted(report.problems(), key=lambda p: _SEVERITY.index(p[0][1])))
+    counts = Counter(c.status.value for n in report.nodes for c in n.checks)
+    return PreflightView(report.check_ids, tuple(rows), report.cluster, problems,
+                         tuple((s.value, counts[s.value]) for s in Status if counts[s.value]), tuple(notes))
+
+
+# --- devices ------------------------------------------------------------------------------------------
+
+
+def _json(data: bytes | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def devices_view(meta: Mapping[str, bytes], summary: Mapping[str, Any] | None) -> DevicesView | None:
+    """Per node: NPU count and health, HCCN link and net health, topology against the majority; outliers flagged."""
+    from ..parsers.hccn import parse_link, parse_net_health
+    from ..parsers.npu_smi import parse_npu_info
+
+    per_node: dict[str, dict[str, bytes]] = {}
+    for rel, data in meta.items():
+        node, sep, rest = rel.partition("/")
+        if sep:
+            per_node.setdefault(node, {})[rest] = data
+    nodes = sorted(per_node)
+    manifest = _json(meta.get("manifest.json"))
+    if isinstance(manifest, Mapping) and isinstance(manifest.get("nodes"), list):
+        order = [n.get("name") for n in manifest["nodes"] if isinstance(n, Mapping) and isinstance(n.get("name"), str)]
+        present, listed = set(nodes), set(order)
+        nodes = [n for n in order if n in present] + [n for n in nodes if n not in listed]
+    topo_outliers: dict[str, str] = {}
+    for item in (summary or {}).get("topology") or ():
+        try:
+            topo = TopoSummary.from_dict(item)
+        except (KeyError, TypeError, ValueError):
+            continue
+        for o in topo.outliers:
+            cells = ", ".join(f"{c.row}-{c.column} {c.expected or 'none'}->{c.actual or 'none'}" for c in o.cells[:4])
+            topo_outliers[o.node] = f"{topo.tool} differs from the majority in {len(o.cells)} cell(s): {cells}"
+    facts: dict[str, tuple[str, str, str, str, str]] = {}
+    counts: dict[str, int | None] = {}
+    parsed: dict[bytes, tuple[int | None, str]] = {}  # most nodes print the same table: parse each text once
+    for node in nodes:
+        files = per_node[node]
+        info_text = files.get("commands/npu-smi.info.txt")
+        count: int | None = None
+        health = ""
+        if info_text is not None:
+            if info_text not in parsed:
+                try:
+                    info = parse_npu_info(info_text.decode("utf-8", "replace"))
+                    bad = [f"NPU {n}: {info.health_of(n).value}" for n in info.npu_ids if info.health_of(n).value.lower() != "ok"]
+                    parsed[info_text] = (info.npu_count, "; ".join(bad) or f"{info.npu_count} OK")
+                except ParseError as exc:
+                    parsed[info_text] = (None, f"npu-smi info unreadable: {exc}")
+            count, health = parsed[info_text]
+        if count is None:
+            f = _json(files.get("facts.json"))
+            ids = f.get("npu_ids") if isinstance(f, Mapping) else None
+            count = len(ids) if isinstance(ids, list) and ids else None
+        links, nets = [], []
+        for rel in sorted(files):
+            if not rel.startswith("commands/hccn_tool."):
+                continue
+            kind, _, dev = rel[len("commands/hccn_tool."):].removesuffix(".txt").partition(".")
+            text = files[rel].decode("utf-8", "replace")
+            try:
+                if kind == "link":
+                    links.append((dev, parse_link(text)))
+                elif kind == "net_health":
+                    nets.append((dev, parse_net_health(text).status))
+            except ParseError:
+                (links if kind == "link" else nets).append((dev, "unreadable"))
+        down = [f"NPU {d} {s}" for d, s in links if s != "UP"]
+        link_text = ("; ".join(down) if down else f"{len(links)}/{len(links)} UP") if links else ""
+        bad_net = [f"NPU {d}: {s}" for d, s in nets if s.lower() != "success"]
+        net_text = ("; ".join(bad_net) if bad_net else f"{len(nets)} Success") if nets else ""
+        counts[node] = count
+        facts[node] = ("" if count is None else str(count), health, link_text, net_text, topo_outliers.get(node, ""))
+    if not any(any(v) for v in facts.values()):
+        return None
+    known = Counter(c for c in counts.values() if c is not None)
+    majority = known.most_common(1)[0][0] if known else None
+    grouped: dict[tuple[Any, ...], list[str]] = {}
+    for node in nodes:
+        npus, health, links_text, net, topo_text = facts[node]
+        anomalies: list[str] = []
+        if majority is not None and counts[node] != majority:
+            anomalies.append(f"{npus or 'no'} NPUs where most nodes have {majority}")
+        if health and not health.endswith(" OK"):
+            anomalies.append(health)
+        if "DOWN" in links_text or "unreadable" in links_text:
+            anomalies.append(f"links: {links_text}")
+        if net and not net.endswith(" Success"):
+            anomalies.append(f"net health: {net}")
+        if topo_text:
+            anomalies.append(topo_text)
+        grouped.setdefault((*facts[node], tuple(anomalies)), []).append(node)
+    rows = [DeviceRow(fold(names), len(names), key[0], key[1], key[2], key[3], key[4] or "same as the majority", key[5])
+            for key, names in grouped.items()]
+    rows.sort(key=lambda r: (not r.anomalies,))
+    notes = []
+    if len(rows) > MAX_DEVICE_ROWS:
+        notes.append(f"devices: {len(rows) - MAX_DEVICE_ROWS} more rows not drawn")
+        rows = rows[:MAX_DEVICE_ROWS]
+    folded = sum(1 for r in rows if r.count > 1)
+    if folded:
+        notes.append(f"devices: nodes with identical devices, links and topology share one row ({folded} such row(s))")
+    return DevicesView(tuple(rows), "unknown" if majority is None else str(majority), tuple(notes))
+
+
+# --- performance --------------------------------------------------------------------------------------
+
+
+def performance_view(summary: MsprofSummary) -> PerformanceView | None:
+    """Per rank: step time split into compute and communication, stragglers marked; comm share against the limit."""
+    ranks = list(summary.ranks)
+    if not ranks:
+        return None
+    notes = []
+    if len(ranks) > MAX_PERF_RANKS:
+        marked = [r for r in ranks if r.straggler or r.comm_flag][:MAX_PERF_RANKS // 2]
+        marked_ids = {id(r) for r in marked}
+        rest = [r for r in ranks if id(r) not in marked_ids]
+        step = max(1, len(rest) // (MAX_PERF_RANKS - len(marked)))
+        keep = {id(r) for r in marked + rest[::step][:MAX_PERF_RANKS - len(marked)]}
+        notes.append(f"performance: {len(ranks)} ranks; drawn: every straggler and flagged rank (up to {MAX_PERF_RANKS // 2}) "
+                     f"and every {step}th other rank, {len(keep)} in all")
+        ranks = [r for r in ranks if id(r) in keep]
+    step_width, share_width, row = 420, 220, 16
+    longest = max(r.step_us for r in ranks) or 1.0
+    top_share = max(max(r.comm_share for r in ranks), summary.comm_limit * 1.5, 1e-9)
+    bars = []
+    for i, r in enumerate(ranks):
+        scale = step_width / longest
+        title = (f"{r.rank}: step {r.step_us / 1000:.2f} ms (median of {r.steps}), compute {r.compute_us / 1000:.2f} ms, "
+                 f"communication {r.comm_us / 1000:.2f} ms = {r.comm_share:.1%} of the step"
+                 + ("; straggler" if r.straggler else "") + ("; communication above the limit" if r.comm_flag else ""))
+        bars.append(Bar(r.rank, i * row, round(r.compute_us * scale, 1), round(min(r.comm_us, r.step_us) * scale, 1),
+                        round(r.comm_share / top_share * share_width, 1), title, r.straggler, r.comm_flag))
+    median = summary.median_step_us
+    return PerformanceView(tuple(bars), len(bars) * row + 4, step_width, share_width,
+                           round(summary.comm_limit / top_share * share_width, 1), f"{summary.comm_limit:.0%}",
+                           f"{median / 1000:.2f} ms", round(median * step_width / longest, 1), f"{summary.straggler_factor:g}",
+                           tuple(r.rank for r in summary.ranks if r.straggler),
+                           tuple(r.rank for r in summary.ranks if r.comm_flag), tuple(notes))
+
