@@ -1,0 +1,102 @@
+"""ascendctl inside (and submitting) real Slurm allocations on real test hosts: slurmctld, slurmd per host, munge.
+
+The cluster (3 hosts, Slurm on top of them) is built once for the module; every test holds its own
+allocation (`sbatch --wrap 'sleep'`, as `salloc` would give) and runs ascendctl with that allocation's
+variables, exactly what a command in `salloc -N3 ascendctl ...` sees. No inventory is given anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.harness import Cluster, HostSpec, build_cluster
+from tests.cluster.slurm_harness import SlurmCluster, leftover_job_processes, start_slurm
+
+JOBS = Path(__file__).resolve().parent.parent / "jobs"
+ASCENDCTL = [sys.executable, "-m", "ascendctl"]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    # the venv's python may live under /root: keep this machine's home on the hosts
+    cluster: Cluster = build_cluster([HostSpec(f"h{i:02d}", private_home=False) for i in (1, 2, 3)],
+                                     workdir=tmp_path_factory.mktemp("slurm-cluster"), wait_chrony=False)
+    try:
+        running = start_slurm(cluster)
+        try:
+            yield running
+        finally:
+            running.stop()
+    finally:
+        cluster.teardown()
+
+
+@pytest.fixture
+def allocation(slurm: SlurmCluster) -> Iterator[str]:
+    """A 3-node allocation for the test, cancelled afterwards (and every node resumed)."""
+    job = slurm.hold(3)
+    try:
+        yield job
+    finally:
+        slurm.cancel(job)
+        for h in slurm.hosts:
+            slurm.run(["scontrol", "update", f"nodename={h.name}", "state=resume"], check=False)
+
+
+def ascendctl(slurm: SlurmCluster, job: str | None, *args: str, timeout: float = 120,
+              extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = slurm.allocation_env(job) if job else slurm.env()
+    env.update(extra_env or {})
+    env.pop("ASCENDCTL_INVENTORY", None)
+    return subprocess.run([*ASCENDCTL, *args], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=slurm.workdir)
+
+
+def test_inventory_comes_from_the_allocation(slurm: SlurmCluster, allocation: str) -> None:
+    proc = ascendctl(slurm, allocation, "inventory", "show", "--json", extra_env={"SLURM_NTASKS_PER_NODE": "2"})
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["source"] == f"<Slurm job {allocation}>"
+    nodes = data["nodes"]
+    assert [n["name"] for n in nodes] == ["h01", "h02", "h03"]
+    assert [n["host"] for n in nodes] == [h.ip for h in slurm.hosts]
+    assert nodes[0]["sources"]["host"] == "scontrol show node (NodeAddr)"
+    assert "scontrol show hostnames" in nodes[0]["sources"]["name"]
+    assert nodes[0]["settings"]["slots"] == {"value": 2, "source": "Slurm allocation (SLURM_NTASKS_PER_NODE=2)"}
+    assert nodes[0]["settings"]["transport"]["value"] == "slurm"
+    text = ascendctl(slurm, allocation, "inventory", "show")
+    assert text.returncode == 0 and "scontrol show node (NodeAddr)" in text.stdout
+
+
+def test_exec_is_one_srun_step_split_per_node(slurm: SlurmCluster, allocation: str) -> None:
+    proc = ascendctl(slurm, allocation, "exec", "--json", "--", 'echo "$(hostname) $SLURM_STEP_ID"; echo to-err >&2; '
+                     '[ "$(hostname)" != h02 ] || exit 7')
+    assert proc.returncode == 3, proc.stderr
+    nodes = {n["name"]: n for n in json.loads(proc.stdout)["nodes"]}
+    assert set(nodes) == {"h01", "h02", "h03"}
+    step_ids = {n["stdout"].split()[1] for n in nodes.values()}
+    assert step_ids == {"0"}, nodes  # one step for the whole fan-out: the allocation's first, on every node
+    for name, node in nodes.items():
+        assert node["stdout"].split()[0] == name
+        assert node["stderr"] == "to-err\n"
+    assert nodes["h02"]["status"] == "failed" and nodes["h02"]["exit_code"] == 7
+    assert nodes["h01"]["status"] == "ok" and nodes["h01"]["exit_code"] == 0
+
+
+def test_a_drained_node_is_unreachable_with_slurms_reason(slurm: SlurmCluster, allocation: str) -> None:
+    slurm.run(["scontrol", "update", "nodename=h03", "state=drain", "reason=fan failure in tray 2"])
+    proc = ascendctl(slurm, allocation, "exec", "--json", "--", "hostname")
+    assert proc.returncode == 4, proc.stderr
+    nodes = {n["name"]: n for n in json.loads(proc.stdout)["nodes"]}
+    assert nodes["h03"]["status"] == "unreachable"
+    assert "drained" in nodes["h03"]["error"] and "fan failure in tray 2" in nodes["h03"]["error"]
+    assert nodes["h01"]["stdout"] == "h01\n" and nodes["h02"]["stdout"] == "h02\n"
