@@ -61,8 +61,9 @@ def round_script(asks: Sequence[_Ask], nonce: str) -> bytes:
               'sh -c "$c" < "$d/in" > "$d/out" 2> "$d/err"',
               'rc=$?',
               't1=$(date +%s.%N)',
-              f'printf "@@{nonce} %s out %s@@\\n" "$SLURMD_NODENAME" "$(base64 -w0 < "$d/out")"',
-              f'printf "@@{nonce} %s err %s@@\\n" "$SLURMD_NODENAME" "$(base64 -w0 < "$d/err")"',
+              # srun splits long lines, so base64 goes in short lines, each framed with the node's name
+              f'base64 < "$d/out" | sed "s/^/@@{nonce} $SLURMD_NODENAME out /; s/\\$/@@/"',
+              f'base64 < "$d/err" | sed "s/^/@@{nonce} $SLURMD_NODENAME err /; s/\\$/@@/"',
               f'printf "@@{nonce} %s rc %s %s %s@@\\n" "$SLURMD_NODENAME" "$rc" "$t0" "$t1"',
               'rm -rf "$d"']
     return ("\n".join(lines) + "\n").encode()
@@ -71,6 +72,7 @@ def round_script(asks: Sequence[_Ask], nonce: str) -> bytes:
 def parse_round(stdout: str, nonce: str) -> dict[str, dict[str, str]]:
     """Per node name: out, err (decoded) and rc, t0, t1 from a round's labelled step output."""
     found: dict[str, dict[str, str]] = {}
+    chunks: dict[tuple[str, str], list[str]] = {}
     pattern = re.compile(rf"@@{re.escape(nonce)} (\S+) (out|err|rc) ?(.*)@@$")
     for line in stdout.splitlines():
         m = pattern.search(line)
@@ -82,7 +84,9 @@ def parse_round(stdout: str, nonce: str) -> dict[str, dict[str, str]]:
             words = rest.split()
             entry["rc"], entry["t0"], entry["t1"] = (words + ["", "", ""])[:3]
         else:
-            entry[kind] = base64.b64decode(rest).decode("utf-8", "replace")
+            chunks.setdefault((node, kind), []).append(rest.strip())
+    for (node, kind), parts in chunks.items():
+        found.setdefault(node, {})[kind] = base64.b64decode("".join(parts)).decode("utf-8", "replace")
     return found
 
 

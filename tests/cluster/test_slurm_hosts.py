@@ -100,3 +100,28 @@ def test_a_drained_node_is_unreachable_with_slurms_reason(slurm: SlurmCluster, a
     assert nodes["h03"]["status"] == "unreachable"
     assert "drained" in nodes["h03"]["error"] and "fan failure in tray 2" in nodes["h03"]["error"]
     assert nodes["h01"]["stdout"] == "h01\n" and nodes["h02"]["stdout"] == "h02\n"
+
+
+def test_render_hostfile_reads_the_allocation(slurm: SlurmCluster, allocation: str) -> None:
+    proc = ascendctl(slurm, allocation, "render", "hostfile", extra_env={"SLURM_NTASKS_PER_NODE": "4"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "".join(f"{h.ip} slots=4\n" for h in slurm.hosts)
+
+
+def test_preflight_runs_as_srun_steps(slurm: SlurmCluster, allocation: str) -> None:
+    proc = ascendctl(slurm, allocation, "preflight", "--json", "--only", "ssh,mtu,clock_skew,path_mtu,master_port")
+    doc = json.loads(proc.stdout)
+    checks = {n["name"]: {c["id"]: c["status"] for c in n["checks"]} for n in doc["nodes"]}
+    cluster = {c["id"]: c["status"] for c in doc["cluster"]}
+    assert proc.returncode == 0, (checks, doc["cluster"], proc.stderr)
+    assert set(checks) == {"h01", "h02", "h03"}
+    assert cluster == {"clock_skew": "pass", "path_mtu": "pass", "master_port": "pass"}
+
+
+def test_preflight_names_a_drained_node(slurm: SlurmCluster, allocation: str) -> None:
+    slurm.run(["scontrol", "update", "nodename=h02", "state=drain", "reason=ECC errors"])
+    proc = ascendctl(slurm, allocation, "preflight", "--json", "--only", "ssh,mtu")
+    assert proc.returncode == 4, proc.stderr
+    doc = json.loads(proc.stdout)
+    h02 = next(n for n in doc["nodes"] if n["name"] == "h02")
+    assert h02["reachable"] is False and "ECC errors" in json.dumps(h02)
