@@ -99,14 +99,14 @@ def expand_hostnames(nodelist: str, *, environ: Mapping[str, str] | None = None)
     return tuple(run_tool(["scontrol", "show", "hostnames", nodelist], environ=environ).split())
 
 
-def parse_node_line(line: str) -> dict[str, str]:
-    """One line of `scontrol show node -o` as key -> value (Reason, which may hold spaces, is the rest of the line)."""
+def parse_fields(line: str, *, tail: str | None = None) -> dict[str, str]:
+    """One line of `scontrol show ... -o` as key -> value; `tail` is a last key whose value (spaces and all) is the rest."""
     reason = None
-    if " Reason=" in line:
-        line, reason = line.split(" Reason=", 1)
+    if tail is not None and f" {tail}=" in line:
+        line, reason = line.split(f" {tail}=", 1)
     fields = {m.group(1): m.group(2) for m in re.finditer(r"(\w+)=(.*?)(?=\s+\w+=|\s*$)", line)}
-    if reason is not None:
-        fields["Reason"] = reason.strip()
+    if reason is not None and tail is not None:
+        fields[tail] = reason.strip()
     return fields
 
 
@@ -114,7 +114,7 @@ def parse_nodes(text: str) -> dict[str, SlurmNode]:
     """`scontrol show node -o` output as SlurmNode records by name."""
     nodes: dict[str, SlurmNode] = {}
     for line in text.splitlines():
-        fields = parse_node_line(line)
+        fields = parse_fields(line, tail="Reason")  # a node's Reason is last and may hold spaces
         if "NodeName" not in fields:
             continue
         cpus = fields.get("CPUTot", "")
@@ -149,7 +149,7 @@ def allocation_from_environ(environ: Mapping[str, str] | None = None) -> Allocat
 
 def job_field(job: str, name: str, *, environ: Mapping[str, str] | None = None) -> str | None:
     """One field of `scontrol show job -o JOB`."""
-    fields = parse_node_line(run_tool(["scontrol", "show", "job", "-o", job], environ=environ).strip())
+    fields = parse_fields(run_tool(["scontrol", "show", "job", "-o", job], environ=environ).strip())
     return fields.get(name)
 
 
@@ -169,7 +169,7 @@ def job_state(job: str, *, environ: Mapping[str, str] | None = None) -> dict[str
     except (AscendctlError, ValueError):
         pass
     try:
-        fields = parse_node_line(run_tool(["scontrol", "show", "job", "-o", job], environ=environ).strip())
+        fields = parse_fields(run_tool(["scontrol", "show", "job", "-o", job], environ=environ).strip())
     except AscendctlError:
         return {"state": "GONE", "nodes": "", "exit_code": None}
     code = fields.get("ExitCode", "").split(":")[0]

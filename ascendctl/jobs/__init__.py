@@ -88,8 +88,27 @@ def run_launch_preflight(inventory: Inventory, port: int, group: NodeGroup) -> N
                         hint="fix the above or pass --no-preflight", exit_code=report.exit_code)
 
 
+def runner_for(inventory: Inventory, group: NodeGroup) -> SSHRunner:
+    """The runner for these nodes: one srun step inside a Slurm allocation, else launchers over SSH."""
+    if inventory.allocation is not None:
+        from .slurm_runner import SlurmRunner
+
+        return SlurmRunner(group)
+    return SSHRunner(group)
+
+
+def with_allocation_port(inventory: Inventory, options: LaunchOptions) -> LaunchOptions:
+    """Inside an allocation the rendezvous port, unless given, is derived from the Slurm job id."""
+    if inventory.allocation is None or options.master_port is not None:
+        return options
+    from ..slurm import master_port_for
+
+    return replace(options, master_port=master_port_for(inventory.allocation.job_id))
+
+
 def dry_run(inventory: Inventory, options: LaunchOptions, *, factory: TransportFactory | None = None) -> LaunchPlan:
     """The plan a launch would start: the nodes are asked for their cluster endpoints, nothing is started."""
+    options = with_allocation_port(inventory, options)
     with NodeGroup(inventory, factory=factory) as group:
         return build_plan(inventory, options, job_id=DRY_RUN_JOB_ID, endpoints=resolve_endpoints(group))
 
@@ -123,12 +142,13 @@ def launch_job(
 
     job_id = job_id or new_job_id()
     notice = on_notice or (lambda _msg: None)
+    options = with_allocation_port(inventory, options)
     group = NodeGroup(inventory, factory=factory)
     try:
         if preflight:
             run_launch_preflight(inventory, master_port(options.launcher, options.master_port), group)
         plan = build_plan(inventory, options, job_id=job_id, endpoints=resolve_endpoints(group))
-        runner = SSHRunner(group)
+        runner = runner_for(inventory, group)
         record = new_record(inventory, plan, runner.name)
         save_job(record)
         try:
@@ -137,7 +157,7 @@ def launch_job(
             # Ctrl-C while starting: some launchers may be up; the marker finds them even without a pid.
             notice("interrupted while starting: stopping the job on every node")
             with NodeGroup(inventory) as fresh:  # the interrupted group is closed
-                stopped = SSHRunner(fresh).stop(load_job(plan.job_id), inventory.names, grace=options.grace)
+                stopped = runner_for(inventory, fresh).stop(load_job(plan.job_id), inventory.names, grace=options.grace)
             record = replace(with_stop_results(load_job(plan.job_id), stopped), status="interrupted", ended=time.time())
             save_job(record)
             return LaunchOutcome(record, interrupted=True)
@@ -154,12 +174,24 @@ def launch_job(
 def _job_inventory(record: JobRecord, inventory: Inventory | None) -> Inventory:
     if inventory is not None:
         return inventory
+    if record.runner == "slurm" and record.slurm_job:
+        # the allocation the job ran in, also when asked from outside it (its node list from scontrol show job)
+        import os
+
+        from ..inventory import allocation_inventory
+
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_JOB")}
+        return allocation_inventory(environ={**environ, "SLURM_JOB_ID": record.slurm_job})
     return load_inventory(None if record.inventory.startswith("<") else record.inventory)
 
 
 def _runner(record: JobRecord, inventory: Inventory) -> SSHRunner:
-    if record.runner != "ssh":
+    if record.runner not in ("ssh", "slurm"):
         raise UsageError(f"job {record.id} was started by the {record.runner!r} runner, which this ascendctl does not have")
+    if record.runner == "slurm":
+        from .slurm_runner import SlurmRunner
+
+        return SlurmRunner(NodeGroup(inventory))
     return SSHRunner(NodeGroup(inventory))
 
 

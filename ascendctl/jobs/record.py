@@ -126,6 +126,8 @@ class JobRecord:
     schema: int = JOB_SCHEMA
 
     runner: str = "ssh"  # the Runner that started it (jobs/runner.py)
+    slurm_job: str | None = None  # slurm runner: the allocation (or submitted job) it ran in
+    slurm_step: str | None = None  # slurm runner: JOB.STEP of the launch step
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

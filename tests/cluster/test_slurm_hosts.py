@@ -125,3 +125,69 @@ def test_preflight_names_a_drained_node(slurm: SlurmCluster, allocation: str) ->
     doc = json.loads(proc.stdout)
     h02 = next(n for n in doc["nodes"] if n["name"] == "h02")
     assert h02["reachable"] is False and "ECC errors" in json.dumps(h02)
+
+
+def job_python() -> str:
+    """The python of the environment torch is installed in (torchrun is next to it), also when this venv borrows torch."""
+    import torch
+
+    return str(Path(torch.__file__).resolve().parents[4] / "bin" / "python")
+
+
+def launch(slurm: SlurmCluster, job: str, tmp_path: Path, *extra: str, env: dict[str, str] | None = None,
+           timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    job_env = [f"--env={k}={v}" for k, v in {**(env or {}), "PYTHONUNBUFFERED": "1", "JOB_TIMEOUT": "60"}.items()]
+    return ascendctl(slurm, job, "launch", "--launcher", "torchrun", "--log-dir", str(tmp_path / "logs"), "--grace", "3",
+                     *job_env, *extra, "--", str(JOBS / "allreduce_torch.py"), timeout=timeout,
+                     extra_env={"SLURM_NTASKS_PER_NODE": "2", "ASCENDCTL_PYTHON": job_python(),
+                                "XDG_STATE_HOME": str(tmp_path / "state")})
+
+
+def job_record(tmp_path: Path) -> dict[str, Any]:
+    jobs = sorted((tmp_path / "state" / "ascendctl" / "jobs").glob("*.json"))
+    return json.loads(jobs[-1].read_text())
+
+
+def test_torchrun_job_inside_the_allocation(slurm: SlurmCluster, allocation: str, tmp_path: Path) -> None:
+    proc = launch(slurm, allocation, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for rank in range(6):
+        assert f"rank {rank}: allreduce sum 15 expected 15" in proc.stdout, proc.stdout[-3000:]
+    job = job_record(tmp_path)
+    assert job["runner"] == "slurm" and job["slurm_job"] == allocation
+    assert job["slurm_step"] and job["slurm_step"].startswith(f"{allocation}.")
+    assert job["status"] == "succeeded" and [n["exit_code"] for n in job["nodes"]] == [0, 0, 0]
+    assert [n["name"] for n in job["nodes"]] == ["h01", "h02", "h03"]
+    # the head node's address from the allocation, the port from the Slurm job id
+    assert job["master_addr"] == slurm.hosts[0].ip
+    assert job["master_port"] == 29500 + int(allocation) % 1000
+    assert leftover_job_processes(job["id"]) == []
+
+
+def test_a_failing_rank_is_named_with_its_node_and_exit_code(slurm: SlurmCluster, allocation: str, tmp_path: Path) -> None:
+    proc = launch(slurm, allocation, tmp_path, "--no-preflight", env={"JOB_FAIL_RANK": "3", "JOB_SLEEP": "2"})
+    assert proc.returncode == 5, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "h02 (rank 3): failed first: EXCEPTION: " in proc.stderr, proc.stderr
+    job = job_record(tmp_path)
+    assert job["status"] == "failed" and job["first_failure"]["node"] == "h02" and job["first_failure"]["rank"] == 3
+    assert job["nodes"][1]["exit_code"] == 1
+    assert leftover_job_processes(job["id"]) == []
+
+
+def test_stop_cancels_the_step_and_leaves_nothing(slurm: SlurmCluster, allocation: str, tmp_path: Path) -> None:
+    proc = launch(slurm, allocation, tmp_path, "--detach", "--no-preflight", env={"JOB_SLEEP": "600"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    job = job_record(tmp_path)
+    step = job["slurm_step"]
+    assert step in slurm.run(["squeue", "--steps", "--noheader", "--format=%i", "--jobs", allocation]).stdout
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(leftover_job_processes(job["id"])) < 3 * 3:
+        time.sleep(0.5)  # wrapper, torchrun and 2 workers per node: the job is up
+    state_env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    status = ascendctl(slurm, None, "status", job["id"], extra_env=state_env)  # from outside the allocation
+    assert status.returncode == 0 and "running" in status.stdout, status.stdout + status.stderr
+    stopped = ascendctl(slurm, None, "stop", job["id"], "--grace", "3", extra_env=state_env)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert leftover_job_processes(job["id"]) == []
+    assert step not in slurm.run(["squeue", "--steps", "--noheader", "--format=%i", "--jobs", allocation]).stdout
+    assert job_record(tmp_path)["status"] == "stopped"
