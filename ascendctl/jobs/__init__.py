@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..errors import AscendctlError, ExitCode, Interrupted, UsageError
 from ..group import NodeGroup
@@ -30,11 +31,14 @@ from .runner import LineSink, NodeEnded, NoticeSink, Runner
 from .ssh_runner import SSHRunner, marker, with_stop_results
 from .supervise import Supervised, supervise
 
+if TYPE_CHECKING:
+    from .submit import SubmitOptions
+
 __all__ = [
     "DEFAULT_GRACE", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobRecord", "LaunchOptions", "LaunchOutcome",
     "LaunchPlan", "LaunchRefused", "NodeEnded", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan",
     "default_log_dir", "dry_run", "job_logs", "job_outcomes", "jobs_dir", "launch_job", "launcher_binary", "list_jobs",
-    "load_job", "marker", "new_job_id", "refresh_job", "render_plan", "save_job", "state_dir", "stop_job",
+    "load_job", "marker", "new_job_id", "refresh_job", "render_plan", "save_job", "state_dir", "stop_job", "submit_job",
 ]
 
 
@@ -170,6 +174,52 @@ def launch_job(
         group.close()
 
 
+def submit_job(
+    options: LaunchOptions,
+    submit_options: "SubmitOptions",
+    *,
+    preflight: bool = True,
+    detach: bool = False,
+    on_line: LineSink | None = None,
+    on_notice: NoticeSink | None = None,
+) -> LaunchOutcome:
+    """Submit mode: sbatch a batch script that runs this launch inside its allocation, then follow the job's logs."""
+    from ..slurm import job_state, run_tool
+    from .submit import ENDED_STATES, render_submission, submit, wait_for_record
+
+    notice = on_notice or (lambda _msg: None)
+    job_id = new_job_id()
+    slurm_job = submit(render_submission(options, submit_options, job_id=job_id, preflight=preflight))
+    notice(f"submitted as Slurm job {slurm_job}; job {job_id}")
+    try:
+        wait_for_record(job_id, slurm_job, notice=notice)
+        if detach:
+            return LaunchOutcome(load_job(job_id), detached=True)
+        seen = [0]
+
+        def counted(node: str, line: str) -> None:
+            seen[0] += 1
+            if on_line is not None:
+                on_line(node, line)
+
+        job_logs(job_id, follow_logs=True, on_line=counted)
+        while load_job(job_id).status == "running" and job_state(slurm_job)["state"] not in ENDED_STATES:
+            time.sleep(0.5)  # the launch inside the allocation writes the verdict
+        if not seen[0]:  # it ended before there was anything to follow: print the logs as they are
+            job_logs(job_id, on_line=on_line)
+    except (KeyboardInterrupt, Interrupted):
+        notice(f"interrupted: cancelling Slurm job {slurm_job}")
+        run_tool(["scancel", slurm_job])
+        return LaunchOutcome(load_job(job_id) if job_id in {r.id for r in list_jobs()} else
+                             _placeholder_record(job_id), interrupted=True)
+    return LaunchOutcome(load_job(job_id))
+
+
+def _placeholder_record(job_id: str) -> JobRecord:
+    return JobRecord(id=job_id, launcher="", inventory="", script=[], master_addr="", master_port=0, log_dir="", nodes=(),
+                     started=time.time(), status="interrupted", runner="slurm")
+
+
 # -- jobs started earlier -------------------------------------------------------------------
 def _job_inventory(record: JobRecord, inventory: Inventory | None) -> Inventory:
     if inventory is not None:
@@ -235,6 +285,10 @@ def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inv
         record = _with_states(record, {r.node: r.value for r in runner.states(record, names) if r.value is not None})
     finally:
         runner.close()
+    if record.slurm_submitted and record.slurm_job:
+        from ..slurm import run_tool
+
+        run_tool(["scancel", record.slurm_job])  # the batch job ascendctl submitted ends with its launch
     status = record.status if record.status != "running" else "stopped"
     record = replace(record, status=status, ended=record.ended or time.time())
     save_job(record)

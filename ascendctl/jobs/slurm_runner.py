@@ -14,6 +14,7 @@ Must not import typer or rich.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import time
 from dataclasses import replace
@@ -70,7 +71,9 @@ class SlurmRunner(SSHRunner):
             proc.stdin.close()
         except BrokenPipeError:
             pass
-        record = replace(record, slurm_job=allocation.job_id)
+        from .submit import SUBMITTED_ENV
+
+        record = replace(record, slurm_job=allocation.job_id, slurm_submitted=os.environ.get(SUBMITTED_ENV) == "1")
         pids = self._wait_started(plan, proc)
         started = time.time()
         for entry in record.nodes:

@@ -27,6 +27,12 @@ def show_plan(plan: LaunchPlan) -> None:
     sys.stdout.flush()
 
 
+def show_batch_script(script: str) -> None:
+    """The batch script `launch --backend slurm` would submit, byte for byte."""
+    sys.stdout.write(script)
+    sys.stdout.flush()
+
+
 def line_sink(names: list[str]) -> Callable[[str, str], None]:
     """A thread-safe printer of `[node] line`; coloured per node only when stdout is a terminal."""
     lock = threading.Lock()

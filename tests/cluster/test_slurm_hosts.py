@@ -191,3 +191,23 @@ def test_stop_cancels_the_step_and_leaves_nothing(slurm: SlurmCluster, allocatio
     assert leftover_job_processes(job["id"]) == []
     assert step not in slurm.run(["squeue", "--steps", "--noheader", "--format=%i", "--jobs", allocation]).stdout
     assert job_record(tmp_path)["status"] == "stopped"
+
+
+def test_submit_mode_end_to_end(slurm: SlurmCluster, tmp_path: Path) -> None:
+    args = ["launch", "--backend", "slurm", "--nodes", "2", "--partition", "debug", "--time", "10", "--launcher", "torchrun",
+            "--log-dir", str(tmp_path / "logs"), "--grace", "3", "--env", "JOB_TIMEOUT=60", "--env", "PYTHONUNBUFFERED=1",
+            "--", str(JOBS / "allreduce_torch.py")]
+    state = {"XDG_STATE_HOME": str(tmp_path / "state"), "ASCENDCTL_PYTHON": job_python(), "SLURM_NTASKS_PER_NODE": "2"}
+    dry = ascendctl(slurm, None, *args[:1], "--dry-run", *args[1:], extra_env=state)
+    assert dry.returncode == 0, dry.stderr
+    assert "#SBATCH --nodes=2\n" in dry.stdout and "#SBATCH --partition=debug\n" in dry.stdout
+    assert "#SBATCH --time=10\n" in dry.stdout and "--env JOB_TIMEOUT " in dry.stdout and "=60" not in dry.stdout
+    proc = ascendctl(slurm, None, *args, extra_env=state, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for rank in range(4):  # 2 nodes x 2 slots
+        assert f"rank {rank}: allreduce sum 6 expected 6" in proc.stdout, proc.stdout[-3000:]
+    job = job_record(tmp_path)
+    assert job["status"] == "succeeded" and job["slurm_submitted"] is True and job["runner"] == "slurm"
+    assert job["slurm_job"] and f"Slurm job {job['slurm_job']}" in proc.stderr
+    slurm.jobs.append(job["slurm_job"])
+    assert len(job["nodes"]) == 2 and leftover_job_processes(job["id"]) == []
