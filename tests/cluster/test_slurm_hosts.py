@@ -195,9 +195,10 @@ def test_stop_cancels_the_step_and_leaves_nothing(slurm: SlurmCluster, allocatio
 
 def test_submit_mode_end_to_end(slurm: SlurmCluster, tmp_path: Path) -> None:
     args = ["launch", "--backend", "slurm", "--nodes", "2", "--partition", "debug", "--time", "10", "--launcher", "torchrun",
+            "--nproc-per-node", "2",
             "--log-dir", str(tmp_path / "logs"), "--grace", "3", "--env", "JOB_TIMEOUT=60", "--env", "PYTHONUNBUFFERED=1",
             "--", str(JOBS / "allreduce_torch.py")]
-    state = {"XDG_STATE_HOME": str(tmp_path / "state"), "ASCENDCTL_PYTHON": job_python(), "SLURM_NTASKS_PER_NODE": "2"}
+    state = {"XDG_STATE_HOME": str(tmp_path / "state"), "ASCENDCTL_PYTHON": job_python()}
     dry = ascendctl(slurm, None, *args[:1], "--dry-run", *args[1:], extra_env=state)
     assert dry.returncode == 0, dry.stderr
     assert "#SBATCH --nodes=2\n" in dry.stdout and "#SBATCH --partition=debug\n" in dry.stdout
