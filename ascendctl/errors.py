@@ -103,6 +103,10 @@ class TransientConnectError(ConnectError):
     """A connection dropped before the banner: worth retrying (sshd MaxStartups)."""
 
 
+class SSHProtocolError(ConnectError):
+    """TCP connected but the peer does not speak SSH (no banner, another protocol) or the key exchange failed."""
+
+
 class AuthError(TransportError):
     """The node refused every key we offered."""
 
@@ -110,7 +114,7 @@ class AuthError(TransportError):
 
 
 class HostKeyError(TransportError):
-    """The node's host key is unknown or has changed."""
+    """The node's host key is unknown or has changed, or the known_hosts file cannot be used."""
 
     status = "host_key"
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -21,7 +22,7 @@ from .slurm import Allocation
 from .settings import (CLUSTER_SETTINGS, PreflightConfig, DEFAULTS_SETTINGS, NODE_ONLY_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, env_var_name,
                        resolve_settings)
 
-TOP_LEVEL_KEYS = ("defaults", "nodes")
+TOP_LEVEL_KEYS = ("defaults", "nodes", "groups")
 # libyaml's loader is ~4x faster on 1,000-node files and keeps the marks we need for line numbers.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 NODE_ONLY_KEYS = ("host", "name")
@@ -83,6 +84,7 @@ class Inventory:
     preflight: PreflightConfig = field(default_factory=PreflightConfig)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
     allocation: Allocation | None = None  # the Slurm job the nodes came from: commands run as its srun steps
+    groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)  # `@name` -> node names
 
     @property
     def names(self) -> list[str]:
@@ -226,8 +228,58 @@ def parse_inventory(
                 errors.append(f"{where(key_path)}: expected a mapping like {{host: 10.0.0.11}} or a host name")
                 continue
             raw_nodes.append((entry, key_path))
-    inventory = _build(source, defaults=defaults, raw_nodes=raw_nodes, flags=flags, environ=environ, errors=errors, where=where)
+    groups_raw = data.get("groups") or {}
+    inventory = _build(source, defaults=defaults, raw_nodes=raw_nodes, flags=flags, environ=environ, errors=errors, where=where,
+                       validate_more=lambda nodes: _groups_from(groups_raw, nodes, where, errors))
     return inventory
+
+
+_GROUP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+
+
+def _groups_from(raw: Any, nodes: list[Node], where: Any, errors: list[str]) -> dict[str, tuple[str, ...]]:
+    """`groups: {rack1: 'n[01-16]', login: [n01, n02]}`: each group's members, as node names in inventory order."""
+    from .nodeset import fold
+
+    if not isinstance(raw, dict):
+        errors.append(f"{where('groups')}: expected a mapping like {{rack1: 'n[01-16]'}}")
+        return {}
+    by_host = {node.host: node.name for node in nodes}
+    order = {node.name: i for i, node in enumerate(nodes)}
+    groups: dict[str, tuple[str, ...]] = {}
+    for name, members in raw.items():
+        key_path = f"groups.{name}"
+        if not isinstance(name, str) or not _GROUP_NAME.match(name) or name == "all":
+            errors.append(f"{where(key_path)}: bad group name {name!r} (letters, digits, `_.:-`; `all` is built in)")
+            continue
+        if isinstance(members, str):
+            patterns = [members]
+        elif isinstance(members, list) and all(isinstance(m, str) for m in members):
+            patterns = list(members)
+        else:
+            errors.append(f"{where(key_path)}: expected a node set like 'n[01-16]' or a list of node names")
+            continue
+        from ClusterShell.NodeSet import NodeSet, NodeSetException
+
+        names: set[str] = set()
+        unknown: list[str] = []
+        for pattern in patterns:
+            try:
+                items = list(NodeSet(pattern))
+            except NodeSetException as exc:
+                errors.append(f"{where(key_path)}: bad node set {pattern!r}: {exc}")
+                continue
+            for item in items:
+                if item in order:
+                    names.add(item)
+                elif item in by_host:
+                    names.add(by_host[item])
+                else:
+                    unknown.append(item)
+        if unknown:
+            errors.append(f"{where(key_path)}: {fold(unknown)}: no such node")
+        groups[name] = tuple(sorted(names, key=order.__getitem__))
+    return groups
 
 
 def _build(
@@ -239,6 +291,7 @@ def _build(
     environ: Mapping[str, str] | None,
     errors: list[str],
     where: Any,
+    validate_more: Callable[[list[Node]], dict[str, tuple[str, ...]]] | None = None,
 ) -> Inventory:
     env_values = _settings_from_environ(os.environ if environ is None else environ, errors)
     flag_values = dict(flags or {})
@@ -261,6 +314,7 @@ def _build(
             seen_names.setdefault(name, key_path)
             resolved = resolve_settings(NODE_SETTINGS, defaults=defaults, node=node_settings, environ=env_values, flags=flag_values)
             nodes.append(_node_from(name, host, len(nodes), resolved))
+    groups = validate_more(nodes) if validate_more is not None else {}
     if errors:
         raise InventoryError(errors)
     cluster = resolve_settings(CLUSTER_SETTINGS, defaults=defaults, environ=env_values, flags=flag_values)
@@ -272,6 +326,7 @@ def _build(
         ssh_config=cluster["ssh_config"].value,
         preflight=cluster["preflight"].value,
         sources={key: item.source for key, item in cluster.items()},
+        groups=groups,
     )
 
 

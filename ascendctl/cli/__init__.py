@@ -36,15 +36,21 @@ def _version_callback(value: bool) -> None:
 @app.callback()
 def main_options(
     version: Annotated[Optional[bool], typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version and exit.")] = None,
-    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="More log output on stderr (-vv for debug).")] = 0,
+    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="More log output on stderr (-vv for debug, -vvv adds paramiko's).")] = 0,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr.")] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for internal errors.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for internal errors (and in log records).")] = False,
 ) -> None:
     """Launch and babysit multi-node training on Ascend NPU (and GPU) clusters."""
+    from ..ui import LogFormatter
+
     state["debug"] = debug
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
-    logging.basicConfig(level=level, format="ascendctl: %(levelname)s: %(name)s: %(message)s", stream=sys.stderr, force=True)
-    logging.getLogger("paramiko").setLevel(logging.DEBUG if verbose >= 3 else logging.WARNING)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LogFormatter(tracebacks=debug))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    # paramiko logs a failed handshake as ERROR records holding traceback lines (not exc_info), and
+    # ascendctl reports every such failure itself: its logger speaks only at -vvv.
+    logging.getLogger("paramiko").setLevel(logging.DEBUG if verbose >= 3 else logging.CRITICAL)
 
 
 def main() -> None:

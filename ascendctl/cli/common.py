@@ -7,11 +7,14 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
 
 import typer
 
 from ..errors import AscendctlError, ExitCode
+
+if TYPE_CHECKING:
+    from ..inventory import Inventory
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,6 +29,20 @@ ConnectTimeoutOpt = Annotated[Optional[float], typer.Option("--connect-timeout",
 CommandTimeoutOpt = Annotated[Optional[float], typer.Option("--command-timeout", help="Seconds a remote command may run.", min=0.1, show_default=False)]
 FanoutOpt = Annotated[Optional[int], typer.Option("--fanout", help="Nodes contacted at once.", min=1, show_default=False)]
 AcceptKeysOpt = Annotated[bool, typer.Option("--accept-new-host-keys", help="Accept and record unknown host keys (never changed ones).")]
+NodesOpt = Annotated[Optional[str], typer.Option("-w", "--nodes", metavar="NODESET",
+                                                 help="Only these nodes: names or hosts in node-set syntax (n[01-04],n07; @group).",
+                                                 show_default=False)]
+ExcludeOpt = Annotated[Optional[str], typer.Option("-x", "--exclude", metavar="NODESET",
+                                                   help="Leave these nodes out (same syntax as -w).", show_default=False)]
+
+
+def load_selected(inventory: str | None, nodes: str | None = None, exclude: str | None = None,
+                  flags: dict[str, Any] | None = None) -> "Inventory":
+    """The inventory (file, $ASCENDCTL_INVENTORY, ./inventory.yaml or this machine) narrowed by -w/-x."""
+    from ..inventory import load_inventory
+    from ..selection import select_nodes
+
+    return select_nodes(load_inventory(inventory, flags=flags), nodes, exclude)
 
 
 def cli_errors(func: F) -> F:

@@ -8,7 +8,7 @@ import typer
 
 from . import app
 from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
-                     cli_errors, flags_of)
+                     cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
 
 
 @app.command("exec")
@@ -21,14 +21,15 @@ def exec_command(
     command_timeout: CommandTimeoutOpt = None,
     fanout: FanoutOpt = None,
     accept_new_host_keys: AcceptKeysOpt = False,
+    nodes: NodesOpt = None,
+    exclude: ExcludeOpt = None,
 ) -> None:
     """Run a shell command on every node; identical outputs are folded together."""
     from ..ui import exec_view, progress
     from ..execute import run_command
-    from ..inventory import load_inventory
 
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout, accept_new_host_keys=accept_new_host_keys)
-    inv = load_inventory(inventory, flags=flags)
+    inv = load_selected(inventory, nodes, exclude, flags)
     with progress("exec") as sink:
         report = run_command(inv, " ".join(command), on_event=sink)
     exec_view.show_exec(report, as_json=as_json, argv=argv_now())

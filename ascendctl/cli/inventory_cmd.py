@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import inventory_app
-from .common import InventoryOpt, JsonOpt, argv_now, cli_errors
+from .common import ExcludeOpt, InventoryOpt, JsonOpt, NodesOpt, argv_now, cli_errors, load_selected
 
 @inventory_app.command("validate")
 @cli_errors
@@ -17,9 +17,9 @@ def inventory_validate(inventory: InventoryOpt = None) -> None:
 
 @inventory_app.command("show")
 @cli_errors
-def inventory_show(inventory: InventoryOpt = None, as_json: JsonOpt = False) -> None:
-    """Show nodes after range expansion and each effective setting with its source."""
+def inventory_show(inventory: InventoryOpt = None, as_json: JsonOpt = False, nodes: NodesOpt = None,
+                   exclude: ExcludeOpt = None) -> None:
+    """Show nodes after range expansion, the groups, and each effective setting with its source."""
     from ..ui import inventory_view
-    from ..inventory import load_inventory
 
-    inventory_view.show_inventory(load_inventory(inventory), as_json=as_json, argv=argv_now())
+    inventory_view.show_inventory(load_selected(inventory, nodes, exclude), as_json=as_json, argv=argv_now())

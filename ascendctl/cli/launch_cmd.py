@@ -10,7 +10,7 @@ import typer
 
 from . import app
 from ..errors import ExitCode, UsageError
-from .common import InventoryOpt, cli_errors
+from .common import ExcludeOpt, InventoryOpt, NodesOpt, cli_errors, load_selected
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
 GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
@@ -45,14 +45,14 @@ def launch(
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip the ssh/master_port/npu_stale_procs checks.")] = False,
     grace: GraceOpt = 10.0,
     backend: Annotated[Optional[Backend], typer.Option("--backend", help="ssh (the inventory's nodes), or slurm: outside an allocation, sbatch a batch script that launches inside it (inside one, the allocation is used either way).", case_sensitive=False, show_default=False)] = None,
-    nodes: Annotated[Optional[int], typer.Option("--nodes", min=1, help="--backend slurm: nodes to ask sbatch for.", show_default=False)] = None,
     partition: Annotated[Optional[str], typer.Option("--partition", help="--backend slurm: sbatch --partition.", show_default=False)] = None,
     time_limit: Annotated[Optional[str], typer.Option("--time", help="--backend slurm: sbatch --time (e.g. 2:00:00).", show_default=False)] = None,
     account: Annotated[Optional[str], typer.Option("--account", help="--backend slurm: sbatch --account.", show_default=False)] = None,
     job_id: Annotated[Optional[str], typer.Option("--job-id", hidden=True, help="Job id to use (set by a submitted batch script).")] = None,
+    nodes: NodesOpt = None,
+    exclude: ExcludeOpt = None,
 ) -> None:
     """Launch an msrun or torchrun job on every node; stream its output; tear everything down on failure."""
-    from ..inventory import load_inventory
     from ..jobs import LaunchOptions, dry_run as plan_only, launch_job
     from ..ui import launch_view
 
@@ -62,9 +62,11 @@ def launch(
         from ..jobs import submit_job
         from ..jobs.submit import SubmitOptions, render_submission
 
-        if nodes is None:
-            raise UsageError("--backend slurm outside an allocation needs --nodes N", hint="or run inside salloc/sbatch")
-        wanted = SubmitOptions(nodes, partition, time_limit, account)
+        # submit mode: -w/--nodes is how many nodes to ask sbatch for
+        if nodes is None or not nodes.isdigit() or int(nodes) < 1:
+            raise UsageError("--backend slurm outside an allocation needs --nodes N (a node count)",
+                             hint="or run inside salloc/sbatch")
+        wanted = SubmitOptions(int(nodes), partition, time_limit, account)
         if dry_run:
             launch_view.show_batch_script(render_submission(options, wanted, job_id="<job>", preflight=not no_preflight).script)
             raise typer.Exit(int(ExitCode.OK))
@@ -72,7 +74,7 @@ def launch(
                              on_notice=launch_view.notice)
         launch_view.show_outcome(outcome)
         raise typer.Exit(int(outcome.exit_code))
-    inv = load_inventory(inventory)
+    inv = load_selected(inventory, nodes, exclude)
     if dry_run:
         launch_view.show_plan(plan_only(inv, options))
         raise typer.Exit(int(ExitCode.OK))
@@ -114,7 +116,7 @@ def status(job: JobArg = None, inventory: InventoryOpt = None) -> None:
 def logs(
     job: JobArg = None,
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Follow until the launchers end (Ctrl-C detaches).")] = False,
-    node: Annotated[Optional[str], typer.Option("--node", help="Only this node.", show_default=False)] = None,
+    node: Annotated[Optional[str], typer.Option("-w", "--nodes", "--node", metavar="NODESET", help="Only these nodes (node-set syntax).", show_default=False)] = None,
     inventory: InventoryOpt = None,
 ) -> None:
     """Print or follow a job's launcher logs, `[node]`-prefixed."""
@@ -123,7 +125,7 @@ def logs(
     from ..ui import launch_view
 
     names = [n.name for n in load_job(job).nodes]
-    outcome = job_logs(job, follow_logs=follow, node=node, on_line=launch_view.line_sink(names),
+    outcome = job_logs(job, follow_logs=follow, nodes=node, on_line=launch_view.line_sink(names),
                        inventory=load_inventory(inventory) if inventory else None)
     raise typer.Exit(int(outcome.exit_code))
 

@@ -299,24 +299,31 @@ def job_logs(
     job_id: str | None,
     *,
     follow_logs: bool = False,
-    node: str | None = None,
+    nodes: str | None = None,
     on_line: LineSink | None = None,
     inventory: Inventory | None = None,
 ) -> LaunchOutcome:
-    """Print (or follow until the launchers end) the launcher logs of a job; following never stops the job."""
+    """Print (or follow until the launchers end) the launcher logs of a job; following never stops the job.
+
+    `nodes`: a node set (`h[01-02]`) of the job's nodes to show; default all.
+    """
+    from ..nodeset import fold
+    from ..selection import expand_nodeset
     from ..triage import split_stamp
 
     record = load_job(job_id)
-    if node is not None and node not in {n.name for n in record.nodes}:
-        raise UsageError(f"job {record.id} has no node {node!r}", hint=", ".join(n.name for n in record.nodes))
+    names = [n.name for n in record.nodes]
+    chosen = set(expand_nodeset(nodes, {"all": tuple(names)})) if nodes else set(names)
+    if chosen - set(names):
+        raise UsageError(f"job {record.id} has no node {fold(sorted(chosen - set(names)))}", hint=fold(names))
     inv = _job_inventory(record, inventory)
     runner = _runner(record, inv)
     try:
         if follow_logs:
             watched = supervise(runner, record, on_line=on_line, teardown_on_failure=False, grace=DEFAULT_GRACE,
-                                nodes=[node] if node else None)
+                                nodes=[n for n in names if n in chosen] if nodes else None)
             return LaunchOutcome(watched.record, interrupted=watched.interrupted)
-        targets = [n.name for n in record.nodes if (node is None or n.name == node) and n.name in inv.names]
+        targets = [n for n in names if n in chosen and n in inv.names]
         for result in runner.log_texts(record, targets):
             text = result.value if result.value is not None else f"(unreachable: {result.error.message if result.error else ''})\n"
             for line in text.splitlines():

@@ -2,7 +2,9 @@
 
 stdout carries results (tables, command output, one JSON document); progress,
 warnings and errors go to stderr. Text that came from nodes is printed with
-markup disabled, so a log line containing `[/]` cannot break rendering.
+markup disabled (or escaped), so a log line containing `[/]` cannot break rendering,
+and shown through `terminal.visible` (the consoles do it; raw writes use `write_out`),
+so its escape sequences never reach the terminal.
 """
 
 from __future__ import annotations
@@ -13,16 +15,15 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from rich.console import Console
-
 from ..errors import AscendctlError, ExitCode
 from ..models import EventSink, NodeEvent, NodeStatus
 from ..redact import redact_document
+from .terminal import LogFormatter as LogFormatter, SafeConsole, visible as visible  # re-exported for cli and the views
 
 JSON_SCHEMA = 1
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = SafeConsole(highlight=False, soft_wrap=True)
+err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 STATUS_STYLE = {
     NodeStatus.OK: "green",
@@ -37,7 +38,7 @@ STATUS_STYLE = {
 
 def error(message: str, *, subject: str | None = None, hint: str | None = None, level: str = "error") -> None:
     """Print `ascendctl: <level>: [<subject>: ]<message>` and an optional hint line to stderr."""
-    lines = message.splitlines() or [""]
+    lines = message.rstrip("\n").split("\n")
     prefix = f"ascendctl: {level}: " + (f"{subject}: " if subject else "")
     for line in lines:
         err.print(prefix + line, markup=False)
@@ -56,9 +57,16 @@ def show_exception(exc: AscendctlError) -> None:
 def emit_json(command: list[str], exit_code: ExitCode, data: dict[str, Any], errors: list[dict[str, Any]] | None = None) -> None:
     """Write the one JSON document of a command to stdout: data keys plus the envelope keys."""
     status = "ok" if exit_code == ExitCode.OK else ("error" if exit_code in (ExitCode.ERROR, ExitCode.USAGE) else "partial")
+    # json.dumps escapes every control and non-ASCII character: exact, and safe on a terminal.
     document = redact_document({"schema": JSON_SCHEMA, "command": command, "status": status, "exit_code": int(exit_code),
                                 **data, "errors": errors or []})
     sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def write_out(text: str) -> None:
+    """Write `text` to stdout as it is (no wrapping, no markup), control characters shown escaped."""
+    sys.stdout.write(visible(text))
     sys.stdout.flush()
 
 

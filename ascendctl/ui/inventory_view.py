@@ -36,6 +36,14 @@ def show_inventory(inventory: Inventory, *, as_json: bool, argv: list[str]) -> N
         nodes.add_row(str(node.index), escape(node.name), escape(node.host), node.transport, str(node.slots), escape(node.interface or "-"))
     out.print(nodes)
     out.print()
+    if inventory.groups:
+        groups = Table(title="groups (-w @NAME)", title_justify="left", box=None, pad_edge=False)
+        for column in ("group", "nodes"):
+            groups.add_column(column)
+        for name, members in inventory.groups.items():
+            groups.add_row("@" + escape(name), escape(fold(members)) or "-")
+        out.print(groups)
+        out.print()
     table = Table(title="effective settings", title_justify="left", box=None, pad_edge=False)
     for column in ("setting", "value", "source", "nodes"):
         table.add_column(column)
@@ -58,6 +66,7 @@ def inventory_to_dict(inventory: Inventory) -> dict[str, Any]:
     return {
         "source": inventory.source,
         "settings": {key: {"value": _jsonable(getattr(inventory, key)), "source": inventory.sources.get(key, "default")} for key in CLUSTER_SETTINGS},
+        "groups": {name: list(members) for name, members in inventory.groups.items()},
         "nodes": [
             {
                 "name": node.name,

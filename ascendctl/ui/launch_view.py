@@ -1,12 +1,12 @@
 """Rendering of `ascendctl launch`, `jobs`, `status`, `logs` and `stop`.
 
 Node output is streamed to stdout as `[node] line`, one colour per node on a terminal and
-plain in a pipe; notices and the failure summary's error lines go to stderr.
+plain in a pipe, its control characters shown escaped either way; notices and the failure
+summary's error lines go to stderr.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from typing import Callable
@@ -14,7 +14,7 @@ from typing import Callable
 from rich.text import Text
 
 from ..jobs import JobRecord, LaunchOutcome, LaunchPlan, render_plan
-from . import error, out
+from . import error, out, visible, write_out
 from .triage_view import verdict_lines
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
@@ -22,15 +22,13 @@ PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_c
 
 
 def show_plan(plan: LaunchPlan) -> None:
-    """The dry-run text, byte for byte."""
-    sys.stdout.write(render_plan(plan))
-    sys.stdout.flush()
+    """The dry-run text, byte for byte (control characters in inventory values shown escaped)."""
+    write_out(render_plan(plan))
 
 
 def show_batch_script(script: str) -> None:
     """The batch script `launch --backend slurm` would submit, byte for byte."""
-    sys.stdout.write(script)
-    sys.stdout.flush()
+    write_out(script)
 
 
 def line_sink(names: list[str]) -> Callable[[str, str], None]:
@@ -43,13 +41,12 @@ def line_sink(names: list[str]) -> Callable[[str, str], None]:
     def sink(node: str, line: str) -> None:
         prefix = f"[{node}]".ljust(width)
         with lock:
-            if terminal:
-                text = Text(prefix, style=colour.get(node, "white"))
-                text.append(" " + line)
+            if terminal:  # a Text is not passed through the console's render_str: sanitise here
+                text = Text(visible(prefix), style=colour.get(node, "white"))
+                text.append(" " + visible(line))
                 out.print(text, markup=False, highlight=False)
             else:
-                sys.stdout.write(f"{prefix} {line}\n")
-                sys.stdout.flush()
+                write_out(f"{prefix} {line}\n")
 
     return sink
 
