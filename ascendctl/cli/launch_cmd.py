@@ -70,7 +70,7 @@ def launch(
         if dry_run:
             launch_view.show_batch_script(render_submission(options, wanted, job_id="<job>", preflight=not no_preflight).script)
             raise typer.Exit(int(ExitCode.OK))
-        outcome = submit_job(options, wanted, preflight=not no_preflight, detach=detach, on_line=launch_view.line_sink([]),
+        outcome = submit_job(options, wanted, preflight=not no_preflight, detach=detach, on_output=launch_view.output_line,
                              on_notice=launch_view.notice)
         launch_view.show_outcome(outcome)
         raise typer.Exit(int(outcome.exit_code))

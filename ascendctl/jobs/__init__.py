@@ -180,10 +180,10 @@ def submit_job(
     *,
     preflight: bool = True,
     detach: bool = False,
-    on_line: LineSink | None = None,
+    on_output: NoticeSink | None = None,
     on_notice: NoticeSink | None = None,
 ) -> LaunchOutcome:
-    """Submit mode: sbatch a batch script that runs this launch inside its allocation, then follow the job's logs."""
+    """Submit mode: sbatch a batch script that runs this launch inside its allocation, then follow its output."""
     from ..slurm import job_state, run_tool
     from .submit import ENDED_STATES, render_submission, submit, wait_for_record
 
@@ -195,18 +195,24 @@ def submit_job(
         wait_for_record(job_id, slurm_job, notice=notice)
         if detach:
             return LaunchOutcome(load_job(job_id), detached=True)
-        seen = [0]
-
-        def counted(node: str, line: str) -> None:
-            seen[0] += 1
-            if on_line is not None:
-                on_line(node, line)
-
-        job_logs(job_id, follow_logs=True, on_line=counted)
-        while load_job(job_id).status == "running" and job_state(slurm_job)["state"] not in ENDED_STATES:
-            time.sleep(0.5)  # the launch inside the allocation writes the verdict
-        if not seen[0]:  # it ended before there was anything to follow: print the logs as they are
-            job_logs(job_id, on_line=on_line)
+        # the launch inside the allocation prints its `[node]` lines into the batch output file: follow that
+        # (srun steps cannot read the nodes' logs once the allocation has ended)
+        output = state_dir() / "slurm" / f"{job_id}.out"
+        offset = 0
+        while True:
+            ended = load_job(job_id).status != "running" or job_state(slurm_job)["state"] in ENDED_STATES
+            if output.exists():
+                with open(output, "rb") as stream:
+                    stream.seek(offset)
+                    chunk = stream.read()
+                complete = chunk[:chunk.rfind(b"\n") + 1] if not ended else chunk
+                offset += len(complete)
+                for line in complete.decode("utf-8", "replace").splitlines():
+                    if on_output is not None:
+                        on_output(line)
+            if ended:
+                break
+            time.sleep(0.3)
     except (KeyboardInterrupt, Interrupted):
         notice(f"interrupted: cancelling Slurm job {slurm_job}")
         run_tool(["scancel", slurm_job])

@@ -31,6 +31,11 @@ def show_batch_script(script: str) -> None:
     write_out(script)
 
 
+def output_line(line: str) -> None:
+    """One line of a submitted job's output, as the launch inside the allocation printed it."""
+    write_out(line + "\n")
+
+
 def line_sink(names: list[str]) -> Callable[[str, str], None]:
     """A thread-safe printer of `[node] line`; coloured per node only when stdout is a terminal."""
     lock = threading.Lock()
