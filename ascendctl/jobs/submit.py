@@ -2,8 +2,8 @@
 
 The batch script (templates/sbatch.tmpl, shown by --dry-run) runs the same `ascendctl launch` inside the
 allocation, where the nodes come from the allocation and the job is one srun step (slurm_runner.py). The job
-id is chosen here and passed in, so this side follows the job's record (same state directory) with
-`launch_job`: this side follows the batch output file and the job record; --env values go into sbatch's environment (exported to the job), never into the script or argv.
+id is chosen here and passed in, so this side follows the batch output file and the job's record (same
+state directory); --env values go into sbatch's environment (exported to the job), never into the script or argv.
 Job state while waiting: `squeue --json`, then `scontrol show job`. Must not import typer or rich.
 """
 
