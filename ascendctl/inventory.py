@@ -14,7 +14,7 @@ import os
 import re
 import socket
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -24,6 +24,7 @@ from .errors import InventoryError
 from .models import Resolved
 from .nodeset import list_size, range_size
 from .paths import name_problem
+from .slurm import Allocation
 from .settings import (CLUSTER_SETTINGS, PreflightConfig, DEFAULTS_SETTINGS, NODE_ONLY_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, SettingError,
                        env_var_name, resolve_settings, shown)
 
@@ -94,6 +95,7 @@ class Inventory:
     ssh_config: str = "~/.ssh/config"
     preflight: PreflightConfig = field(default_factory=PreflightConfig)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    allocation: Allocation | None = None  # the Slurm job the nodes came from: commands run as its srun steps
     groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)  # `@name` -> node names
 
     @property
@@ -126,6 +128,40 @@ def builtin_inventory(*, flags: Mapping[str, Any] | None = None, environ: Mappin
     )
 
 
+def allocation_inventory(*, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Inventory:
+    """The nodes of the Slurm allocation we run in: names from its node list, addresses from `scontrol show node`.
+
+    Slots come from the allocation (SLURM_NTASKS_PER_NODE, else SLURM_GPUS_ON_NODE), else the usual default.
+    Every node is reached through srun steps of the allocation (`transport: slurm`), not SSH.
+    """
+    from .slurm import allocation_from_environ, show_nodes
+
+    env = os.environ if environ is None else environ
+    allocation = allocation_from_environ(env)
+    assert allocation is not None
+    info = show_nodes(allocation.nodes, environ=env)
+    defaults: dict[str, Any] = {}
+    slots_source = None
+    for var in ("SLURM_NTASKS_PER_NODE", "SLURM_GPUS_ON_NODE"):
+        value = env.get(var, "").split("(")[0].split(",")[0]
+        if value.isdigit() and int(value) > 0:
+            defaults["slots"], slots_source = int(value), f"Slurm allocation ({var}={value})"
+            break
+    raw = [({"host": info[name].addr if name in info else name, "name": name}, f"nodes[{i}]")
+           for i, name in enumerate(allocation.nodes)]
+    source = f"<Slurm job {allocation.job_id}>"
+    built = _build(source, defaults=defaults, raw_nodes=raw, flags=flags, environ=env, errors=[], where=lambda p: f"{source}: {p}")
+    nodes = []
+    for node in built.nodes:
+        sources = dict(node.sources)
+        sources.update({"name": allocation.source, "transport": f"Slurm allocation (SLURM_JOB_ID={allocation.job_id})",
+                        "host": "scontrol show node (NodeAddr)" if node.name in info else "node name (no NodeAddr)"})
+        if slots_source and sources.get("slots") == "inventory":
+            sources["slots"] = slots_source
+        nodes.append(replace(node, transport="slurm", sources=sources))
+    return replace(built, nodes=tuple(nodes), allocation=allocation)
+
+
 def find_inventory(explicit: str | None, environ: Mapping[str, str] | None = None) -> str | None:
     """Which inventory file to use: the flag, then ASCENDCTL_INVENTORY, then ./inventory.yaml."""
     env = os.environ if environ is None else environ
@@ -150,6 +186,8 @@ def load_inventory(
     """
     env = os.environ if environ is None else environ
     located = find_inventory(None if path is None else os.fspath(path), env)
+    if located is None and (env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")):
+        return allocation_inventory(flags=flags, environ=env)
     if located is None:
         return builtin_inventory(flags=flags, environ=env)
     name = located

@@ -11,7 +11,8 @@ import shlex
 from functools import lru_cache
 from importlib.resources import files
 
-SCRIPTS = ("job_wrapper.sh", "stamp_lines.sh", "follow_log.sh", "teardown_job.sh", "job_state.sh", "collect_node.sh")
+SCRIPTS = ("job_wrapper.sh", "stamp_lines.sh", "follow_log.sh", "teardown_job.sh", "job_state.sh", "collect_node.sh",
+           "slurm_task.sh")
 
 
 @lru_cache(maxsize=None)

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(openssh-server openssh-client chrony libfaketime iputils-ping iproute2 clustershell pdsh procps util-linux shellcheck chromium)
+packages=(openssh-server openssh-client chrony libfaketime iputils-ping iproute2 clustershell pdsh procps util-linux shellcheck chromium slurm-wlm munge)
 missing=()
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from typing import Annotated, Optional
 
 import typer
 
 from . import app
-from ..errors import ExitCode
+from ..errors import ExitCode, UsageError
 from .common import examples, ExcludeOpt, InventoryOpt, JsonOpt, NodesOpt, argv_now, cli_errors, load_selected
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
 GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
+
+
+class Backend(str, Enum):
+    ssh = "ssh"
+    slurm = "slurm"
 
 
 class Launcher(str, Enum):
@@ -41,6 +47,11 @@ def launch(
     detach: Annotated[bool, typer.Option("--detach", help="Start and return; follow later with `ascendctl logs JOB -f`.")] = False,
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip the ssh/master_port/npu_stale_procs checks.")] = False,
     grace: GraceOpt = 10.0,
+    backend: Annotated[Optional[Backend], typer.Option("--backend", help="ssh (the inventory's nodes), or slurm: outside an allocation, sbatch a batch script that launches inside it (inside one, the allocation is used either way).", case_sensitive=False, show_default=False)] = None,
+    partition: Annotated[Optional[str], typer.Option("--partition", help="--backend slurm: sbatch --partition.", show_default=False)] = None,
+    time_limit: Annotated[Optional[str], typer.Option("--time", help="--backend slurm: sbatch --time (e.g. 2:00:00).", show_default=False)] = None,
+    account: Annotated[Optional[str], typer.Option("--account", help="--backend slurm: sbatch --account.", show_default=False)] = None,
+    job_id: Annotated[Optional[str], typer.Option("--job-id", hidden=True, help="Job id to use (set by a submitted batch script).")] = None,
     nodes: NodesOpt = None,
     exclude: ExcludeOpt = None,
     as_json: JsonOpt = False,
@@ -52,6 +63,22 @@ def launch(
 
     options = LaunchOptions(launcher.value, tuple(script), nproc_per_node, master_addr, master_port, log_dir, tuple(env or ()),
                             rank_table, rdzv, cluster_timeout, grace)
+    if backend == Backend.slurm and not os.environ.get("SLURM_JOB_ID"):
+        from ..jobs import submit_job
+        from ..jobs.submit import SubmitOptions, render_submission
+
+        # submit mode: -w/--nodes is how many nodes to ask sbatch for
+        if nodes is None or not nodes.isdigit() or int(nodes) < 1:
+            raise UsageError("--backend slurm outside an allocation needs --nodes N (a node count)",
+                             hint="or run inside salloc/sbatch")
+        wanted = SubmitOptions(int(nodes), partition, time_limit, account)
+        if dry_run:
+            launch_view.show_batch_script(render_submission(options, wanted, job_id="<job>", preflight=not no_preflight).script)
+            raise typer.Exit(int(ExitCode.OK))
+        outcome = submit_job(options, wanted, preflight=not no_preflight, detach=detach, on_output=launch_view.output_line,
+                             on_notice=launch_view.notice)
+        launch_view.show_outcome(outcome)
+        raise typer.Exit(int(outcome.exit_code))
     inv = load_selected(inventory, nodes, exclude)
     if dry_run:
         launch_view.show_plan(plan_only(inv, options), as_json=as_json, argv=argv_now())
@@ -59,7 +86,8 @@ def launch(
     # with --json, node output still streams ([node] lines) but to stderr; stdout holds only the document
     sink = launch_view.line_sink(inv.names, to_stderr=as_json)
     with stop_on_signals(launch_view.repeated_signal):  # SIGTERM, SIGHUP and Ctrl-C tear the job down on every node
-        outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=sink, on_notice=launch_view.notice)
+        outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=sink, on_notice=launch_view.notice,
+                             job_id=job_id)
     if as_json:
         launch_view.emit_record(outcome.record, outcome.exit_code, argv_now(), detached=outcome.detached)
     else:

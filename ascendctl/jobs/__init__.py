@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..errors import AscendctlError, ExitCode, Interrupted, UsageError, signal_name
 from ..group import NodeGroup
@@ -30,12 +31,15 @@ from .runner import LineSink, NodeEnded, NoticeSink, Runner
 from .ssh_runner import SSHRunner, marker, with_stop_results
 from .supervise import Supervised, supervise
 
+if TYPE_CHECKING:
+    from .submit import SubmitOptions
+
 __all__ = [
     "DEFAULT_GRACE", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobRecord", "LaunchOptions", "LaunchOutcome",
     "JobStatus", "LaunchPlan", "LaunchRefused", "LeftoverCheck", "NodeEnded", "StateWriteError", "NodeJob", "NodePlan", "Runner",
     "SSHRunner", "Supervised", "build_plan", "default_log_dir", "dry_run", "job_logs", "job_outcomes", "job_status", "jobs_dir",
     "launch_job", "launcher_binary", "list_jobs", "load_job", "marker", "new_job_id", "plan_to_dict", "refresh_job", "render_plan",
-    "save_job", "state_dir", "stop_job",
+    "save_job", "state_dir", "stop_job", "submit_job",
 ]
 
 
@@ -96,8 +100,27 @@ def run_launch_preflight(inventory: Inventory, port: int, group: NodeGroup) -> N
                         hint="fix the above or pass --no-preflight", exit_code=report.exit_code)
 
 
+def runner_for(inventory: Inventory, group: NodeGroup) -> SSHRunner:
+    """The runner for these nodes: one srun step inside a Slurm allocation, else launchers over SSH."""
+    if inventory.allocation is not None:
+        from .slurm_runner import SlurmRunner
+
+        return SlurmRunner(group)
+    return SSHRunner(group)
+
+
+def with_allocation_port(inventory: Inventory, options: LaunchOptions) -> LaunchOptions:
+    """Inside an allocation the rendezvous port, unless given, is derived from the Slurm job id."""
+    if inventory.allocation is None or options.master_port is not None:
+        return options
+    from ..slurm import master_port_for
+
+    return replace(options, master_port=master_port_for(inventory.allocation.job_id))
+
+
 def dry_run(inventory: Inventory, options: LaunchOptions, *, factory: TransportFactory | None = None) -> LaunchPlan:
     """The plan a launch would start: the nodes are asked for their cluster endpoints, nothing is started."""
+    options = with_allocation_port(inventory, options)
     with NodeGroup(inventory, factory=factory) as group:
         return build_plan(inventory, options, job_id=DRY_RUN_JOB_ID, endpoints=resolve_endpoints(group))
 
@@ -131,12 +154,13 @@ def launch_job(
 
     job_id = job_id or new_job_id()
     notice = on_notice or (lambda _msg: None)
+    options = with_allocation_port(inventory, options)
     group = NodeGroup(inventory, factory=factory)
     try:
         if preflight:
             run_launch_preflight(inventory, master_port(options.launcher, options.master_port), group)
         plan = build_plan(inventory, options, job_id=job_id, endpoints=resolve_endpoints(group))
-        runner = SSHRunner(group)
+        runner = runner_for(inventory, group)
         record = new_record(inventory, plan, runner.name)
         save_job(record)  # a state dir that cannot take the record refuses here, before anything starts
         result: Supervised | None = None
@@ -166,7 +190,7 @@ def _tear_down(inventory: Inventory, record: JobRecord, grace: float, notice: No
     if stopped_by is not None:
         notice(f"{stopped_by}: stopping the job on every node")
     with NodeGroup(inventory) as fresh:
-        stopped = SSHRunner(fresh).stop(record, inventory.names, grace=grace)
+        stopped = runner_for(inventory, fresh).stop(record, inventory.names, grace=grace)
     record = replace(with_stop_results(record, stopped), ended=time.time(), teardown_started=record.teardown_started or time.time(),
                      status="interrupted" if stopped_by else "stopped", stopped_by=stopped_by)
     return LaunchOutcome(record, interrupted=stopped_by is not None, stopped_by=stopped_by)
@@ -183,16 +207,80 @@ def _finished(outcome: LaunchOutcome) -> LaunchOutcome:
     return outcome
 
 
+def submit_job(
+    options: LaunchOptions,
+    submit_options: "SubmitOptions",
+    *,
+    preflight: bool = True,
+    detach: bool = False,
+    on_output: NoticeSink | None = None,
+    on_notice: NoticeSink | None = None,
+) -> LaunchOutcome:
+    """Submit mode: sbatch a batch script that runs this launch inside its allocation, then follow its output."""
+    from ..slurm import job_state, run_tool
+    from .submit import ENDED_STATES, render_submission, submit, wait_for_record
+
+    notice = on_notice or (lambda _msg: None)
+    job_id = new_job_id()
+    slurm_job = submit(render_submission(options, submit_options, job_id=job_id, preflight=preflight))
+    notice(f"submitted as Slurm job {slurm_job}; job {job_id}")
+    try:
+        wait_for_record(job_id, slurm_job, notice=notice)
+        if detach:
+            return LaunchOutcome(load_job(job_id), detached=True)
+        # the launch inside the allocation prints its `[node]` lines into the batch output file: follow that
+        # (srun steps cannot read the nodes' logs once the allocation has ended)
+        output = state_dir() / "slurm" / f"{job_id}.out"
+        offset = 0
+        while True:
+            ended = load_job(job_id).status != "running" or job_state(slurm_job)["state"] in ENDED_STATES
+            if output.exists():
+                with open(output, "rb") as stream:
+                    stream.seek(offset)
+                    chunk = stream.read()
+                complete = chunk[:chunk.rfind(b"\n") + 1] if not ended else chunk
+                offset += len(complete)
+                for line in complete.decode("utf-8", "replace").splitlines():
+                    if on_output is not None:
+                        on_output(line)
+            if ended:
+                break
+            time.sleep(0.3)
+    except (KeyboardInterrupt, Interrupted):
+        notice(f"interrupted: cancelling Slurm job {slurm_job}")
+        run_tool(["scancel", slurm_job])
+        return LaunchOutcome(load_job(job_id) if job_id in {r.id for r in list_jobs()} else
+                             _placeholder_record(job_id), interrupted=True)
+    return LaunchOutcome(load_job(job_id))
+
+
+def _placeholder_record(job_id: str) -> JobRecord:
+    return JobRecord(id=job_id, launcher="", inventory="", script=[], master_addr="", master_port=0, log_dir="", nodes=(),
+                     started=time.time(), status="interrupted", runner="slurm")
+
+
 # -- jobs started earlier -------------------------------------------------------------------
 def _job_inventory(record: JobRecord, inventory: Inventory | None) -> Inventory:
     if inventory is not None:
         return inventory
+    if record.runner == "slurm" and record.slurm_job:
+        # the allocation the job ran in, also when asked from outside it (its node list from scontrol show job)
+        import os
+
+        from ..inventory import allocation_inventory
+
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_JOB")}
+        return allocation_inventory(environ={**environ, "SLURM_JOB_ID": record.slurm_job})
     return load_inventory(None if record.inventory.startswith("<") else record.inventory)
 
 
 def _runner(record: JobRecord, inventory: Inventory) -> SSHRunner:
-    if record.runner != "ssh":
+    if record.runner not in ("ssh", "slurm"):
         raise UsageError(f"job {record.id} was started by the {record.runner!r} runner, which this ascendctl does not have")
+    if record.runner == "slurm":
+        from .slurm_runner import SlurmRunner
+
+        return SlurmRunner(NodeGroup(inventory))
     return SSHRunner(NodeGroup(inventory))
 
 
@@ -278,6 +366,10 @@ def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inv
         record = _with_states(record, {r.node: r.value for r in runner.states(record, names) if r.value is not None})
     finally:
         runner.close()
+    if record.slurm_submitted and record.slurm_job:
+        from ..slurm import run_tool
+
+        run_tool(["scancel", record.slurm_job])  # the batch job ascendctl submitted ends with its launch
     status = record.status if record.status != "running" else "stopped"
     record = replace(record, status=status, ended=record.ended or time.time())
     save_job(record)

@@ -146,6 +146,9 @@ class JobRecord:
     schema: int = JOB_SCHEMA
 
     runner: str = "ssh"  # the Runner that started it (jobs/runner.py)
+    slurm_job: str | None = None  # slurm runner: the allocation (or submitted job) it ran in
+    slurm_step: str | None = None  # slurm runner: JOB.STEP of the launch step
+    slurm_submitted: bool = False  # the Slurm job was submitted by `launch --backend slurm`: stop cancels all of it
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

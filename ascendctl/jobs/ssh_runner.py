@@ -41,18 +41,28 @@ def marker(job_id: str, node: str) -> str:
     return f"{JOB_MARKER}={job_id}/{node}"
 
 
-def start_payload(node: NodePlan) -> bytes:
-    """The tar a node's start command unpacks into its job directory: env file, command line, wrapper, stamper."""
+def start_payload(*nodes: NodePlan, per_node_dirs: bool = False) -> bytes:
+    """The tar a node's start command unpacks into its job directory: env file, command line, wrapper, stamper.
+
+    `per_node_dirs`: one directory per node named after it (one stream for every node of a Slurm step;
+    each task extracts only its own node's directory).
+    """
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, text, mode in ((".job.env", node.environment.exports(), 0o600), (".job.cmd", node.command + "\n", 0o600),
-                                 ("job_wrapper.sh", script("job_wrapper.sh"), 0o700),
-                                 ("stamp_lines.sh", script("stamp_lines.sh"), 0o700)):
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-            tar.addfile(info, io.BytesIO(data))
+        for node in nodes:
+            _add_node(tar, node, f"{node.name}/" if per_node_dirs else "")
     return buffer.getvalue()
+
+
+def _add_node(tar: tarfile.TarFile, node: NodePlan, prefix: str) -> None:
+    for name, text, mode in ((".job.env", node.environment.exports(), 0o600), (".job.cmd", node.command + "\n", 0o600),
+                             (".job.rank", f"{node.rank}\n", 0o600),
+                             ("job_wrapper.sh", script("job_wrapper.sh"), 0o700),
+                             ("stamp_lines.sh", script("stamp_lines.sh"), 0o700)):
+        data = text.encode()
+        info = tarfile.TarInfo(prefix + name)
+        info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+        tar.addfile(info, io.BytesIO(data))
 
 
 def start_command(job_id: str, node: NodePlan) -> str:

@@ -58,6 +58,11 @@ def show_inventory(inventory: Inventory, *, as_json: bool, argv: list[str]) -> N
             text = shown[id(value)] = _show(value)
         return text
 
+    for key in ("name", "host"):  # where the node list itself came from (a Slurm allocation says)
+        by_source = group_by(inventory.nodes, key=lambda n: n.sources.get(key), name=lambda n: n.name)
+        for source, names in by_source:
+            if source is not None:
+                table.add_row(key, "(per node)", escape(source), escape(fold(names)))
     for key in NODE_SETTINGS:
         grouped = group_by(inventory.nodes, key=lambda n: (show_once(getattr(n, key)), n.sources.get(key, "default")), name=lambda n: n.name)
         for (value, source), names in grouped:
@@ -80,6 +85,7 @@ def inventory_to_dict(inventory: Inventory) -> dict[str, Any]:
                 "name": node.name,
                 "host": node.host,
                 "index": node.index,
+                "sources": {key: node.sources[key] for key in ("name", "host") if key in node.sources},
                 "settings": {key: {"value": _jsonable(getattr(node, key)), "source": node.sources.get(key, "default")} for key in NODE_SETTINGS},
             }
             for node in inventory.nodes

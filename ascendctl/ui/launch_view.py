@@ -51,6 +51,16 @@ def emit_logs(lines: list[tuple[str, str]], code: ExitCode, argv: list[str]) -> 
     emit_json(argv, code, {"lines": [{"node": node, "line": line} for node, line in lines]})
 
 
+def show_batch_script(script: str) -> None:
+    """The batch script `launch --backend slurm` would submit, byte for byte."""
+    write_out(script)
+
+
+def output_line(line: str) -> None:
+    """One line of a submitted job's output, as the launch inside the allocation printed it."""
+    write_out(line + "\n")
+
+
 def line_sink(names: list[str], *, to_stderr: bool = False) -> Callable[[str, str], None]:
     """A thread-safe printer of `[node] line`; coloured per node only on a terminal (stderr when stdout is for JSON)."""
     lock = threading.Lock()

@@ -1,0 +1,118 @@
+"""Submit mode: outside an allocation, `launch --backend slurm` renders a batch script and submits it with sbatch.
+
+The batch script (templates/sbatch.tmpl, shown by --dry-run) runs the same `ascendctl launch` inside the
+allocation, where the nodes come from the allocation and the job is one srun step (slurm_runner.py). The job
+id is chosen here and passed in, so this side follows the batch output file and the job's record (same
+state directory); --env values go into sbatch's environment (exported to the job), never into the script or argv.
+Job state while waiting: `squeue --json`, then `scontrol show job`. Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..environment import parse_env_assignments
+from ..errors import AscendctlError
+from ..render import load_template, render_template
+from ..slurm import clean_environ, job_state, tool
+from .plan import LaunchOptions
+from .record import JobError, load_job, state_dir
+from .runner import NoticeSink
+
+SUBMITTED_ENV = "ASCENDCTL_SLURM_SUBMITTED"
+ENDED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
+                "PREEMPTED", "GONE")
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitOptions:
+    """What sbatch is asked for (flags, else the inventory's `slurm:` section)."""
+
+    nodes: int
+    partition: str | None = None
+    time: str | None = None
+    account: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """A rendered batch script and the environment its --env values travel in."""
+
+    job_id: str
+    script: str
+    environment: Mapping[str, str]
+
+
+def inner_launch_args(options: LaunchOptions, job_id: str, *, preflight: bool) -> list[str]:
+    """`ascendctl launch` arguments for inside the allocation (env names only: values come from the environment)."""
+    args = ["--launcher", options.launcher, "--job-id", job_id, "--cluster-timeout", str(options.cluster_timeout),
+            "--grace", f"{options.grace:g}"]
+    for flag, value in (("--nproc-per-node", options.nproc_per_node), ("--master-addr", options.master_addr),
+                        ("--master-port", options.master_port), ("--log-dir", options.log_dir), ("--rank-table", options.rank_table)):
+        if value is not None:
+            args += [flag, str(value)]
+    for name, _value in parse_env_assignments(options.env):
+        args += ["--env", name]
+    if options.rdzv:
+        args.append("--rdzv")
+    if not preflight:
+        args.append("--no-preflight")
+    return args + ["--", *options.script]
+
+
+def render_submission(options: LaunchOptions, submit: SubmitOptions, *, job_id: str, preflight: bool = True,
+                      templates: str | None = None) -> Submission:
+    """The batch script for this launch (pure: --dry-run prints it)."""
+    extra = [f"#SBATCH --{key}={value}" for key, value in (("partition", submit.partition), ("time", submit.time),
+                                                          ("account", submit.account)) if value]
+    values = {
+        "job_name": f"ascendctl-{job_id}", "nodes": submit.nodes, "output": f"{state_dir()}/slurm/{job_id}.out",
+        "sbatch_options": "\n".join(extra), "ascendctl": shlex.join([sys.executable, "-m", "ascendctl"]),
+        "launch_args": shlex.join(inner_launch_args(options, job_id, preflight=preflight)),
+    }
+    script = render_template(load_template("sbatch.tmpl", templates), values)
+    return Submission(job_id, script, dict(parse_env_assignments(options.env)))
+
+
+def submit(submission: Submission) -> str:
+    """sbatch the script (on stdin); the Slurm job id."""
+    (state_dir() / "slurm").mkdir(parents=True, exist_ok=True)
+    env = {**clean_environ(), **submission.environment, SUBMITTED_ENV: "1"}
+    env.pop("SLURM_JOB_ID", None)
+    env.pop("SLURM_JOBID", None)
+    proc = subprocess.run([tool("sbatch"), "--parsable", "--export=ALL"], input=submission.script.encode(), env=env,
+                          capture_output=True, timeout=60)
+    if proc.returncode != 0:
+        raise AscendctlError(f"slurm: sbatch failed: {proc.stderr.decode(errors='replace').strip()}")
+    return proc.stdout.decode().strip().split(";")[0]
+
+
+def wait_for_record(job_id: str, slurm_job: str, *, notice: NoticeSink, poll: float = 0.5) -> None:
+    """Until the job inside the allocation has written its record; an error if the Slurm job ended first."""
+    last = None
+    while True:
+        try:
+            load_job(job_id)
+            return
+        except JobError:
+            pass
+        state = job_state(slurm_job)
+        if state["state"] != last:
+            notice(f"slurm job {slurm_job}: {state['state'].lower()}")
+            last = state["state"]
+        if state["state"] in ENDED_STATES:
+            try:
+                load_job(job_id)
+                return
+            except JobError:
+                out = state_dir() / "slurm" / f"{job_id}.out"
+                tail = out.read_text(errors="replace")[-1500:] if out.exists() else ""
+                raise AscendctlError(f"slurm job {slurm_job} ended ({state['state']}) before the launch started"
+                                     + (f":\n{tail}" if tail else ""), hint=f"see {out}") from None
+        time.sleep(poll)
+

@@ -1,0 +1,214 @@
+"""ascendctl inside (and submitting) real Slurm allocations on real test hosts: slurmctld, slurmd per host, munge.
+
+The cluster (3 hosts, Slurm on top of them) is built once for the module; every test holds its own
+allocation (`sbatch --wrap 'sleep'`, as `salloc` would give) and runs ascendctl with that allocation's
+variables, exactly what a command in `salloc -N3 ascendctl ...` sees. No inventory is given anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.harness import Cluster, HostSpec, build_cluster
+from tests.cluster.slurm_harness import SlurmCluster, leftover_job_processes, start_slurm
+
+JOBS = Path(__file__).resolve().parent.parent / "jobs"
+ASCENDCTL = [sys.executable, "-m", "ascendctl"]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    # the venv's python may live under /root: keep this machine's home on the hosts
+    cluster: Cluster = build_cluster([HostSpec(f"h{i:02d}", private_home=False) for i in (1, 2, 3)],
+                                     workdir=tmp_path_factory.mktemp("slurm-cluster"), wait_chrony=False)
+    try:
+        running = start_slurm(cluster)
+        try:
+            yield running
+        finally:
+            running.stop()
+    finally:
+        cluster.teardown()
+
+
+@pytest.fixture
+def allocation(slurm: SlurmCluster) -> Iterator[str]:
+    """A 3-node allocation for the test, cancelled afterwards (and every node resumed)."""
+    job = slurm.hold(3)
+    try:
+        yield job
+    finally:
+        slurm.cancel(job)
+        for h in slurm.hosts:
+            slurm.run(["scontrol", "update", f"nodename={h.name}", "state=resume"], check=False)
+
+
+def ascendctl(slurm: SlurmCluster, job: str | None, *args: str, timeout: float = 120,
+              extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = slurm.allocation_env(job) if job else slurm.env()
+    env.update(extra_env or {})
+    env.pop("ASCENDCTL_INVENTORY", None)
+    return subprocess.run([*ASCENDCTL, *args], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=slurm.workdir)
+
+
+def test_inventory_comes_from_the_allocation(slurm: SlurmCluster, allocation: str) -> None:
+    proc = ascendctl(slurm, allocation, "inventory", "show", "--json", extra_env={"SLURM_NTASKS_PER_NODE": "2"})
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["source"] == f"<Slurm job {allocation}>"
+    nodes = data["nodes"]
+    assert [n["name"] for n in nodes] == ["h01", "h02", "h03"]
+    assert [n["host"] for n in nodes] == [h.ip for h in slurm.hosts]
+    assert nodes[0]["sources"]["host"] == "scontrol show node (NodeAddr)"
+    assert "scontrol show hostnames" in nodes[0]["sources"]["name"]
+    assert nodes[0]["settings"]["slots"] == {"value": 2, "source": "Slurm allocation (SLURM_NTASKS_PER_NODE=2)"}
+    assert nodes[0]["settings"]["transport"]["value"] == "slurm"
+    text = ascendctl(slurm, allocation, "inventory", "show")
+    assert text.returncode == 0 and "scontrol show node (NodeAddr)" in text.stdout
+
+
+def test_exec_is_one_srun_step_split_per_node(slurm: SlurmCluster, allocation: str) -> None:
+    proc = ascendctl(slurm, allocation, "exec", "--json", "--", 'echo "$(hostname) $SLURM_STEP_ID"; echo to-err >&2; '
+                     '[ "$(hostname)" != h02 ] || exit 7')
+    assert proc.returncode == 3, proc.stderr
+    nodes = {n["name"]: n for n in json.loads(proc.stdout)["nodes"]}
+    assert set(nodes) == {"h01", "h02", "h03"}
+    step_ids = {n["stdout"].split()[1] for n in nodes.values()}
+    assert step_ids == {"0"}, nodes  # one step for the whole fan-out: the allocation's first, on every node
+    for name, node in nodes.items():
+        assert node["stdout"].split()[0] == name
+        assert node["stderr"] == "to-err\n"
+    assert nodes["h02"]["status"] == "failed" and nodes["h02"]["exit_code"] == 7
+    assert nodes["h01"]["status"] == "ok" and nodes["h01"]["exit_code"] == 0
+
+
+def test_a_drained_node_is_unreachable_with_slurms_reason(slurm: SlurmCluster, allocation: str) -> None:
+    slurm.run(["scontrol", "update", "nodename=h03", "state=drain", "reason=fan failure in tray 2"])
+    proc = ascendctl(slurm, allocation, "exec", "--json", "--", "hostname")
+    assert proc.returncode == 4, proc.stderr
+    nodes = {n["name"]: n for n in json.loads(proc.stdout)["nodes"]}
+    assert nodes["h03"]["status"] == "unreachable"
+    assert "drained" in nodes["h03"]["error"] and "fan failure in tray 2" in nodes["h03"]["error"]
+    assert nodes["h01"]["stdout"] == "h01\n" and nodes["h02"]["stdout"] == "h02\n"
+
+
+def test_render_hostfile_reads_the_allocation(slurm: SlurmCluster, allocation: str) -> None:
+    proc = ascendctl(slurm, allocation, "render", "hostfile", extra_env={"SLURM_NTASKS_PER_NODE": "4"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "".join(f"{h.ip} slots=4\n" for h in slurm.hosts)
+
+
+def test_preflight_runs_as_srun_steps(slurm: SlurmCluster, allocation: str) -> None:
+    proc = ascendctl(slurm, allocation, "preflight", "--json", "--only", "ssh,mtu,clock_skew,path_mtu,master_port")
+    doc = json.loads(proc.stdout)
+    checks = {n["name"]: {c["id"]: c["status"] for c in n["checks"]} for n in doc["nodes"]}
+    cluster = {c["id"]: c["status"] for c in doc["cluster"]}
+    assert proc.returncode == 0, (checks, doc["cluster"], proc.stderr)
+    assert set(checks) == {"h01", "h02", "h03"}
+    assert cluster == {"clock_skew": "pass", "path_mtu": "pass", "master_port": "pass"}
+
+
+def test_preflight_names_a_drained_node(slurm: SlurmCluster, allocation: str) -> None:
+    slurm.run(["scontrol", "update", "nodename=h02", "state=drain", "reason=ECC errors"])
+    proc = ascendctl(slurm, allocation, "preflight", "--json", "--only", "ssh,mtu")
+    assert proc.returncode == 4, proc.stderr
+    doc = json.loads(proc.stdout)
+    h02 = next(n for n in doc["nodes"] if n["name"] == "h02")
+    assert h02["reachable"] is False and "ECC errors" in json.dumps(h02)
+
+
+def job_python() -> str:
+    """The python of the environment torch is installed in (torchrun is next to it), also when this venv borrows torch."""
+    import torch
+
+    return str(Path(torch.__file__).resolve().parents[4] / "bin" / "python")
+
+
+def launch(slurm: SlurmCluster, job: str, tmp_path: Path, *extra: str, env: dict[str, str] | None = None,
+           timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    job_env = [f"--env={k}={v}" for k, v in {**(env or {}), "PYTHONUNBUFFERED": "1", "JOB_TIMEOUT": "60"}.items()]
+    return ascendctl(slurm, job, "launch", "--launcher", "torchrun", "--log-dir", str(tmp_path / "logs"), "--grace", "3",
+                     *job_env, *extra, "--", str(JOBS / "allreduce_torch.py"), timeout=timeout,
+                     extra_env={"SLURM_NTASKS_PER_NODE": "2", "ASCENDCTL_PYTHON": job_python(),
+                                "XDG_STATE_HOME": str(tmp_path / "state")})
+
+
+def job_record(tmp_path: Path) -> dict[str, Any]:
+    jobs = sorted((tmp_path / "state" / "ascendctl" / "jobs").glob("*.json"))
+    return json.loads(jobs[-1].read_text())
+
+
+def test_torchrun_job_inside_the_allocation(slurm: SlurmCluster, allocation: str, tmp_path: Path) -> None:
+    proc = launch(slurm, allocation, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for rank in range(6):
+        assert f"rank {rank}: allreduce sum 15 expected 15" in proc.stdout, proc.stdout[-3000:]
+    job = job_record(tmp_path)
+    assert job["runner"] == "slurm" and job["slurm_job"] == allocation
+    assert job["slurm_step"] and job["slurm_step"].startswith(f"{allocation}.")
+    assert job["status"] == "succeeded" and [n["exit_code"] for n in job["nodes"]] == [0, 0, 0]
+    assert [n["name"] for n in job["nodes"]] == ["h01", "h02", "h03"]
+    # the head node's address from the allocation, the port from the Slurm job id
+    assert job["master_addr"] == slurm.hosts[0].ip
+    assert job["master_port"] == 29500 + int(allocation) % 1000
+    assert leftover_job_processes(job["id"]) == []
+
+
+def test_a_failing_rank_is_named_with_its_node_and_exit_code(slurm: SlurmCluster, allocation: str, tmp_path: Path) -> None:
+    proc = launch(slurm, allocation, tmp_path, "--no-preflight", env={"JOB_FAIL_RANK": "3", "JOB_SLEEP": "2"})
+    assert proc.returncode == 5, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "h02 (rank 3): failed first: EXCEPTION: " in proc.stderr, proc.stderr
+    job = job_record(tmp_path)
+    assert job["status"] == "failed" and job["first_failure"]["node"] == "h02" and job["first_failure"]["rank"] == 3
+    assert job["nodes"][1]["exit_code"] == 1
+    assert leftover_job_processes(job["id"]) == []
+
+
+def test_stop_cancels_the_step_and_leaves_nothing(slurm: SlurmCluster, allocation: str, tmp_path: Path) -> None:
+    proc = launch(slurm, allocation, tmp_path, "--detach", "--no-preflight", env={"JOB_SLEEP": "600"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    job = job_record(tmp_path)
+    step = job["slurm_step"]
+    assert step in slurm.run(["squeue", "--steps", "--noheader", "--format=%i", "--jobs", allocation]).stdout
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(leftover_job_processes(job["id"])) < 3 * 3:
+        time.sleep(0.5)  # wrapper, torchrun and 2 workers per node: the job is up
+    state_env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    status = ascendctl(slurm, None, "status", job["id"], extra_env=state_env)  # from outside the allocation
+    assert status.returncode == 0 and "running" in status.stdout, status.stdout + status.stderr
+    stopped = ascendctl(slurm, None, "stop", job["id"], "--grace", "3", extra_env=state_env)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert leftover_job_processes(job["id"]) == []
+    assert step not in slurm.run(["squeue", "--steps", "--noheader", "--format=%i", "--jobs", allocation]).stdout
+    assert job_record(tmp_path)["status"] == "stopped"
+
+
+def test_submit_mode_end_to_end(slurm: SlurmCluster, tmp_path: Path) -> None:
+    args = ["launch", "--backend", "slurm", "--nodes", "2", "--partition", "debug", "--time", "10", "--launcher", "torchrun",
+            "--nproc-per-node", "2",
+            "--log-dir", str(tmp_path / "logs"), "--grace", "3", "--env", "JOB_TIMEOUT=60", "--env", "PYTHONUNBUFFERED=1",
+            "--", str(JOBS / "allreduce_torch.py")]
+    state = {"XDG_STATE_HOME": str(tmp_path / "state"), "ASCENDCTL_PYTHON": job_python()}
+    dry = ascendctl(slurm, None, *args[:1], "--dry-run", *args[1:], extra_env=state)
+    assert dry.returncode == 0, dry.stderr
+    assert "#SBATCH --nodes=2\n" in dry.stdout and "#SBATCH --partition=debug\n" in dry.stdout
+    assert "#SBATCH --time=10\n" in dry.stdout and "--env JOB_TIMEOUT " in dry.stdout and "=60" not in dry.stdout
+    proc = ascendctl(slurm, None, *args, extra_env=state, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for rank in range(4):  # 2 nodes x 2 slots
+        assert f"rank {rank}: allreduce sum 6 expected 6" in proc.stdout, proc.stdout[-3000:]
+    job = job_record(tmp_path)
+    assert job["status"] == "succeeded" and job["slurm_submitted"] is True and job["runner"] == "slurm"
+    assert job["slurm_job"] and f"Slurm job {job['slurm_job']}" in proc.stderr
+    slurm.jobs.append(job["slurm_job"])
+    assert len(job["nodes"]) == 2 and leftover_job_processes(job["id"]) == []
