@@ -12,7 +12,10 @@ port and IP forwarding is not touched):
   clusters, created on first use, deleted when the last cluster is torn down);
 * cluster ``k`` (1..254) host ``i`` (1..240) is 10.213.k.(10+i)/16;
 * 10.213.k.254 is never assigned: it is the unreachable NTP server of
-  ``chrony="unsynced"`` hosts.
+  ``chrony="unsynced"`` hosts;
+* extra addresses (``HostSpec.extra_addresses``: many SSH endpoints on few hosts) come from
+  cluster k's block 10.216.0.0/13 + k*2048 (/21), as /32s on eth0, routed in the root
+  namespace via the host's own address (one ARP entry per host, not per address).
 
 Every namespace / interface name starts with ``asct`` so that
 :func:`cleanup_leftovers` can find and remove leftovers by name.
@@ -80,6 +83,11 @@ HOST_OFFSET = 10            # host i of cluster k -> 10.213.k.(HOST_OFFSET + i)
 MAX_HOSTS = 240             # -> last host is .250
 MAX_CLUSTER_INDEX = 254
 DEAD_SERVER_OCTET = 254     # 10.213.k.254: never assigned to any host
+# Extra SSH endpoints (HostSpec.extra_addresses): cluster k owns EXTRA_NETWORK's k-th /21. Hosts hold them as /32s on
+# eth0; the root namespace routes them via the host's 10.213 address, so 1,000 endpoints cost 20 ARP entries, not
+# 1,000 (the default neighbour table holds 1,024 for the whole machine).
+EXTRA_NETWORK = ipaddress.IPv4Network("10.216.0.0/13")
+EXTRA_BLOCK = 2048
 TOOLS_DIR = "/usr/local/sbin"   # per-host bin dir is bind-mounted over this
 CHRONY_RUN_DIR = "/run/chrony"
 SSHD_PRIVSEP_DIR = "/run/sshd"
@@ -133,6 +141,8 @@ class HostSpec:
     # Debian's stock dot.bashrc/dot.profile, so the test machine's ~/.bashrc (pyenv init, ...)
     # does not run in every SSH session. files= targets under /root are written into it.
     private_home: bool = True
+    # more IPv4 addresses on eth0 (sshd listens on all of them): many SSH endpoints from few namespaces
+    extra_addresses: int = 0
 
 
 @dataclass
@@ -149,6 +159,7 @@ class Host:
     cluster_ip: str | None = None  # eth1's address (HostSpec.cluster_nic with cluster_nic_ip)
     index: int = 0                 # 1-based position in the cluster
     port: int = 22
+    extra_ips: list[str] = field(default_factory=list)  # HostSpec.extra_addresses, on eth0 as /32
     _holder: subprocess.Popen[Any] | None = field(default=None, repr=False, compare=False)
     _sshd: subprocess.Popen[Any] | None = field(default=None, repr=False, compare=False)
     _chronyd: subprocess.Popen[Any] | None = field(default=None, repr=False, compare=False)
@@ -202,11 +213,17 @@ class Host:
     def holder_log(self) -> Path:
         return self.workdir / "holder.log"
 
-    def host_key_line(self) -> str:
-        """``<ip> ssh-ed25519 AAAA...`` (``[ip]:port`` when port != 22)."""
+    def host_key_line(self, ip: str | None = None) -> str:
+        """``<ip> ssh-ed25519 AAAA...`` (``[ip]:port`` when port != 22); `ip`: one of the extra addresses."""
         typ, b64 = self.host_key_pub.read_text().split()[:2]
-        addr = self.ip if self.port == 22 else f"[{self.ip}]:{self.port}"
+        ip = ip or self.ip
+        addr = ip if self.port == 22 else f"[{ip}]:{self.port}"
         return f"{addr} {typ} {b64}"
+
+    @property
+    def addresses(self) -> list[str]:
+        """Every address sshd answers on: the host's own, then the extra ones."""
+        return [self.ip, *self.extra_ips]
 
 
 # --------------------------------------------------------------------------
@@ -528,6 +545,8 @@ def _normalize_specs(specs: Sequence[HostSpec | str] | int) -> list[HostSpec]:
         raise ValueError("need at least one host")
     if len(out) > MAX_HOSTS:
         raise ValueError(f"at most {MAX_HOSTS} hosts per cluster")
+    if sum(s.extra_addresses for s in out) > len(_extra_pool(1)):
+        raise ValueError(f"at most {len(_extra_pool(1))} extra addresses per cluster")
     seen = set()
     for s in out:
         if not isinstance(s, HostSpec):
@@ -562,6 +581,17 @@ def _normalize_specs(specs: Sequence[HostSpec | str] | int) -> list[HostSpec]:
     return out
 
 
+def _extra_block(k: int) -> ipaddress.IPv4Network:
+    """Cluster k's block of extra addresses (a /21 of EXTRA_NETWORK)."""
+    base = int(EXTRA_NETWORK.network_address) + k * EXTRA_BLOCK
+    return ipaddress.IPv4Network((base, 32 - (EXTRA_BLOCK - 1).bit_length()))
+
+
+def _extra_pool(k: int) -> list[str]:
+    """The block's usable addresses (no .0 or .255: some tools read those as network/broadcast)."""
+    return [str(a) for a in _extra_block(k) if int(a) % 256 not in (0, 255)]
+
+
 def _index_names(k: int) -> tuple[list[str], list[str]]:
     ns = [n for n in _existing_netns() if n.startswith(f"{PREFIX}-c{k}-") and NETNS_RE.match(n)]
     links = [n for n in _existing_links() if re.match(rf"^{PREFIX}{k}[vw]\d+$", n)]
@@ -578,7 +608,8 @@ def _cleanup_index(k: int) -> list[str]:
         errors.append(str(e))
     batch = [f"link del {n}" for n in links] + [f"netns del {n}" for n in ns]
     if os.path.exists(f"/sys/class/net/{BRIDGE}"):
-        batch += [f"route flush root 10.213.{k}.0/24 dev {BRIDGE}", f"neigh flush to 10.213.{k}.0/24 dev {BRIDGE}"]
+        batch += [f"route flush root 10.213.{k}.0/24 dev {BRIDGE}", f"neigh flush to 10.213.{k}.0/24 dev {BRIDGE}",
+                  f"route flush root {_extra_block(k)} dev {BRIDGE}"]
     _ip_batch(batch, force=True)
     ns, links = _index_names(k)
     if ns or links:
@@ -846,8 +877,18 @@ class Cluster:
         h.chronyd_pid = p.pid
 
     # -- inventory -----------------------------------------------------------
+    def endpoints(self, hosts: Sequence[Host] | None = None) -> list[tuple[str, str]]:
+        """(node name, address) of every SSH endpoint: the hosts themselves (`h01`, `h02`, ...), then their extra
+        addresses round-robin (`h01-001`, `h02-001`, ..., `h01-002`, ...), so neighbours in the list are on different
+        sshds, as neighbouring nodes of a real cluster are."""
+        hosts = self.hosts if hosts is None else hosts
+        rounds = max((len(h.addresses) for h in hosts), default=0)
+        return [(h.name if j == 0 else f"{h.name}-{j:03d}", h.addresses[j]) for j in range(rounds) for h in hosts
+                if j < len(h.addresses)]
+
     def write_inventory(self, path: Path, *, hosts: list[str] | None = None, defaults: dict[str, Any] | None = None,
-                        nodes_extra: dict[str, dict[str, Any]] | None = None) -> Path:
+                        nodes_extra: dict[str, dict[str, Any]] | None = None, every_address: bool = False) -> Path:
+        """An inventory of the hosts (or `hosts`); `every_address`: one node per SSH endpoint (see `endpoints`)."""
         import yaml
 
         def plain(v: Any) -> Any:
@@ -886,6 +927,8 @@ class Cluster:
             node: dict[str, Any] = {"host": h.ip, "name": h.name}
             node.update(plain(extra.get(h.name, {})))
             nodes.append(node)
+        if every_address:
+            nodes += [{"host": ip, "name": name} for name, ip in self.endpoints(selected)[len(selected):]]
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump({"defaults": d, "nodes": nodes}, sort_keys=False, default_flow_style=False))
@@ -929,6 +972,8 @@ class Cluster:
         if os.path.exists(f"/sys/class/net/{BRIDGE}"):
             batch += [f"route del {h.ip}/32 dev {BRIDGE}" for h in self.hosts if _path_mtu(h.spec) < BRIDGE_MTU]
             batch.append(f"neigh flush to 10.213.{self.index}.0/24 dev {BRIDGE}")
+            if any(h.extra_ips for h in self.hosts):
+                batch.append(f"route flush root {_extra_block(self.index)} dev {BRIDGE}")
         res = _ip_batch(batch, force=True)
         left_links = [h.veth for h in self.hosts if h.veth in set(_existing_links())]
         left_ns = [h.ns for h in self.hosts if h.ns in set(_existing_netns())]
@@ -1106,7 +1151,8 @@ def _sshd_config_text(c: Cluster, h: Host, faketime_lib: str | None) -> str:
             head.append(line)
     setenv = [_setenv_value(k, v) for k, v in env.items()] + [_setenv_value(*s.split("=", 1)) for s in extra_setenv]
     lines = ["# generated by tests/cluster/harness.py", *head,
-             f"ListenAddress {h.ip}",
+             # sshd takes at most 16 ListenAddress sockets: a host with extra addresses listens on all of them
+             f"ListenAddress {'0.0.0.0' if h.extra_ips else h.ip}",
              f"Port {h.port}",
              f"HostKey {h.host_key}",
              f"PidFile {h.workdir / 'sshd.pid'}",
@@ -1124,6 +1170,18 @@ def _sshd_config_text(c: Cluster, h: Host, faketime_lib: str | None) -> str:
         lines.append("SetEnv " + " ".join(setenv))
     lines += tail
     return "\n".join(lines) + "\n"
+
+
+def _covering(ips: Sequence[str]) -> list[ipaddress.IPv4Network]:
+    """The fewest networks that cover exactly `ips` (ascending, gaps allowed)."""
+    nets: list[ipaddress.IPv4Network] = []
+    ints = sorted(int(ipaddress.IPv4Address(ip)) for ip in ips)
+    start = 0
+    for i in range(1, len(ints) + 1):
+        if i == len(ints) or ints[i] != ints[i - 1] + 1:
+            nets += ipaddress.summarize_address_range(ipaddress.IPv4Address(ints[start]), ipaddress.IPv4Address(ints[i - 1]))
+            start = i
+    return nets
 
 
 def _chrony_conf_text(c: Cluster, h: Host, server: Host | None) -> str:
@@ -1149,6 +1207,7 @@ def _holder_script(h: Host, mounts: list[tuple[str, str]]) -> str:
         "link set lo up",
         "link set eth0 addrgenmode none",
         f"addr add {h.ip}/{NETWORK.prefixlen} dev eth0",
+        *(f"addr add {ip}/32 dev eth0" for ip in h.extra_ips),
         "link set eth0 up",
     ] + ([
         "link set eth1 addrgenmode none",
@@ -1220,6 +1279,9 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
                             cluster_ip=f"10.214.{k}.{HOST_OFFSET + i}" if s.cluster_nic and s.cluster_nic_ip else None))
     hosts = c.hosts
     server = c.server
+    pool = iter(_extra_pool(k))
+    for h in hosts:
+        h.extra_ips = [next(pool) for _ in range(h.spec.extra_addresses)]
 
     # ---- keys (in parallel, while the network is being set up)
     keygens = [_keygen(c.client_key, f"asct cluster {k} client"),
@@ -1299,12 +1361,14 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
                 # the test process plays the management node: its path to the host has the
                 # host's path MTU (TCP MSS follows), so SSH works; host<->host stays a black hole
                 batch.append(f"route replace {h.ip}/32 dev {BRIDGE} src {BRIDGE_IP} mtu {_path_mtu(h.spec)}")
+        for h in hosts:  # after the veths: a gateway must be on a link that is up
+            batch += [f"route replace {net} via {h.ip} dev {BRIDGE} src {BRIDGE_IP}" for net in _covering(h.extra_ips)]
         _ip_batch(batch)
         for h in hosts:
             h._ns_fd = os.open(f"/run/netns/{h.ns}", os.O_RDONLY | os.O_CLOEXEC)
 
     # ---- safety: every address we will talk to must route via the bridge
-    addrs = [h.ip for h in hosts] + [c.dead_ip]
+    addrs = [h.ip for h in hosts] + [c.dead_ip] + [ip for h in hosts for ip in h.extra_ips[:1] + h.extra_ips[-1:]]
     devs = _route_devs(addrs)
     bad = {a: d for a, d in devs.items() if d != BRIDGE}
     if bad:
@@ -1334,10 +1398,10 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
     kh, kh_all = [], []
     for h in hosts:
         h.authorized_keys.write_text(client_pub if h.spec.authorize_key else unrelated_pub)
-        line = h.host_key_line()
-        kh_all.append(line)
+        lines = [h.host_key_line(ip) for ip in h.addresses]
+        kh_all += lines
         if h.spec.known_host:
-            kh.append(line)
+            kh += lines
     c.known_hosts.write_text("".join(x + "\n" for x in kh))
     c.known_hosts_all.write_text("".join(x + "\n" for x in kh_all))
 
