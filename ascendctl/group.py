@@ -3,6 +3,8 @@
 Callers ask the group to run work on nodes; nobody passes a dict of open transports around. The
 phases of one command (preflight's probe, its cross-node round, launch's start and follow) reuse the
 same connection per node; a connection that broke is dropped and reopened once on the next use.
+What fits in the file descriptor limit (fds.py) bounds both the fan-out window and the connections kept: past
+it, the least recently used idle connection is closed and reopened when its node is needed again.
 Nodes of a Slurm allocation (`inventory.allocation`) have no connection of their own: each `run` is one srun
 step over every node (transport/slurm.py), with the same results, statuses and errors.
 Must not import typer or rich.
@@ -10,11 +12,14 @@ Must not import typer or rich.
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 
 from .errors import TransportError
 from .fanout import fanout
+from .fds import connection_budget, nofile_limit
 from .inventory import Inventory, Node
 from .models import EventSink, NodeResults
 from .transport import Transport, TransportFactory
@@ -23,6 +28,7 @@ if TYPE_CHECKING:
     from .transport.slurm import SlurmSteps
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class NodeGroup:
@@ -36,7 +42,10 @@ class NodeGroup:
         self.factory = factory or TransportFactory(inventory)
         self._lock = threading.Lock()
         self._node_locks: dict[str, threading.Lock] = {}
-        self._open: dict[str, Transport] = {}
+        self._open: OrderedDict[str, Transport] = OrderedDict()  # least recently used first
+        self._busy: dict[str, int] = {}  # nodes whose connection a `call` is using now: never closed as idle
+        self.budget = connection_budget()  # connections that may be open at once (file descriptors)
+        self._said: set[str] = set()
         self._steps: SlurmSteps | None = None
         if inventory.allocation is not None:
             from .transport.slurm import SlurmSteps
@@ -54,37 +63,87 @@ class NodeGroup:
         with self._lock:
             lock = self._node_locks.setdefault(node.name, threading.Lock())
         with lock:
-            existing = self._open.get(node.name)
-            if existing is not None:
-                return existing
+            with self._lock:
+                existing = self._open.get(node.name)
+                if existing is not None:
+                    self._open.move_to_end(node.name)
+                    return existing
             transport: Transport
             if self._steps is not None:
                 from .transport.slurm import SlurmNodeTransport
 
                 transport = SlurmNodeTransport(node, self._steps)
             else:
+                self._make_room()
                 transport = self.factory.open(node)
-            self._open[node.name] = transport
+            with self._lock:
+                self._open[node.name] = transport
             return transport
+
+    def _make_room(self) -> None:
+        """Close least recently used idle connections until one more fits in the budget."""
+        idle: list[Transport] = []
+        with self._lock:
+            excess = len(self._open) + 1 - self.budget
+            if excess <= 0:
+                return
+            for name in list(self._open):
+                if excess <= 0:
+                    break
+                if not self._busy.get(name):
+                    idle.append(self._open.pop(name))
+                    excess -= 1
+        if idle:
+            self._say_once("connections", "more nodes than connections that fit in the file descriptor limit (%d): at most %d "
+                     "are kept open, idle ones are closed and reopened when needed (raise `ulimit -n` to keep them all)",
+                     nofile_limit(), self.budget)
+        for transport in idle:
+            self.factory.release(transport)
 
     def is_open(self, node: Node) -> bool:
         return node.name in self._open
 
     def drop(self, node: Node) -> None:
         """Close a node's connection (it broke, or is no longer needed); the next use opens a new one."""
-        transport = self._open.pop(node.name, None)
+        with self._lock:
+            transport = self._open.pop(node.name, None)
         if transport is not None:
             self.factory.release(transport)
 
     def call(self, node: Node, work: Callable[[Node, Transport], T], *, retry: bool = True) -> T:
         """`work(node, transport)` on the node's connection; when that connection broke, reconnect once and retry."""
+        with self._lock:
+            self._busy[node.name] = self._busy.get(node.name, 0) + 1
         try:
-            return work(node, self.transport(node))
-        except TransportError:
-            if not retry or not self.is_open(node):
-                raise
-            self.drop(node)
-            return work(node, self.transport(node))
+            try:
+                return work(node, self.transport(node))
+            except TransportError:
+                if not retry or not self.is_open(node):
+                    raise
+                self.drop(node)
+                return work(node, self.transport(node))
+        finally:
+            with self._lock:
+                left = self._busy.pop(node.name) - 1
+                if left:
+                    self._busy[node.name] = left
+
+    def _say_once(self, key: str, message: str, *args: object) -> None:
+        with self._lock:
+            if key in self._said:
+                return
+            self._said.add(key)
+        log.warning(message, *args)
+
+    def window(self, targets: int) -> int:
+        """How many nodes are worked on at once: `fanout`, unless fewer connections fit in the fd limit (said once)."""
+        wanted = min(self.inventory.fanout, targets)
+        if wanted > self.budget:
+            self._say_once("window", "the file descriptor limit (%d) leaves room for %d connections: working on %d nodes at "
+                     "once instead of fanout %d (raise `ulimit -n`)", nofile_limit(), self.budget, self.budget,
+                     self.inventory.fanout)
+            return self.budget
+        return wanted
 
     def run(
         self,
@@ -106,7 +165,7 @@ class NodeGroup:
                 if not self.keep:
                     self.drop(node)
 
-        return fanout(targets, one, max_workers=self.inventory.fanout, on_event=on_event, on_interrupt=self.close)
+        return fanout(targets, one, max_workers=self.window(len(targets)), on_event=on_event, on_interrupt=self.close)
 
     def _run_as_step(self, work: Callable[[Node, Transport], T], targets: list[Node], on_event: EventSink | None) -> NodeResults[T]:
         """Every node's work at once (no bound: a round waits for all of them), its asks gathered into shared srun steps."""
@@ -131,7 +190,8 @@ class NodeGroup:
 
     def close(self) -> None:
         """Close every connection (also unblocks threads stuck in reads)."""
-        self._open.clear()
+        with self._lock:
+            self._open.clear()
         if self._steps is not None:
             self._steps.close()
         self.factory.close_all()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import _thread
+import subprocess
+import sys
 import threading
 import time
 
@@ -107,3 +109,27 @@ def test_ctrl_c_cancels_pending_closes_transports_and_names_incomplete_nodes() -
     assert time.monotonic() - started < 3.0
     assert info.value.incomplete == inv.names
     assert all(t.closed for t in factory.transports.values())
+
+
+def test_connections_kept_across_rounds_stay_within_the_fd_budget(monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    inv = inventory(12, fanout=8)
+    monkeypatch.setattr("ascendctl.group.connection_budget", lambda: 3)
+    factory = FakeFactory(inv, default=[("true", ok())], delays={name: 0.01 for name in inv.names})
+    with caplog.at_level("WARNING"), NodeGroup(inv, factory=factory) as group:
+        for _ in range(2):  # a second round (preflight's cross-node one) reopens what was closed as idle
+            results = group.run(lambda node, t: t.run("true"))
+            assert [r.node for r in results.succeeded] == inv.names
+    assert factory.max_active == 3
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("working on 3 nodes at once instead of fanout 8" in m for m in said) == 1
+    assert sum("at most 3 are kept open" in m for m in said) == 1
+
+
+def test_the_soft_fd_limit_is_raised_to_the_hard_limit() -> None:
+    code = "from ascendctl.fds import nofile_limit, connection_budget; print(nofile_limit(), connection_budget())"
+    proc = subprocess.run(["prlimit", "--nofile=256:4096", "--", sys.executable, "-c", code],
+                          capture_output=True, text=True, check=True)
+    limit, budget = map(int, proc.stdout.split())
+    assert limit == 4096
+    assert 1000 < budget < 4096 // 3
