@@ -46,6 +46,8 @@ class NodeGroup:
         self._busy: dict[str, int] = {}  # nodes whose connection a `call` is using now: never closed as idle
         self.budget = connection_budget()  # connections that may be open at once (file descriptors)
         self._said: set[str] = set()
+        self._opening = 0  # connections being opened now: counted against the budget before they exist
+        self._closing = 0  # and idle ones being closed, until they are gone
         self._steps: SlurmSteps | None = None
         if inventory.allocation is not None:
             from .transport.slurm import SlurmSteps
@@ -73,18 +75,25 @@ class NodeGroup:
                 from .transport.slurm import SlurmNodeTransport
 
                 transport = SlurmNodeTransport(node, self._steps)
-            else:
-                self._make_room()
+                with self._lock:
+                    self._open[node.name] = transport
+                return transport
+            self._make_room()
+            try:
                 transport = self.factory.open(node)
+            finally:
+                with self._lock:
+                    self._opening -= 1
             with self._lock:
                 self._open[node.name] = transport
             return transport
 
     def _make_room(self) -> None:
-        """Close least recently used idle connections until one more fits in the budget."""
+        """Reserve room for one more connection, closing least recently used idle ones to make it."""
         idle: list[Transport] = []
         with self._lock:
-            excess = len(self._open) + 1 - self.budget
+            excess = len(self._open) + self._opening + self._closing + 1 - self.budget
+            self._opening += 1
             if excess <= 0:
                 return
             for name in list(self._open):
@@ -93,12 +102,17 @@ class NodeGroup:
                 if not self._busy.get(name):
                     idle.append(self._open.pop(name))
                     excess -= 1
+            self._closing += len(idle)
         if idle:
             self._say_once("connections", "more nodes than connections that fit in the file descriptor limit (%d): at most %d "
                      "are kept open, idle ones are closed and reopened when needed (raise `ulimit -n` to keep them all)",
                      nofile_limit(), self.budget)
         for transport in idle:
-            self.factory.release(transport)
+            try:
+                self.factory.release(transport)
+            finally:
+                with self._lock:
+                    self._closing -= 1
 
     def is_open(self, node: Node) -> bool:
         return node.name in self._open

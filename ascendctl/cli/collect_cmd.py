@@ -54,7 +54,7 @@ def collect(
         output=output or Path(f"ascendctl-collect-{record.id if record else stamp}.tar.gz"), job=record,
         since=parse_since(since) if since else None, msprof_dir=msprof, max_node_size=parse_size(max_node_size),
         max_total_size=parse_size(max_total_size) if max_total_size else None, comm_limit=comm_limit)
-    with progress("collect") as sink:
+    with progress("collect", as_json=as_json) as sink:
         report = collect_bundle(inv, options, on_event=sink)
     collect_view.show_collect(report, as_json=as_json, argv=argv_now())
     raise typer.Exit(int(report.exit_code))

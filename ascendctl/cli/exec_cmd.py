@@ -33,7 +33,7 @@ def exec_command(
 
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout, accept_new_host_keys=accept_new_host_keys)
     inv = load_selected(inventory, nodes, exclude, flags)
-    with progress("exec") as sink:
+    with progress("exec", as_json=as_json) as sink:
         report = run_command(inv, " ".join(command), on_event=sink)
     exec_view.show_exec(report, as_json=as_json, argv=argv_now())
     raise typer.Exit(int(report.exit_code))

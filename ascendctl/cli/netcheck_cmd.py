@@ -45,7 +45,7 @@ def netcheck(
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
                      accept_new_host_keys=accept_new_host_keys)
     inv = load_inventory(inventory, flags=flags)
-    with progress("netcheck") as sink:
+    with progress("netcheck", as_json=as_json) as sink:
         report = run_netcheck(inv, NetcheckOptions(mode, nbytes, backend, threshold, timeout), on_event=sink)
     netcheck_view.show_netcheck(report, as_json=as_json, argv=argv_now())
     raise typer.Exit(int(report.exit_code))

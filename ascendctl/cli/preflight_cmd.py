@@ -42,7 +42,7 @@ def preflight(
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
                      accept_new_host_keys=accept_new_host_keys)
     inv = load_selected(inventory, nodes, exclude, flags)
-    with progress("preflight") as sink:
+    with progress("preflight", as_json=as_json) as sink:
         report = run_preflight(inv, checks, on_event=sink)
     if junit is not None:
         junit.write_text(junit_xml(report), encoding="utf-8")

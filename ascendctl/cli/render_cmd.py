@@ -102,7 +102,7 @@ def ranktable(
     selected = _device_ids(devices)
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout, accept_new_host_keys=accept_new_host_keys)
     inv = load_selected(inventory, nodes, exclude, flags)
-    with progress("ranktable") as sink:
+    with progress("ranktable", as_json=as_json) as sink:
         if check is not None:
             report = check_rank_table_file(inv, check, on_event=sink)
         else:

@@ -81,22 +81,71 @@ def write_out(text: str, *, to_stderr: bool = False) -> None:
         sys.stdout.flush()
 
 
+# Environment variables that mean "not a person at a terminal": progress stays off even if stderr is a tty.
+CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "JENKINS_URL", "BUILDKITE", "TF_BUILD")
+PROGRESS_DELAY = 0.5  # seconds before the line appears: a short fan-out never flickers one
+
+
+def progress_wanted(*, as_json: bool = False) -> bool:
+    """A progress line only for a person: stderr a terminal, no --json, not CI, not ASCENDCTL_NO_PROGRESS."""
+    if as_json or not err.is_terminal or os.environ.get("ASCENDCTL_NO_PROGRESS"):
+        return False
+    return not any(os.environ.get(name) for name in CI_VARIABLES)
+
+
 @contextmanager
-def progress(label: str) -> Iterator[EventSink | None]:
-    """A progress bar on stderr while nodes are worked on; nothing when stderr is not a terminal."""
-    if not err.is_terminal or os.environ.get("ASCENDCTL_NO_PROGRESS"):
+def progress(label: str, *, as_json: bool = False) -> Iterator[EventSink | None]:
+    """One transient line on stderr while nodes are worked on: done/total, failed so far, the slowest node still
+    running and for how long. Nothing in --json, CI or a pipe (see `progress_wanted`)."""
+    if not progress_wanted(as_json=as_json):
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    import threading
+    import time
 
-    bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True)
-    task: list[Any] = []
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    lock = threading.Lock()
+    running: dict[str, float] = {}  # node -> when it started; insertion order = start order, so the first is the slowest
+    failed = [0]
+
+    class Slowest(ProgressColumn):
+        max_refresh = 0.5
+
+        def render(self, task: Task) -> Text:
+            with lock:
+                first = next(iter(running.items()), None)
+                bad = failed[0]
+            parts = [Text(f"{bad} failed", style="red" if bad else "dim")]
+            if first is not None:
+                parts.append(Text(f"  slowest: {visible(first[0])} {time.monotonic() - first[1]:.0f}s", style="yellow"))
+            return Text.assemble(*parts)
+
+    bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), Slowest(), TimeElapsedColumn(), console=err,
+                   transient=True)
+    task = bar.add_task(label, total=None)
 
     def sink(event: NodeEvent) -> None:
-        if not task:
-            task.append(bar.add_task(label, total=event.total))
+        with lock:
+            if event.kind == "started":
+                running[event.node] = time.monotonic()
+            elif event.kind == "finished":
+                running.pop(event.node, None)
+                result = event.result
+                if result is not None and (result.error is not None or getattr(result.value, "ok", True) is False):
+                    failed[0] += 1
         if event.kind == "finished":
-            bar.advance(task[0])
+            bar.update(task, total=event.total, advance=1)
+        else:
+            bar.update(task, total=event.total)
 
-    with bar:
+    timer = threading.Timer(PROGRESS_DELAY, bar.start)
+    timer.daemon = True
+    timer.start()
+    try:
         yield sink
+    finally:
+        timer.cancel()
+        timer.join()
+        bar.stop()

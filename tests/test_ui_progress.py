@@ -1,0 +1,76 @@
+"""The progress line of long fan-outs: on a terminal it shows done/total, failures and the slowest node still
+running; in --json, CI and pipes there is none. The CLI runs in a subprocess whose stderr is a pseudo-terminal."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+FLAG = "release"
+
+
+def run_on_pty(tmp_path: Path, *args: str, env: dict[str, str]) -> str:
+    """Run `ascendctl exec` on three local nodes (the first to start waits for a flag file) with stderr on a pty; its stderr text.
+
+    The flag is created once the progress line names the slowest node, or once the stream has been quiet for
+    a while (then there is no line to wait for)."""
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text("defaults: {transport: local}\nnodes:\n  - {host: 'n[1-3]'}\n")
+    flag = tmp_path / FLAG
+    # every node runs here (LocalTransport): the first to start waits for the flag, the others end at once
+    script = tmp_path / "work.sh"
+    script.write_text(f"#!/bin/sh\nif mkdir {tmp_path}/first 2>/dev/null; then while [ ! -e {flag} ]; do sleep 0.05; done; fi\n")
+    script.chmod(0o755)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "ascendctl", "exec", "-i", str(inventory), "--fanout", "3", *args, "--",
+                             str(script)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower,
+                            env={**env, "COLUMNS": "120", "TERM": "xterm"})
+    os.close(follower)
+    seen = b""
+    quiet_rounds = 0
+    while True:
+        ready = select.select([leader], [], [], 1.0)[0]
+        if ready:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the pty closes with the process
+                break
+            if not chunk:
+                break
+            seen += chunk
+            quiet_rounds = 0
+        else:
+            quiet_rounds += 1
+        if b"slowest" in seen or quiet_rounds >= 3:
+            flag.touch()
+        if proc.poll() is not None and not ready:
+            break
+    os.close(leader)
+    assert proc.stdout is not None
+    proc.stdout.read()
+    proc.stdout.close()
+    assert proc.wait() == 0
+    return seen.decode(errors="replace")
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ASCENDCTL_NO_PROGRESS", "CI", "GITHUB_ACTIONS", "GITLAB_CI",
+                                                              "JENKINS_URL", "BUILDKITE", "TF_BUILD")}
+    return env
+
+
+def test_a_terminal_sees_done_total_failed_and_the_slowest_node_still_running(tmp_path: Path) -> None:
+    text = run_on_pty(tmp_path, env=clean_env())
+    assert "exec" in text and "2/3" in text and "0 failed" in text
+    assert "slowest: n" in text
+
+
+def test_json_and_ci_get_no_progress_line_even_on_a_terminal(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert "slowest" not in run_on_pty(tmp_path / "a", "--json", env=clean_env())
+    assert "slowest" not in run_on_pty(tmp_path / "b", env={**clean_env(), "CI": "true"})
