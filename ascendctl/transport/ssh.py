@@ -54,6 +54,10 @@ TRANSIENT_MARKERS = ("Error reading SSH protocol banner", "Connection reset by p
 # under PerSourcePenalties (9.8+). Dropped connections, like the silent drops above: retried.
 SSHD_REFUSALS = (b"Exceeded MaxStartups", b"Not allowed at this time")
 BANNER_PREVIEW = 256  # bytes of the server's first line looked at (without taking them) before paramiko reads it
+# Asked for first (OpenSSH servers offer them by default): AES-GCM authenticates while it decrypts, one pass per
+# packet, which costs this client a quarter less CPU per byte than paramiko's default aes128-ctr + hmac-sha2-256
+# (collect streams gigabytes). A server that disallows them gets the rest of paramiko's list.
+PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +185,12 @@ class SSHConnector:
         transport.banner_timeout = ep.connect_timeout
         transport.handshake_timeout = ep.connect_timeout
         transport.auth_timeout = ep.connect_timeout
+        options = transport.get_security_options()
+        offered = [c for c in PREFERRED_CIPHERS if c in options.ciphers]
+        options.ciphers = offered + [c for c in options.ciphers if c not in offered]
         if known:
             # Ask for the key types we can verify, as OpenSSH does, so a host with an
             # ed25519 key in known_hosts is not reported unknown for offering ecdsa first.
-            options = transport.get_security_options()
             wanted = [t for t in options.key_types if _base_key_type(t) in known]
             if wanted:
                 options.key_types = wanted + [t for t in options.key_types if t not in wanted]
