@@ -220,3 +220,17 @@ def test_keys_from_ssh_agent_are_used_when_no_identity_file_is_set(
     finally:
         agent.terminate()
         agent.wait(timeout=5)
+
+
+def test_connections_ask_for_aes_gcm_and_stream_through_it(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(1)
+    inv = load_inventory(cluster.write_inventory(tmp_path / "inv.yaml"))
+    factory = TransportFactory(inv)
+    try:
+        transport = factory.open(inv.nodes[0])
+        assert transport._transport.remote_cipher == "aes128-gcm@openssh.com"  # type: ignore[attr-defined]
+        chunks: list[bytes] = []
+        result = transport.stream("head -c 3000000 /dev/zero", on_stdout=chunks.append)
+        assert result.exit_code == 0 and sum(map(len, chunks)) == 3000000
+    finally:
+        factory.close_all()
