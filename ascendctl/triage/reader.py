@@ -9,12 +9,14 @@ Must not import typer or rich.
 
 from __future__ import annotations
 
+import bz2
 import errno
 import fcntl
 import gzip
 import io
 import json
 import logging
+import lzma
 import os
 import re
 import resource
@@ -38,7 +40,7 @@ MAX_LINE = 64 * 1024  # longer lines are cut: their start is still matched, and 
 TAIL = 64 * 1024  # bytes of each file's end kept to find its last training step
 GREP_BATCH = 256  # plain files per grep process
 GREP_MEMORY = 1 << 30  # address-space cap of a grep child; past it grep fails and Python reads the files instead
-TAR_BUFFER = CHUNK  # tarfile's stream buffer: its default 10 KiB records spend the time in Python calls
+TAR_BUFFER = 64 * 1024  # tarfile copies what is left of its buffer on every read: 1 MiB made small members quadratic
 MAX_MEMBERS = 1_000_000  # archive members read at most: a few MB of .tar.gz can hold millions of empty files
 TARS = (".tar.gz", ".tgz", ".tar", ".tar.xz", ".tar.bz2")
 
@@ -257,8 +259,17 @@ class Reader:
             if not tarfile.is_tarfile(raw):
                 return False
             raw.seek(0)
-            with tarfile.open(fileobj=raw, mode="r|*", bufsize=TAR_BUFFER) as tar:
+            magic = raw.read(6)
+            raw.seek(0)
+            # Our own decompressor, not tarfile's "r|gz": gzip, bz2 and lzma raise on a truncated or corrupt stream,
+            # where tarfile's stream reader ends quietly.
+            opener = next((open_ for prefix, open_ in _DECOMPRESSORS if magic.startswith(prefix)), None)
+            stream: IO[bytes] | io.BufferedIOBase = opener(raw) if opener else raw
+            headers = _HeaderWatch()
+            with stream, tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFFER, tarinfo=headers.info) as tar:
                 self._members(path, stem, tar)
+            if headers.problem:
+                self.ex.cannot_read(f"{path}: {headers.problem}: the rest was not read")
         return True
 
     def _members(self, path: Path, stem: str, tar: tarfile.TarFile) -> None:
@@ -440,6 +451,38 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
+
+
+_DECOMPRESSORS: tuple[tuple[bytes, Callable[[IO[bytes]], io.BufferedIOBase]], ...] = (
+    (b"\x1f\x8b", lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),
+    (b"BZh", lambda raw: bz2.BZ2File(raw)),
+    (b"\xfd7zXZ", lambda raw: lzma.LZMAFile(raw)),
+)
+
+
+class _HeaderWatch:
+    """Tells how a streamed archive ended: tarfile stops quietly at a truncated or garbled header, we must not."""
+
+    def __init__(self) -> None:
+        self.problem: str | None = None
+        watch = self
+
+        class Info(tarfile.TarInfo):
+            @classmethod
+            def fromtarfile(cls, tar: tarfile.TarFile) -> Info:
+                try:
+                    return super().fromtarfile(tar)
+                except tarfile.HeaderError as exc:  # its subclasses are not public: told apart by name
+                    kind = type(exc).__name__
+                    if kind == "EOFHeaderError":  # the end-of-archive block: a whole archive
+                        watch.problem = None
+                    elif kind == "EmptyHeaderError":
+                        watch.problem = "archive truncated (no end-of-archive block)"
+                    else:
+                        watch.problem = f"archive truncated or corrupt at byte {tar.offset} ({exc})"
+                    raise
+
+        self.info = Info
 
 
 def _facts_addresses(ex: Extraction, doc: dict[str, Any], node_dir: str | None) -> None:
