@@ -26,8 +26,8 @@ class NodeStatus(str, Enum):
 
     @property
     def reached(self) -> bool:
-        """True when the node answered (ok or failed), False for transport failures."""
-        return self in (NodeStatus.OK, NodeStatus.FAILED)
+        """True when the node answered (ok, failed, or its command stopped there at its limit), False for transport failures."""
+        return self in (NodeStatus.OK, NodeStatus.FAILED, NodeStatus.TIMEOUT)
 
 
 @dataclass(frozen=True, slots=True)

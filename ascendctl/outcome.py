@@ -20,7 +20,7 @@ class Outcome(str, Enum):
     OK = "ok"
     FAILED = "failed"  # it ran and was not OK: a check failed, a command exited non-zero, a rank table is invalid
     UNEVALUATED = "unevaluated"  # it could not be judged: garbage from a tool, an unexpected error on that node
-    UNREACHABLE = "unreachable"  # connect, auth, host key or command timeout
+    UNREACHABLE = "unreachable"  # connect, auth, host key, or the node stopped answering
     JOB_FAILED = "job_failed"  # the training job ran and failed
     INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM, SIGHUP
 
@@ -39,8 +39,8 @@ def node_outcome(status: NodeStatus) -> Outcome:
     """A node's transport/command status as an outcome."""
     if status == NodeStatus.OK:
         return Outcome.OK
-    if status == NodeStatus.FAILED:
-        return Outcome.FAILED
+    if status in (NodeStatus.FAILED, NodeStatus.TIMEOUT):
+        return Outcome.FAILED  # a command stopped at its limit ran on a node that answered: it failed there
     if status == NodeStatus.ERROR:
         return Outcome.UNEVALUATED
     return Outcome.UNREACHABLE

@@ -86,6 +86,10 @@ class _Probed:
     failure: NodeError | None = None  # the connection broke or the probe timed out
 
 
+# Probe sections that run NPU vendor tools (npu-smi, hccn_tool).
+VENDOR_FACTS = frozenset({"npu", "hccn", "device_ips", "versions"})
+
+
 def run_preflight(
     inventory: Inventory,
     checks: Sequence[Check] = ALL_CHECKS,
@@ -100,11 +104,13 @@ def run_preflight(
     started = time.monotonic()
     ctx = ProbeContext(inventory, inventory.preflight)
     cluster_checks = [c for c in checks if isinstance(c, ClusterCheck)]
-    needs = {fact for c in checks for fact in c.needs}
-    if any(c.phase2 for c in cluster_checks):
-        needs.update(NET_SECTIONS)
-    if any(c.id == "master_port" for c in cluster_checks):
-        needs.add("ports")
+    # Sections that call vendor tools (the ones that hang when a driver is wedged) run last, node checks' before
+    # cluster checks': when tools hang and the probe spends its budget, what is left unrun is theirs, while the
+    # node's own system facts (clock, network, disk, limits) are still judged.
+    ordered = [c for c in checks if isinstance(c, NodeCheck)] + cluster_checks
+    extra = (NET_SECTIONS if any(c.phase2 for c in cluster_checks) else ()) + (
+        ("ports",) if any(c.id == "master_port" for c in cluster_checks) else ())
+    needs = sorted(dict.fromkeys([*(fact for c in ordered for fact in c.needs), *extra]), key=lambda f: f in VENDOR_FACTS)
     want_clock = any(c.clock for c in cluster_checks)
     own_group = group is None
     nodes = group or NodeGroup(inventory)
@@ -115,17 +121,20 @@ def run_preflight(
             if want_clock:
                 offset, uncertainty = measure_clock(transport)
             scripts: dict[str, str] = {}
-            for fact in sorted(needs):
+            expected: dict[str, tuple[str, ...]] = {}
+            for fact in needs:
                 built = FACT_BUILDERS[fact](node, ctx)
                 if isinstance(built, str):
                     scripts[fact] = built
+                    expected[fact] = (fact,)
                 elif built is not None:
                     scripts.update(built)
+                    expected[fact] = tuple(built)
             sections: dict[str, Section] = {}
             if scripts:
                 sections = ask(transport, scripts, section_timeout=ctx.config.section_timeout,
                                timeout=node.command_timeout).sections
-            return _Probed(NodeFacts(node, sections, offset, uncertainty, expected=frozenset(scripts)))
+            return _Probed(NodeFacts(node, sections, offset, uncertainty, expected=expected))
         except TransportError as exc:
             return _Probed(NodeFacts(node), failure=node_error(exc))
 
@@ -227,35 +236,51 @@ def _phase2(
     ]
 
 
+def _unanswered(check_id: str, needs: Sequence[str], node: Node, facts: NodeFacts, ctx: ProbeContext) -> CheckResult | None:
+    """An ERROR result when a section the check needs never answered on this node (hung, stopped, not run)."""
+    hint_hang = "a tool on the node hangs: run it by hand; raise preflight.section_timeout if it is just slow"
+    for fact in needs:
+        for name in facts.expected.get(fact, ()):  # the sections the probe asked for to learn this fact
+            section = facts.sections.get(name)
+            if section is None or section.exit_code is None:
+                return result(check_id, Status.ERROR,
+                              f"probe section `{name}` did not finish within {ctx.config.section_timeout:g}s", hint_hang)
+            if section.exit_code in TIMED_OUT:
+                return result(check_id, Status.ERROR,
+                              f"`{name}` timed out after {ctx.config.section_timeout:g}s on the node (stopped)", hint_hang)
+            if section.exit_code == NOT_RUN:
+                return result(check_id, Status.ERROR, f"`{name}` not run: earlier sections used the node's {node.command_timeout:g}s",
+                              "a tool on the node hangs (see the checks that timed out); raise command_timeout if they are just slow")
+    return None
+
+
 def _evaluate_node(check: NodeCheck, node: Node, facts: NodeFacts, ctx: ProbeContext) -> CheckResult:
-    sections = facts.sections
-    for fact in check.needs:
-        expected = fact in facts.expected  # the probe asked for it (builders return None where it does not apply)
-        section = sections.get(fact)
-        if expected and (section is None or section.exit_code is None):
-            return result(check.id, Status.ERROR,
-                          f"probe section `{fact}` did not finish within {ctx.config.section_timeout:g}s",
-                          "a tool on the node hangs: run it by hand; raise preflight.section_timeout if it is just slow")
-        if expected and section is not None and section.exit_code in TIMED_OUT:
-            return result(check.id, Status.ERROR, f"`{fact}` timed out after {ctx.config.section_timeout:g}s on the node (stopped)",
-                          "a tool on the node hangs: run it by hand; raise preflight.section_timeout if it is just slow")
-        if expected and section is not None and section.exit_code == NOT_RUN:
-            return result(check.id, Status.ERROR, f"`{fact}` not run: earlier sections used the node's {node.command_timeout:g}s",
-                          "a tool on the node hangs (see the checks that timed out); raise command_timeout if they are just slow")
+    unanswered = _unanswered(check.id, check.needs, node, facts, ctx)
+    if unanswered is not None:
+        return unanswered
     try:
-        return check.evaluate(node, sections, ctx)
+        return check.evaluate(node, facts.sections, ctx)
     except (ParseError, ValueError, KeyError, IndexError) as exc:
         return result(check.id, Status.ERROR, f"could not evaluate: {type(exc).__name__}: {exc}")
 
 
 def _evaluate_cluster(check: ClusterCheck, facts: Sequence[NodeFacts], ctx: ProbeContext) -> Any:
+    """The check over the nodes that answered what it needs; the others get the reason as an ERROR."""
     from .checks import ClusterVerdict
 
+    unanswered = {f.node.name: r for f in facts if (r := _unanswered(check.id, check.needs, f.node, f, ctx)) is not None}
+    answered = [f for f in facts if f.node.name not in unanswered]
     try:
-        return check.evaluate(facts, ctx)
+        verdict = check.evaluate(answered, ctx)
     except (ParseError, ValueError, KeyError, IndexError) as exc:
         summary = result(check.id, Status.ERROR, f"could not evaluate: {type(exc).__name__}: {exc}")
         return ClusterVerdict({f.node.name: summary for f in facts}, summary)
+    if not unanswered:
+        return verdict
+    names = ", ".join(sorted(unanswered))
+    summary = result(check.id, Status.ERROR, f"not evaluated on {names}: {next(iter(unanswered.values())).summary}",
+                     "a tool on the node hangs: run it by hand")
+    return ClusterVerdict({**verdict.per_node, **unanswered}, summary)
 
 
 def _unreachable(node: Node, error: NodeError, checks: Sequence[Check]) -> NodeReport:

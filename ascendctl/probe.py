@@ -15,6 +15,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
+from .transport import KILL_GRACE, bounded_run
+
 if TYPE_CHECKING:
     from .transport import Transport
 
@@ -61,7 +63,7 @@ def build_probe(sections: Mapping[str, str], *, nonce: str, section_timeout: flo
         *start,
         "if command -v timeout >/dev/null 2>&1; then",
         # `timeout -k`: TERM at the limit, KILL 2 s later (a wedged tool ignores TERM), to the section's whole process group
-        f"  run() {{ {limit}timeout -k 2 {seconds} sh -c \"$1\" 2>&1 </dev/null; }}",
+        f"  run() {{ {limit}{bounded_run(chr(34) + '$1' + chr(34), seconds, redirect='2>&1 </dev/null')}; return \"$rc\"; }}",
         "else",
         '  run() { sh -c "$1" 2>&1 </dev/null; }',
         "fi",
@@ -127,7 +129,6 @@ def ask(transport: Transport, sections: Mapping[str, str], *, section_timeout: f
     With `timeout` (the command limit), the probe budgets itself to answer before it: sections that would
     run past it are reported NOT_RUN instead of the whole node timing out.
     """
-    from .transport import KILL_GRACE
 
     nonce = secrets.token_hex(6)
     budget = None if timeout is None else max(1.0, timeout - KILL_GRACE - 2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import time
@@ -13,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from ascendctl.errors import CommandTimeoutError
 from ascendctl.inventory import load_inventory
 from ascendctl.shell import SCRIPTS, remote, script
+from ascendctl.transport import ANSWER_SLACK, KILL_GRACE, bounded_run
 from ascendctl.transport.local import LocalTransport
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,3 +95,24 @@ def test_stamp_lines_prefixes_each_line_with_local_time_and_keeps_an_unterminate
     lines = out.splitlines()
     assert [line.split(" | ", 1)[1] if " | " in line else line for line in lines] == ["a", "", "b"]
     assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6} \| ", line) for line in lines), lines
+
+
+def test_collect_node_runs_its_sections_with_the_transport_bounded_run_text() -> None:
+    text = (ROOT / "ascendctl/sh/collect_node.sh").read_text()
+    assert bounded_run('"$1"', '"$section_timeout"', redirect='2>&1 </dev/null') in text
+
+
+def test_a_timed_out_command_leaves_no_process_even_when_a_child_ignores_term(local: LocalTransport) -> None:
+    """The command's shell dies of TERM at once; its child ignores TERM: the child must still be KILLed."""
+    token = f"asct-unit-{secrets.token_hex(4)}"
+    started = time.monotonic()
+    with pytest.raises(CommandTimeoutError):
+        local.run(f"sh -c 'trap \"\" TERM; while :; do sleep 1; done; : {token}' & wait", timeout=1)
+    assert time.monotonic() - started < 1 + KILL_GRACE + ANSWER_SLACK
+    time.sleep(0.3)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert [line for line in ps.splitlines() if token in line] == []
+
+
+def test_a_bounded_command_still_reads_its_stdin(local: LocalTransport) -> None:
+    assert local.run("cat", stdin=b"through the bound\n", timeout=5).stdout == "through the bound\n"

@@ -93,7 +93,9 @@ class NodeFacts:
     clock_uncertainty: float | None = None  # half the round trip of the measurement
     phase2: Mapping[str, Section] = field(default_factory=dict)  # probe sections of the cross-node round (path, port)
     listener: bool | None = None  # on the master: a test listener ran on master_port
-    expected: frozenset[str] = frozenset()  # probe sections that were asked for on this node
+    # the probe sections asked for on this node, per fact (most facts are one section of their own name; some,
+    # like device_ips, several); a fact the node's builder skipped (not applicable) is absent
+    expected: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

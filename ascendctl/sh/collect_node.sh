@@ -24,7 +24,8 @@ mkdir -p "$S/commands" "$S/files" "$M" || exit 70
 : > "$M/status.tsv"; : > "$M/cand.tsv"
 
 if command -v timeout >/dev/null 2>&1; then
-    run() { timeout -k 2 "$section_timeout" sh -c "$1" 2>&1 </dev/null; }
+    # the text of ascendctl.transport.bounded_run (tests/test_shell_programs.py keeps them equal)
+    run() { timeout -k 2 "$section_timeout" sh -c "$1" 2>&1 </dev/null & p=$!; wait "$p"; rc=$?; if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then kill -0 -"$p" 2>/dev/null && { sleep 2; kill -KILL -"$p" 2>/dev/null; }; fi; return "$rc"; }
 else
     run() { sh -c "$1" 2>&1 </dev/null; }
 fi

@@ -23,13 +23,28 @@ KILL_GRACE = 2.0
 ANSWER_SLACK = 5.0
 
 
+def bounded_run(command_word: str, seconds_word: str, *, redirect: str = "") -> str:
+    """Shell text that runs `sh -c <command_word>` under `timeout` and leaves nothing of it behind.
+
+    The words are shell words (quoted text or "$1"/"$t"). `timeout -k` alone is not enough: when the command's
+    shell dies of TERM while a child ignores it (a wedged vendor tool), timeout returns 124 at once and never
+    sends KILL. So after a timeout, whatever is left of the command's process group (timeout's pid) is KILLed
+    after the grace. Not `exec timeout` either: timeout dies with its group on KILL, and the shell above it
+    turns that into exit status 137. `redirect` applies to the command (a background job's stdin is /dev/null
+    unless redirected from a saved descriptor); the text leaves the command's exit status in `$rc`.
+    """
+    return (f'timeout -k {KILL_GRACE:g} {seconds_word} sh -c {command_word} {redirect} & p=$!; wait "$p"; rc=$?; '
+            f'if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then '
+            f'kill -0 -"$p" 2>/dev/null && {{ sleep {KILL_GRACE:g}; kill -KILL -"$p" 2>/dev/null; }}; fi')
+
+
 def node_bounded(command: str, limit: float) -> str:
-    """`command` run under the node's `timeout` (coreutils/busybox) with `limit` seconds, when the node has it."""
+    """`command` run on the node under its `timeout` (coreutils/busybox) with `limit` seconds, when it has one."""
     if not math.isfinite(limit):
         return command
     inner = shlex.quote(command)
-    return (f"if command -v timeout >/dev/null 2>&1; then exec timeout -k {KILL_GRACE:g} {limit:g} sh -c {inner}; "
-            f"else exec sh -c {inner}; fi")
+    return (f"if command -v timeout >/dev/null 2>&1; then exec 3<&0; {bounded_run(inner, f'{limit:g}', redirect='<&3 3<&-')}; "
+            f'exit "$rc"; else exec sh -c {inner}; fi')
 
 
 def stopped_at_limit(exit_code: int, elapsed: float, limit: float) -> bool:

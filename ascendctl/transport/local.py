@@ -147,22 +147,41 @@ class LocalSpawned:
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """TERM the command's process group, KILL it after KILL_GRACE seconds (as `timeout -k` does on a remote node)."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
+    """TERM everything the command started, KILL it after KILL_GRACE seconds (as a remote node's stop does)."""
+    _signal_session(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=KILL_GRACE)
     except subprocess.TimeoutExpired:
         pass
-    _kill_group(proc)  # the leader may be gone while others of its group ignore TERM
+    _kill_group(proc)  # the leader may be gone while others ignore TERM
     proc.wait()
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    _signal_session(proc.pid, signal.SIGKILL)
+
+
+def _signal_session(sid: int, sig: signal.Signals) -> None:
+    """Signal every process of session `sid` (the command was started in a new session with that id).
+
+    By session, not process group: a command may make groups of its own (`timeout` does), and those
+    must not outlive it.
+    """
+    targets = {sid}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile, or not Linux procfs
+        if len(fields) > 4 and fields[4] == str(sid):  # after "pid (comm)": state ppid pgrp session
+            targets.add(int(stat.parent.name))
+    for pid in targets:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(sid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 

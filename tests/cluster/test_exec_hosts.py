@@ -59,7 +59,7 @@ def test_each_fault_is_reported_as_exactly_that_and_others_are_unaffected(cluste
     assert "connection refused" in by_name["h02"]["error"]
     assert "ssh auth failed for root@" in by_name["h03"]["error"]
     assert "unknown host key" in by_name["h04"]["error"] and "accept_new_host_keys" in by_name["h04"]["hint"]
-    assert by_name["h05"]["error"] == "command timed out after 2s"
+    assert by_name["h05"]["error"] == "command timed out after 2s (stopped on the node)"
     assert by_name["h01"]["stdout"] == by_name["h06"]["stdout"] == "done\n"
     assert {e["node"] for e in doc["errors"]} == {"h02", "h03", "h04", "h05"}
 
