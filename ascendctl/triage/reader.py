@@ -252,14 +252,18 @@ class Reader:
     def _tar(self, path: Path, *, follow: bool) -> bool:
         """One streaming pass over an archive: each member read once, in order, nothing extracted, no seeking back.
 
-        False when the file is no archive after all (a gzipped log named .tgz, a corrupt archive): read it as a file.
+        False when the file is no archive after all but may be a log (a gzipped log named .tgz, text): read it as a
+        file. A compressed or binary file that is no readable archive is named as unreadable.
         """
         stem = path.name.split(".")[0]
         with open_regular(path, follow=follow) as raw:
-            if not tarfile.is_tarfile(raw):
-                return False
+            magic = raw.read(8192)
             raw.seek(0)
-            magic = raw.read(6)
+            if not tarfile.is_tarfile(raw):
+                if magic.startswith(b"\x1f\x8b") or b"\0" not in magic and not magic.startswith(_COMPRESSED):
+                    return False
+                self.ex.cannot_read(f"{path}: not a readable archive (truncated or corrupt)")
+                return True
             raw.seek(0)
             # Our own decompressor, not tarfile's "r|gz": gzip, bz2 and lzma raise on a truncated or corrupt stream,
             # where tarfile's stream reader ends quietly.
@@ -458,6 +462,9 @@ _DECOMPRESSORS: tuple[tuple[bytes, Callable[[IO[bytes]], io.BufferedIOBase]], ..
     (b"BZh", lambda raw: bz2.BZ2File(raw)),
     (b"\xfd7zXZ", lambda raw: lzma.LZMAFile(raw)),
 )
+
+
+_COMPRESSED = tuple(prefix for prefix, _ in _DECOMPRESSORS)
 
 
 class _HeaderWatch:
