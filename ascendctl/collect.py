@@ -42,6 +42,7 @@ from .inventory import Inventory, Node
 from .jobs import JobRecord
 from .models import EventSink, NodeError, NodeStatus
 from .outcome import exit_code_for, node_outcome
+from .paths import child
 from .redact import redact_document, redact_env
 from .shell import remote
 from .transport import Transport
@@ -512,7 +513,7 @@ def _read_tsv(path: Path) -> list[list[str]]:
 def collect_node(node: Node, transport: Transport, options: CollectOptions, directory: Path, *,
                  node_budget: int, total: _Budget, now: float, streams: threading.Semaphore | None = None) -> NodeBundle:
     """Collect one node into `directory/<node>/` and describe what arrived."""
-    node_dir = directory / node.name
+    node_dir = child(directory, node.name)
     node_dir.mkdir(parents=True, exist_ok=True)
     nonce = secrets.token_hex(6)
     sections = ask(transport, facts_probe(), section_timeout=options.section_timeout,

@@ -7,6 +7,7 @@ Imports nothing from the rest of the package.
 
 from __future__ import annotations
 
+import signal
 from enum import IntEnum
 
 
@@ -19,12 +20,16 @@ class ExitCode(IntEnum):
     CHECKS_FAILED = 3  # checks (or the remote command) ran and failed, or could not be evaluated, on some node
     NODES_UNREACHABLE = 4  # connect, auth, host key or timeout failures on some node
     JOB_FAILED = 5  # the training job ran and failed (launch, status, logs -f)
-    INTERRUPTED = 130  # Ctrl-C, SIGTERM, SIGHUP
+    HANGUP = 129  # SIGHUP (128 + 1): the terminal or session went away
+    INTERRUPTED = 130  # Ctrl-C: SIGINT (128 + 2)
+    TERMINATED = 143  # SIGTERM (128 + 15): timeout, CI cancellation, systemd
 
 
 # When several codes apply, the one earliest in this tuple wins.
 EXIT_CODE_PRIORITY: tuple[ExitCode, ...] = (
     ExitCode.INTERRUPTED,
+    ExitCode.TERMINATED,
+    ExitCode.HANGUP,
     ExitCode.ERROR,
     ExitCode.USAGE,
     ExitCode.NODES_UNREACHABLE,
@@ -72,18 +77,48 @@ class UsageError(AscendctlError):
     exit_code = ExitCode.USAGE
 
 
+class PathEscapeError(AscendctlError):
+    """A name that would become a path is not one plain component under its directory (paths.child)."""
+
+    exit_code = ExitCode.USAGE
+
+
 class TemplateError(AscendctlError):
     """A text template is missing or references an unknown variable."""
 
 
+# The signals that ask ascendctl to stop and tear down what it started (interrupts.py installs their handlers).
+STOP_SIGNALS: tuple[str, ...] = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def stop_exit_code(signame: str) -> ExitCode:
+    """The shell's convention, 128 + the signal's number: 130 SIGINT, 143 SIGTERM, 129 SIGHUP."""
+    return ExitCode(128 + signal.Signals[signame]) if signame in STOP_SIGNALS else ExitCode.INTERRUPTED
+
+
+class StopSignal(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP reached ascendctl: every `except KeyboardInterrupt` path (teardown) handles all three."""
+
+    def __init__(self, signame: str = "SIGINT") -> None:
+        super().__init__(signame)
+        self.signame = signame
+
+
+def signal_name(exc: BaseException) -> str:
+    """The stop signal behind a KeyboardInterrupt (a plain one is Ctrl-C)."""
+    return exc.signame if isinstance(exc, (StopSignal, Interrupted)) else "SIGINT"
+
+
 class Interrupted(AscendctlError):
-    """Ctrl-C: carries the names of the nodes that did not complete."""
+    """A stop signal (Ctrl-C, SIGTERM, SIGHUP) during a fan-out: carries the nodes that did not complete."""
 
     exit_code = ExitCode.INTERRUPTED
 
-    def __init__(self, incomplete: list[str], message: str = "interrupted") -> None:
+    def __init__(self, incomplete: list[str], message: str = "interrupted", *, signame: str = "SIGINT") -> None:
         super().__init__(message)
         self.incomplete = incomplete
+        self.signame = signame
+        self.exit_code = stop_exit_code(signame)
 
 
 class TransportError(AscendctlError):
@@ -103,6 +138,10 @@ class TransientConnectError(ConnectError):
     """A connection dropped before the banner: worth retrying (sshd MaxStartups)."""
 
 
+class SSHProtocolError(ConnectError):
+    """TCP connected but the peer does not speak SSH (no banner, another protocol) or the key exchange failed."""
+
+
 class AuthError(TransportError):
     """The node refused every key we offered."""
 
@@ -110,7 +149,7 @@ class AuthError(TransportError):
 
 
 class HostKeyError(TransportError):
-    """The node's host key is unknown or has changed."""
+    """The node's host key is unknown or has changed, or the known_hosts file cannot be used."""
 
     status = "host_key"
 

@@ -1,6 +1,6 @@
 """Bounded fan-out: run one function per node in a thread pool; a node's failure is a result.
 
-Results come back in inventory order. Ctrl-C cancels what has not started, closes
+Results come back in inventory order. Ctrl-C (or SIGTERM/SIGHUP, see interrupts.py) cancels what has not started, closes
 open connections so blocked reads return, and raises Interrupted naming the nodes
 that did not complete. Must not import typer or rich.
 """
@@ -12,7 +12,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Callable, Sequence, TypeVar
 
-from .errors import AscendctlError, CommandTimeoutError, Interrupted, TransportError
+from .errors import AscendctlError, CommandTimeoutError, Interrupted, TransportError, signal_name
 from .inventory import Node
 from .models import EventSink, NodeError, NodeEvent, NodeResult, NodeResults, NodeStatus
 
@@ -63,14 +63,14 @@ def fanout(
                 results[result.node] = result
                 if on_event:
                     on_event(NodeEvent("finished", result.node, total, result))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         for future in pending:
             future.cancel()
         if on_interrupt:
             on_interrupt()
         executor.shutdown(wait=False, cancel_futures=True)
         incomplete = [node.name for node in nodes if node.name not in results]
-        raise Interrupted(incomplete) from None
+        raise Interrupted(incomplete, signame=signal_name(stop)) from None
     executor.shutdown(wait=True)
     return NodeResults(tuple(results[node.name] for node in nodes))
 

@@ -11,6 +11,7 @@ from enum import Enum
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 class NodeStatus(str, Enum):
@@ -101,6 +102,11 @@ class NodeResults(Generic[T]):
 
     def by_node(self) -> dict[str, NodeResult[T]]:
         return {r.node: r for r in self.results}
+
+    def map(self, fn: Callable[[T], U]) -> "NodeResults[U]":
+        """The same results with each value passed through `fn` (errors kept as they are)."""
+        return NodeResults(tuple(NodeResult(r.node, fn(r.value) if r.value is not None else None, r.error, r.duration)
+                                 for r in self.results))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Iterable
 
-from .errors import ExitCode, worst_exit_code
+from .errors import ExitCode, stop_exit_code, worst_exit_code
 from .models import NodeStatus
 
 
@@ -22,7 +22,10 @@ class Outcome(str, Enum):
     UNEVALUATED = "unevaluated"  # it could not be judged: garbage from a tool, an unexpected error on that node
     UNREACHABLE = "unreachable"  # connect, auth, host key, or the node stopped answering
     JOB_FAILED = "job_failed"  # the training job ran and failed
-    INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM, SIGHUP
+    INTERRUPTED = "interrupted"  # Ctrl-C (SIGINT)
+    TERMINATED = "terminated"  # SIGTERM
+    HUNG_UP = "hung_up"  # SIGHUP
+    ERROR = "error"  # ascendctl could not do its own part (a job record it could not write)
 
 
 EXIT_CODES: dict[Outcome, ExitCode] = {
@@ -32,7 +35,16 @@ EXIT_CODES: dict[Outcome, ExitCode] = {
     Outcome.UNREACHABLE: ExitCode.NODES_UNREACHABLE,
     Outcome.JOB_FAILED: ExitCode.JOB_FAILED,
     Outcome.INTERRUPTED: ExitCode.INTERRUPTED,
+    Outcome.TERMINATED: ExitCode.TERMINATED,
+    Outcome.HUNG_UP: ExitCode.HANGUP,
+    Outcome.ERROR: ExitCode.ERROR,
 }
+
+
+def stop_outcome(signame: str) -> Outcome:
+    """The outcome of a run stopped by SIGINT, SIGTERM or SIGHUP (its exit code is 128 + the signal's number)."""
+    code = stop_exit_code(signame)
+    return next(outcome for outcome, mapped in EXIT_CODES.items() if mapped == code)
 
 
 def node_outcome(status: NodeStatus) -> Outcome:

@@ -7,12 +7,29 @@ Pure: no I/O beyond reading the mapping it is given. Must not import typer or ri
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import difflib
+import math
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .models import Resolved
 
 Validator = Callable[[Any], Any]  # returns the normalised value or raises ValueError(expectation)
+
+
+class SettingError(ValueError):
+    """Problems under a setting's own keys, all at once: (sub-key path, message) pairs, e.g. ("min_mtu", "expected ...")."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f"{key}: {message}" for key, message in problems))
+        self.problems = problems
+
+
+def shown(value: Any) -> str:
+    """A value as error messages quote it: repr, shortened so a huge value cannot flood the output."""
+    import reprlib
+
+    return reprlib.repr(value)
 
 
 def _str(value: Any) -> str:
@@ -36,10 +53,15 @@ def _int_range(low: int, high: int) -> Validator:
     return check
 
 
-def _positive_number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError("expected a number of seconds greater than 0")
-    return float(value)
+def _number(high: float, what: str = "a number of seconds") -> Validator:
+    """A finite number greater than 0 and at most `high` (NaN and infinities are refused)."""
+
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= high:
+            raise ValueError(f"expected {what} greater than 0 and at most {high:g}")
+        return float(value)
+
+    return check
 
 
 def _bool(value: Any) -> bool:
@@ -61,12 +83,16 @@ def _env_map(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ValueError("expected a mapping of NAME: value")
     out: dict[str, str] = {}
+    problems: list[tuple[str, str]] = []
     for key, item in value.items():
-        if not isinstance(key, str) or not key.replace("_", "a").isalnum() or key[0].isdigit():
-            raise ValueError(f"invalid environment variable name {key!r}")
-        if isinstance(item, (dict, list)) or item is None:
-            raise ValueError(f"{key}: expected a string or number")
-        out[key] = str(item).lower() if isinstance(item, bool) else str(item)
+        if not isinstance(key, str) or not key.replace("_", "a").isalnum() or key[0].isdigit() or not key.isascii():
+            problems.append((str(key), "invalid environment variable name"))
+        elif isinstance(item, (dict, list)) or item is None:
+            problems.append((key, f"expected a string or number (got {shown(item)})"))
+        else:
+            out[key] = str(item).lower() if isinstance(item, bool) else str(item)
+    if problems:
+        raise SettingError(problems)
     return out
 
 
@@ -96,41 +122,47 @@ def _id_str(value: Any) -> str:
     return str(value)
 
 
+def _check(validate: Validator, default: Any) -> Any:
+    """A PreflightConfig field: its default and the validator its inventory value must pass."""
+    return field(default=default, metadata={"validate": validate})
+
+
 @dataclass(frozen=True, slots=True)
 class PreflightConfig:
     """Preflight thresholds (`defaults: preflight:` in the inventory); defaults suit most clusters."""
 
-    min_mtu: int = 9000  # cluster interface MTU and the don't-fragment ping size (min_mtu - 28)
-    max_clock_skew: float = 1.0  # seconds; fail above
-    warn_clock_skew: float = 0.1  # seconds; warn above
-    master_port: int = 29500  # rendezvous port checked on the master (torchrun 29500, msrun 8118)
-    log_dir: str = "/tmp"  # where job logs go; `disk` checks its free space
-    min_free_disk_gb: float = 10.0
-    min_open_files: int = 65536  # `ulimit -n` below this warns
-    section_timeout: float = 20.0  # seconds one probe section (one tool) may take on a node
+    # cluster interface MTU and the don't-fragment ping size (min_mtu - 28); 68 is the IPv4 minimum
+    min_mtu: int = _check(_int_range(68, 65535), 9000)
+    max_clock_skew: float = _check(_number(3600), 1.0)  # seconds; fail above
+    warn_clock_skew: float = _check(_number(3600), 0.1)  # seconds; warn above
+    # rendezvous port checked on the master (torchrun 29500, msrun 8118)
+    master_port: int = _check(_int_range(1, 65535), 29500)
+    log_dir: str = _check(_str, "/tmp")  # where job logs go; `disk` checks its free space
+    min_free_disk_gb: float = _check(_number(1e6, "a number of gigabytes"), 10.0)
+    min_open_files: int = _check(_int_range(1, 1 << 20), 65536)  # `ulimit -n` below this warns
+    section_timeout: float = _check(_number(3600), 20.0)  # seconds one probe section (one tool) may take on a node
 
     @classmethod
     def from_dict(cls, raw: Any) -> "PreflightConfig":
-        """Validate a `preflight:` mapping; ValueError names the bad key."""
+        """Validate a `preflight:` mapping; SettingError names every bad key."""
         if raw is None:
             return cls()
         if not isinstance(raw, dict):
             raise ValueError("expected a mapping of preflight thresholds")
-        fields = {name: getattr(cls(), name) for name in cls.__dataclass_fields__}
+        fields = cls.__dataclass_fields__
         values: dict[str, Any] = {}
+        problems: list[tuple[str, str]] = []
         for key, value in raw.items():
             if key not in fields:
-                import difflib
-
                 close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
-                raise ValueError(f"unknown key {key!r}" + (f" (did you mean {close[0]}?)" if close else f" (expected one of: {', '.join(fields)})"))
-            default = fields[key]
-            if isinstance(default, str):
-                values[key] = _str(value)
-            elif isinstance(default, int):
-                values[key] = _int_range(1, 1 << 20)(value)
-            else:
-                values[key] = _positive_number(value)
+                problems.append((str(key), "unknown key" + (f" (did you mean {close[0]}?)" if close else f" (expected one of: {', '.join(fields)})")))
+                continue
+            try:
+                values[key] = fields[key].metadata["validate"](value)
+            except ValueError as exc:
+                problems.append((key, f"{exc} (got {shown(value)})"))
+        if problems:
+            raise SettingError(problems)
         return cls(**values)
 
 
@@ -178,8 +210,8 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("jump_host", _opt_str, None, "bastion to tunnel through: [user@]host[:port]", from_env=str),
     SettingSpec("interface", _opt_str, None, "cluster network interface, e.g. eth0", from_env=str),
     SettingSpec("slots", _int_range(1, 1024), 8, "devices (NPUs/GPUs) per node", from_env=_env_int),
-    SettingSpec("connect_timeout", _positive_number, 10.0, "seconds to connect and authenticate", from_env=_env_float),
-    SettingSpec("command_timeout", _positive_number, 60.0, "seconds a remote command may run", from_env=_env_float),
+    SettingSpec("connect_timeout", _number(3600), 10.0, "seconds to connect and authenticate", from_env=_env_float),
+    SettingSpec("command_timeout", _number(7 * 86400), 60.0, "seconds a remote command may run", from_env=_env_float),
     SettingSpec("env", _env_map, {}, "environment variables for jobs (merged: defaults, then node)"),
     SettingSpec("accelerator", _choice("auto", "ascend", "none"), "auto", "ascend: NPU checks fail without Ascend tools; auto: they are skipped; none: never run", from_env=str),
     SettingSpec("python", _str, "python3", "the job's Python interpreter on the node (versions check, launchers)", from_env=str),

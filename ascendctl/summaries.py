@@ -18,6 +18,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
 from .parsers import ParseError
+from .errors import PathEscapeError
+from .paths import child
 from .parsers.npu_smi import TopoMatrix, parse_npu_topo, parse_nvidia_topo
 
 log = logging.getLogger(__name__)
@@ -241,10 +243,16 @@ def summarize_bundle(directory: Path, nodes: Sequence[str], *, comm_limit: float
                      straggler_factor: float = STRAGGLER_FACTOR) -> dict[str, Any]:
     """Topology and msprof summaries of a bundle directory, as the data `summary.json` holds."""
     summary: dict[str, Any] = {"topology": [], "msprof": None}
+    node_dirs: dict[str, Path] = {}
+    for node in nodes:
+        try:
+            node_dirs[node] = child(directory, node)
+        except PathEscapeError as exc:  # nothing of this node was written: child() refused it at collection too
+            log.info("%s", exc)
     for filename, parser in TOPO_FILES.items():
         matrices = {}
-        for node in nodes:
-            path = directory / node / "commands" / filename
+        for node, node_dir in node_dirs.items():
+            path = node_dir / "commands" / filename
             if path.is_file():
                 try:
                     matrices[node] = parser(path.read_text(encoding="utf-8", errors="replace"))
@@ -254,8 +262,8 @@ def summarize_bundle(directory: Path, nodes: Sequence[str], *, comm_limit: float
             summary["topology"].append(compare_topologies(matrices, tool=filename.split(".")[0]).to_dict())
     step_traces: dict[str, str] = {}
     comm_stats: dict[str, str] = {}
-    for node in nodes:
-        files = directory / node / "files"
+    for node, node_dir in node_dirs.items():
+        files = node_dir / "files"
         if not files.is_dir():
             continue
         for path in sorted(files.rglob("*.csv")):

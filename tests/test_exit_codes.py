@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from ascendctl import cli
 from ascendctl.errors import ExitCode
+from ascendctl.outcome import Outcome
 
 runner = CliRunner()
 
@@ -104,3 +105,15 @@ def test_job_failed_is_5_when_the_training_job_ran_and_failed(tmp_path: Path) ->
     assert result.exit_code == ExitCode.JOB_FAILED == 5, result.output
     status = runner.invoke(cli.app, ["status"], catch_exceptions=False)
     assert status.exit_code == 5 and "failed" in status.stdout
+
+
+@pytest.mark.parametrize("name, code", [("SIGINT", ExitCode.INTERRUPTED), ("SIGTERM", ExitCode.TERMINATED), ("SIGHUP", ExitCode.HANGUP)])
+def test_stop_signals_exit_128_plus_their_number(name: str, code: ExitCode) -> None:
+    # end to end, launch on local nodes: tests/test_launch.py::test_stop_signals_tear_down_every_node_...
+    from ascendctl.errors import STOP_SIGNALS, stop_exit_code
+    from ascendctl.outcome import EXIT_CODES, exit_code_for, stop_outcome
+
+    assert name in STOP_SIGNALS
+    assert stop_exit_code(name) == code == 128 + signal.Signals[name]
+    assert EXIT_CODES[stop_outcome(name)] == code
+    assert exit_code_for([stop_outcome(name), Outcome.ERROR, Outcome.JOB_FAILED]) == code  # a stop signal wins

@@ -89,7 +89,7 @@ def test_wrong_types_name_key_path_and_expectation() -> None:
     problems = errors_of("defaults: {port: ssh, slots: true, connect_timeout: -1}\nnodes:\n  - {host: a, user: [x]}\n")
     assert "inv.yaml:1: defaults.port: expected an integer from 1 to 65535 (got 'ssh')" in problems
     assert "inv.yaml:1: defaults.slots: expected an integer from 1 to 1024 (got True)" in problems
-    assert "inv.yaml:1: defaults.connect_timeout: expected a number of seconds greater than 0 (got -1)" in problems
+    assert "inv.yaml:1: defaults.connect_timeout: expected a number of seconds greater than 0 and at most 3600 (got -1)" in problems
     assert "inv.yaml:3: nodes[0].user: expected a non-empty string (got ['x'])" in problems
 
 

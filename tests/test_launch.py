@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -134,6 +137,7 @@ case $what in
   ok) sleep 0.3; echo "rank $rank done"; exit 0;;
   fail) sleep 0.5; echo "rank $rank failing"; exit 7;;
   sleep) sh -c 'sleep 60' & sleep 60;;
+  stubborn) trap '' TERM; sh -c 'sleep 60' & sleep 60;;
 esac
 """
 
@@ -201,6 +205,70 @@ def test_detach_status_logs_follow_and_stop(local_inventory: Path, tmp_path: Pat
     assert marked(record.id) == []
     follow = runner.invoke(app, ["logs", record.id, "-f"], catch_exceptions=False)
     assert follow.exit_code == 0 and "[b] launcher rank 1 args:" in follow.stdout
+
+
+def launched(local_inventory: Path, tmp_path: Path, *env: str) -> subprocess.Popen[str]:
+    """`ascendctl launch` of the stand-in launcher on the local nodes, in a subprocess, once every node has started."""
+    argv = [sys.executable, "-m", "ascendctl", "launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight",
+            "--grace", "2", "--log-dir", str(tmp_path / "logs"), *(f"--env={e}" for e in env), "--", "t.py"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    seen: set[str] = set()
+    while len(seen) < 3:
+        line = proc.stdout.readline()
+        assert line, "launch ended before every node started"
+        seen.update(re.findall(r"^\[(\w)\] launcher rank", line))
+    return proc
+
+
+def read_until(stream: Any, text: str) -> str:
+    lines = []
+    while not lines or text not in lines[-1]:
+        lines.append(stream.readline())
+        assert lines[-1], "".join(lines)
+    return "".join(lines)
+
+
+@pytest.mark.parametrize("signals, code", [((signal.SIGTERM,), 143), ((signal.SIGHUP,), 129),
+                                           ((signal.SIGINT, signal.SIGINT), 130), ((signal.SIGTERM, signal.SIGINT), 143)],
+                         ids=["SIGTERM", "SIGHUP", "SIGINT-twice", "SIGTERM-then-SIGINT"])
+def test_stop_signals_tear_down_every_node_finalise_the_record_and_exit_128_plus_the_signal(
+        local_inventory: Path, tmp_path: Path, signals: tuple[signal.Signals, ...], code: int) -> None:
+    # node a ignores SIGTERM: its teardown needs the SIGKILL, which a repeated signal must not skip
+    proc = launched(local_inventory, tmp_path, "FAKE_0=stubborn", "FAKE_1=sleep", "FAKE_2=sleep")
+    proc.send_signal(signals[0])
+    err = read_until(proc.stderr, "stopping the job on every node")
+    for again in signals[1:]:
+        proc.send_signal(again)
+    out, rest = proc.communicate(timeout=60)
+    err += rest
+    assert proc.returncode == code, err
+    assert f"interrupted by {signals[0].name}: job stopped on every node" in err
+    if len(signals) > 1:
+        assert f"{signals[1].name} again: the teardown is finishing on every node" in err
+    record = load_job()
+    assert record.status == "interrupted" and record.stopped_by == signals[0].name
+    assert [n.signal for n in record.nodes] == ["SIGKILL", "SIGTERM", "SIGTERM"]
+    assert f"job {record.id}: interrupted ({signals[0].name})" in out
+    assert marked(record.id) == []
+    status = runner.invoke(app, ["status", record.id], catch_exceptions=False)
+    assert status.exit_code == code and f"interrupted ({signals[0].name})" in status.stdout
+
+
+def test_logs_follow_stops_following_on_sigterm_and_leaves_the_job_running(local_inventory: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--detach",
+                                 "--env", "FAKE_0=sleep", "--log-dir", str(tmp_path / "logs"), "--", "t.py"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    record = load_job()
+    follow = subprocess.Popen([sys.executable, "-m", "ascendctl", "logs", record.id, "-f"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    read_until(follow.stdout, "[a] launcher rank 0")
+    follow.send_signal(signal.SIGTERM)
+    follow.communicate(timeout=30)
+    assert follow.returncode == 143
+    assert marked(record.id)  # following never stops the job
+    assert runner.invoke(app, ["stop", record.id, "--grace", "1"], catch_exceptions=False).exit_code == 0
+    assert marked(record.id) == []
 
 
 def test_unknown_job_is_a_usage_error() -> None:

@@ -393,7 +393,7 @@ def test_env_json_and_node_filter(write_inventory: Any, monkeypatch: pytest.Monk
     relative = json.loads(invoke("render", "env", "-i", str(path), "--json", "--node", "b", "--rank-table-file", "rt.json").stdout)
     assert relative["nodes"][0]["env"]["RANK_TABLE_FILE"] == str(tmp_path / "rt.json")
     result = runner.invoke(app, ["render", "env", "-i", str(path), "--node", "zz"])
-    assert result.exit_code == 2 and "--node zz: no such node" in result.stderr
+    assert result.exit_code == 2 and "zz in 'zz': no such node" in result.stderr
 
 
 def test_an_interface_without_an_address_is_an_error_not_a_fallback(write_inventory: Any, monkeypatch: pytest.MonkeyPatch) -> None:

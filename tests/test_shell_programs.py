@@ -54,15 +54,31 @@ def run(transport: LocalTransport, name: str, *args: object) -> str:
 
 
 def test_job_state_reads_the_exit_file_a_live_pid_or_says_gone(local: LocalTransport, tmp_path: Path) -> None:
-    assert run(local, "job_state.sh", tmp_path, "", "ASCENDCTL_JOB=nobody/here") == "gone\n"
+    assert run(local, "job_state.sh", tmp_path, "", "ASCENDCTL_JOB=nobody/here") == "gone\npids\n"
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
-        assert run(local, "job_state.sh", tmp_path, sleeper.pid, "ASCENDCTL_JOB=nobody/here") == "running\n"
+        assert run(local, "job_state.sh", tmp_path, sleeper.pid, "ASCENDCTL_JOB=nobody/here") == "running\npids\n"
     finally:
         sleeper.kill()
         sleeper.wait()
     (tmp_path / "exit_code").write_text("3\n")
-    assert run(local, "job_state.sh", tmp_path, "", "ASCENDCTL_JOB=nobody/here") == "exit 3\n"
+    assert run(local, "job_state.sh", tmp_path, "", "ASCENDCTL_JOB=nobody/here") == "exit 3\npids\n"
+
+
+def test_job_state_lists_the_pids_of_every_process_left_with_the_marker(local: LocalTransport, tmp_path: Path) -> None:
+    marker = f"ASCENDCTL_JOB=state-{os.getpid()}/here"
+    marked = [subprocess.Popen(["sleep", "30"], env={**os.environ, "ASCENDCTL_JOB": marker.split("=", 1)[1]}) for _ in range(2)]
+    other = subprocess.Popen(["sleep", "30"])
+    (tmp_path / "exit_code").write_text("143\n")  # the launcher ended, two of its processes did not
+    try:
+        state, pids = run(local, "job_state.sh", tmp_path, "", marker).splitlines()
+        assert state == "exit 143"
+        assert sorted(pids.split()[1:]) == sorted(str(p.pid) for p in marked)
+    finally:
+        for proc in (*marked, other):
+            proc.kill()
+            proc.wait()
+    assert run(local, "job_state.sh", tmp_path, "", marker) == "exit 143\npids\n"
 
 
 def test_teardown_finds_processes_by_their_marker_only(local: LocalTransport) -> None:

@@ -9,11 +9,13 @@ from typing import Annotated, Optional
 import typer
 
 from . import app
-from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
-                     cli_errors, flags_of)
+from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
+                     cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
 
 
-@app.command()
+@app.command(epilog=examples(
+    "ascendctl collect last -o bundle.tar.gz", "ascendctl collect --since 2h --msprof /data/prof",
+    "ascendctl collect -w 'n[01-08]' --max-node-size 50M", codes="0 ok, 1 error, 2 usage or bad inventory, 3 checks failed or not evaluated, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
 def collect(
     job: Annotated[Optional[str], typer.Argument(help="Job id (a unique prefix) or 'last'; default: no job, node state and recent logs.",
@@ -35,16 +37,17 @@ def collect(
     command_timeout: CommandTimeoutOpt = None,
     fanout: FanoutOpt = None,
     accept_new_host_keys: AcceptKeysOpt = False,
+    nodes: NodesOpt = None,
+    exclude: ExcludeOpt = None,
 ) -> None:
     """Collect vendor-tool state, kernel messages, plogs, launcher logs and msprof summaries into one bundle."""
     from ..collect import CollectOptions, collect_bundle, parse_since, parse_size
-    from ..inventory import load_inventory
     from ..jobs import load_job
     from ..ui import collect_view, progress
 
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
                      accept_new_host_keys=accept_new_host_keys)
-    inv = load_inventory(inventory, flags=flags)
+    inv = load_selected(inventory, nodes, exclude, flags)
     record = load_job(None if job == "last" else job) if job else None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     options = CollectOptions(

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
 from ..errors import AscendctlError, ExitCode
+
+if TYPE_CHECKING:
+    from ..inventory import Inventory
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,6 +29,44 @@ ConnectTimeoutOpt = Annotated[Optional[float], typer.Option("--connect-timeout",
 CommandTimeoutOpt = Annotated[Optional[float], typer.Option("--command-timeout", help="Seconds a remote command may run.", min=0.1, show_default=False)]
 FanoutOpt = Annotated[Optional[int], typer.Option("--fanout", help="Nodes contacted at once.", min=1, show_default=False)]
 AcceptKeysOpt = Annotated[bool, typer.Option("--accept-new-host-keys", help="Accept and record unknown host keys (never changed ones).")]
+NodesOpt = Annotated[Optional[str], typer.Option("-w", "--nodes", metavar="NODESET",
+                                                 help="Only these nodes: names or hosts in node-set syntax (n[01-04],n07; @group).",
+                                                 show_default=False)]
+ExcludeOpt = Annotated[Optional[str], typer.Option("-x", "--exclude", metavar="NODESET",
+                                                   help="Leave these nodes out (same syntax as -w).", show_default=False)]
+
+
+def load_selected(inventory: str | None, nodes: str | None = None, exclude: str | None = None,
+                  flags: dict[str, Any] | None = None) -> "Inventory":
+    """The inventory (file, $ASCENDCTL_INVENTORY, ./inventory.yaml or this machine) narrowed by -w/-x."""
+    from ..inventory import load_inventory
+    from ..selection import select_nodes
+
+    return select_nodes(load_inventory(inventory, flags=flags), nodes, exclude)
+
+
+# Options of the top-level callback that users also type after the command (`ascendctl preflight -v`).
+_GLOBAL_FLAGS = {"-q", "--quiet", "--debug", "--verbose"}
+
+
+def _is_global(token: str) -> bool:
+    return token in _GLOBAL_FLAGS or (len(token) > 1 and token[0] == "-" and token[1:] == "v" * (len(token) - 1))
+
+
+class GlobalOptionsGroup(TyperGroup):
+    """The top-level group: -v/-vv/-q/--debug are accepted anywhere before `--`, as users type them."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        cut = args.index("--") if "--" in args else len(args)
+        hoisted = [a for a in args[:cut] if _is_global(a)]
+        rest = [a for a in args[:cut] if not _is_global(a)] + args[cut:]
+        return list(super().parse_args(ctx, hoisted + rest))
+
+
+def examples(*lines: str, codes: str = "0 ok, 1 error, 2 usage or bad inventory, 3 checks failed, 4 nodes unreachable") -> str:
+    """A command's --help epilog: examples, then its exit codes (click keeps `\\b` paragraphs as written)."""
+    body = "\n".join(f"  {line}" for line in lines)
+    return f"\b\nExamples:\n{body}\n\n\b\nExit codes: {codes}."
 
 
 def cli_errors(func: F) -> F:
@@ -35,36 +76,67 @@ def cli_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from .. import ui
 
+        as_json = bool(kwargs.get("as_json"))
+        junit = kwargs.get("junit")
+
+        def failed(code: ExitCode, message: str, hint: str | None = None, problems: list[str] | None = None) -> typer.Exit:
+            """The failure's message on stderr; with --json also its document on stdout, with --junit its XML file."""
+            error = {"message": message, "hint": hint, **({"problems": problems} if problems else {})}
+            if as_json:
+                ui.emit_json(argv_now(), code, {}, errors=[error])
+            if isinstance(junit, Path):
+                _write_failure_junit(junit, message)
+            return typer.Exit(int(code))
+
         try:
             return func(*args, **kwargs)
         except (typer.Exit, typer.Abort):
             raise
         except AscendctlError as exc:
-            from ..errors import Interrupted
+            from ..errors import Interrupted, InventoryError
 
             if isinstance(exc, Interrupted):
                 names = exc.incomplete
                 from ..nodeset import fold
 
-                ui.error(f"{fold(names)} did not complete" if names else "stopped", subject="interrupted", level="error")
+                what = f"{fold(names)} did not complete" if names else "stopped"
+                ui.error(f"{what} ({exc.signame})", subject="interrupted", level="error")
             else:
                 ui.show_exception(exc)
-            raise typer.Exit(int(exc.exit_code)) from None
-        except KeyboardInterrupt:
-            ui.error("interrupted")
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+            problems = exc.problems if isinstance(exc, InventoryError) else None
+            raise failed(exc.exit_code, exc.message, exc.hint, problems) from None
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM/SIGHUP where interrupts.stop_on_signals is installed
+            from ..errors import signal_name, stop_exit_code
+
+            ui.error(f"stopped by {signal_name(stop)}", subject="interrupted")
+            raise failed(stop_exit_code(signal_name(stop)), f"stopped by {signal_name(stop)}") from None
         except Exception as exc:
             if state["debug"]:
                 raise
             log_path = _write_crash_log()
             ui.error(f"{type(exc).__name__}: {exc} (details: {log_path})", level="internal error")
-            raise typer.Exit(int(ExitCode.ERROR)) from None
+            raise failed(ExitCode.ERROR, f"internal error: {type(exc).__name__}: {exc}", f"details: {log_path}") from None
 
     return wrapper  # type: ignore[return-value]
 
 
+def _write_failure_junit(path: Path, message: str) -> None:
+    """--junit is always written when asked: a run that failed before any check gives one errored testcase."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.Element("testsuite", name="ascendctl preflight", tests="1", failures="0", errors="1", skipped="0")
+    case = ET.SubElement(suite, "testcase", classname="preflight", name="setup")
+    ET.SubElement(case, "error", message=message.splitlines()[0] if message else "error").text = message
+    try:
+        path.write_text(ET.tostring(suite, encoding="unicode") + "\n", encoding="utf-8")
+    except OSError:
+        pass  # the run's own error is what the user needs; it is already on stderr
+
+
 def _write_crash_log() -> str:
-    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "ascendctl"
+    from ..jobs.record import state_dir
+
+    state = state_dir()
     try:
         state.mkdir(parents=True, exist_ok=True)
         path = state / "last-error.log"

@@ -7,11 +7,14 @@ from typing import Annotated
 import typer
 
 from . import app
-from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
-                     cli_errors, flags_of)
+from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
+                     cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
 
 
-@app.command("exec")
+@app.command("exec", epilog=examples(
+    "ascendctl exec -- 'npu-smi info -t health -i 0'", "ascendctl exec -w @rack1 -x n07 --json -- uptime",
+    "ascendctl exec --command-timeout 30 -- 'dmesg | tail -5'",
+    codes="0 ok, 1 error, 2 usage or bad inventory, 3 the command failed or timed out somewhere, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
 def exec_command(
     command: Annotated[list[str], typer.Argument(help="Command to run with /bin/sh on every node (after --).", show_default=False)],
@@ -21,14 +24,15 @@ def exec_command(
     command_timeout: CommandTimeoutOpt = None,
     fanout: FanoutOpt = None,
     accept_new_host_keys: AcceptKeysOpt = False,
+    nodes: NodesOpt = None,
+    exclude: ExcludeOpt = None,
 ) -> None:
     """Run a shell command on every node; identical outputs are folded together."""
     from ..ui import exec_view, progress
     from ..execute import run_command
-    from ..inventory import load_inventory
 
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout, accept_new_host_keys=accept_new_host_keys)
-    inv = load_inventory(inventory, flags=flags)
+    inv = load_selected(inventory, nodes, exclude, flags)
     with progress("exec") as sink:
         report = run_command(inv, " ".join(command), on_event=sink)
     exec_view.show_exec(report, as_json=as_json, argv=argv_now())

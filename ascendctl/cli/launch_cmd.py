@@ -9,7 +9,7 @@ import typer
 
 from . import app
 from ..errors import ExitCode
-from .common import InventoryOpt, cli_errors
+from .common import examples, ExcludeOpt, InventoryOpt, JsonOpt, NodesOpt, argv_now, cli_errors, load_selected
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
 GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
@@ -20,7 +20,10 @@ class Launcher(str, Enum):
     torchrun = "torchrun"
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
+@app.command(context_settings={"allow_interspersed_args": False}, epilog=examples(
+    "ascendctl launch --launcher torchrun --dry-run -- train.py --epochs 3",
+    "ascendctl launch -i cluster.yaml --launcher msrun --env HCCL_BUFFSIZE=200 -- train.py",
+    "ascendctl launch -x n07 --launcher torchrun --detach -- train.py", codes="0 ok, 1 error, 2 usage or bad inventory, 3 preflight failed, 4 nodes unreachable, 5 the job failed, 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (job torn down)"))
 @cli_errors
 def launch(
     script: Annotated[list[str], typer.Argument(help="Training script and its arguments (after --).", show_default=False)],
@@ -38,81 +41,105 @@ def launch(
     detach: Annotated[bool, typer.Option("--detach", help="Start and return; follow later with `ascendctl logs JOB -f`.")] = False,
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip the ssh/master_port/npu_stale_procs checks.")] = False,
     grace: GraceOpt = 10.0,
+    nodes: NodesOpt = None,
+    exclude: ExcludeOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Launch an msrun or torchrun job on every node; stream its output; tear everything down on failure."""
-    from ..inventory import load_inventory
+    from ..interrupts import stop_on_signals
     from ..jobs import LaunchOptions, dry_run as plan_only, launch_job
     from ..ui import launch_view
 
     options = LaunchOptions(launcher.value, tuple(script), nproc_per_node, master_addr, master_port, log_dir, tuple(env or ()),
                             rank_table, rdzv, cluster_timeout, grace)
-    inv = load_inventory(inventory)
+    inv = load_selected(inventory, nodes, exclude)
     if dry_run:
-        launch_view.show_plan(plan_only(inv, options))
+        launch_view.show_plan(plan_only(inv, options), as_json=as_json, argv=argv_now())
         raise typer.Exit(int(ExitCode.OK))
-    outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=launch_view.line_sink(inv.names),
-                         on_notice=launch_view.notice)
-    launch_view.show_outcome(outcome)
+    # with --json, node output still streams ([node] lines) but to stderr; stdout holds only the document
+    sink = launch_view.line_sink(inv.names, to_stderr=as_json)
+    with stop_on_signals(launch_view.repeated_signal):  # SIGTERM, SIGHUP and Ctrl-C tear the job down on every node
+        outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=sink, on_notice=launch_view.notice)
+    if as_json:
+        launch_view.emit_record(outcome.record, outcome.exit_code, argv_now(), detached=outcome.detached)
+    else:
+        launch_view.show_outcome(outcome)
     raise typer.Exit(int(outcome.exit_code))
 
 
-@app.command()
+@app.command(epilog=examples("ascendctl jobs", "ascendctl jobs --json", codes="0 ok, 1 error"))
 @cli_errors
-def jobs() -> None:
+def jobs(as_json: JsonOpt = False) -> None:
     """List the jobs `ascendctl launch` recorded."""
     from ..jobs import list_jobs
     from ..ui import launch_view
 
-    launch_view.show_jobs(list_jobs())
+    if as_json:
+        launch_view.emit_jobs(list_jobs(), argv_now())
+    else:
+        launch_view.show_jobs(list_jobs())
 
 
-@app.command()
+@app.command(epilog=examples("ascendctl status", "ascendctl status 20261123-1903 --json", codes="0 ok, 1 error, 4 nodes unreachable, 5 the job failed"))
 @cli_errors
-def status(job: JobArg = None, inventory: InventoryOpt = None) -> None:
-    """Show a job's nodes, pids, exit codes and logs (asks the nodes while it runs)."""
+def status(job: JobArg = None, inventory: InventoryOpt = None, as_json: JsonOpt = False) -> None:
+    """Show a job's nodes, pids, exit codes and logs (asks the nodes while it runs, and those its teardown could not reach)."""
     from ..inventory import load_inventory
-    from ..jobs import load_job, refresh_job
+    from ..jobs import job_outcomes, job_status
+    from ..outcome import exit_code_for
     from ..ui import launch_view
 
-    record = load_job(job)
-    record = refresh_job(record, load_inventory(inventory) if inventory else None)
-    launch_view.show_status(record)
-    from ..jobs import job_outcomes
-    from ..outcome import exit_code_for
+    found = job_status(job, load_inventory(inventory) if inventory else None)
+    code = exit_code_for(job_outcomes(found.record))
+    if as_json:
+        launch_view.emit_record(found.record, code, argv_now(), leftovers=launch_view.leftovers_to_dict(found.leftovers))
+    else:
+        launch_view.show_status(found.record, found.leftovers)
+    raise typer.Exit(int(code))
 
-    raise typer.Exit(int(exit_code_for(job_outcomes(record))))
 
-
-@app.command()
+@app.command(epilog=examples("ascendctl logs -f", "ascendctl logs JOB -w h02", codes="0 ok, 1 error, 4 nodes unreachable, 5 the job failed, 130 detached"))
 @cli_errors
 def logs(
     job: JobArg = None,
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Follow until the launchers end (Ctrl-C detaches).")] = False,
-    node: Annotated[Optional[str], typer.Option("--node", help="Only this node.", show_default=False)] = None,
+    node: Annotated[Optional[str], typer.Option("-w", "--nodes", "--node", metavar="NODESET", help="Only these nodes (node-set syntax).", show_default=False)] = None,
     inventory: InventoryOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Print or follow a job's launcher logs, `[node]`-prefixed."""
+    from ..errors import UsageError
+    from ..interrupts import stop_on_signals
     from ..inventory import load_inventory
     from ..jobs import job_logs, load_job
     from ..ui import launch_view
 
+    if as_json and follow:
+        raise UsageError("--json prints one document at the end: it cannot --follow", hint="drop -f, or follow without --json")
     names = [n.name for n in load_job(job).nodes]
-    outcome = job_logs(job, follow_logs=follow, node=node, on_line=launch_view.line_sink(names),
-                       inventory=load_inventory(inventory) if inventory else None)
+    lines: list[tuple[str, str]] = []
+    sink = (lambda name, line: lines.append((name, line))) if as_json else launch_view.line_sink(names)
+    with stop_on_signals():  # SIGTERM and SIGHUP stop following like Ctrl-C; the job keeps running
+        outcome = job_logs(job, follow_logs=follow, nodes=node, on_line=sink,
+                           inventory=load_inventory(inventory) if inventory else None)
+    if as_json:
+        launch_view.emit_logs(lines, outcome.exit_code, argv_now())
     raise typer.Exit(int(outcome.exit_code))
 
 
-@app.command()
+@app.command(epilog=examples("ascendctl stop", "ascendctl stop JOB --grace 30", codes="0 ok, 1 error, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
-def stop(job: JobArg = None, grace: GraceOpt = 10.0, inventory: InventoryOpt = None) -> None:
+def stop(job: JobArg = None, grace: GraceOpt = 10.0, inventory: InventoryOpt = None, as_json: JsonOpt = False) -> None:
     """Stop a (detached) job on every node: SIGTERM, then SIGKILL after --grace."""
     from ..inventory import load_inventory
-    from ..jobs import stop_job
+    from ..jobs import job_outcomes, stop_job
+    from ..outcome import exit_code_for
     from ..ui import launch_view
 
     record = stop_job(job, grace=grace, inventory=load_inventory(inventory) if inventory else None)
-    launch_view.show_status(record)
-    from ..jobs import job_outcomes
-    from ..outcome import exit_code_for
-
-    raise typer.Exit(int(exit_code_for(job_outcomes(record, started_only=True))))
+    code = exit_code_for(job_outcomes(record, started_only=True))
+    if as_json:
+        launch_view.emit_record(record, code, argv_now())
+    else:
+        launch_view.show_status(record)
+    raise typer.Exit(int(code))

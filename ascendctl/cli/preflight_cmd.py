@@ -8,13 +8,15 @@ from typing import Annotated, Optional
 import typer
 
 from . import app
-from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
-                     cli_errors, flags_of)
+from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
+                     cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
 
 IdsOpt = Annotated[Optional[list[str]], typer.Option(help="Check ids, comma-separated or repeated.", show_default=False)]
 
 
-@app.command()
+@app.command(epilog=examples(
+    "ascendctl preflight -i cluster.yaml", "ascendctl preflight --only ntp,clock_skew,mtu,path_mtu",
+    "ascendctl preflight -x n07 --json --junit preflight.xml   # CI gate", codes="0 ok, 1 error, 2 usage or bad inventory, 3 checks failed or not evaluated, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
 def preflight(
     inventory: InventoryOpt = None,
@@ -27,17 +29,18 @@ def preflight(
     command_timeout: CommandTimeoutOpt = None,
     fanout: FanoutOpt = None,
     accept_new_host_keys: AcceptKeysOpt = False,
+    nodes: NodesOpt = None,
+    exclude: ExcludeOpt = None,
 ) -> None:
     """Check every node in parallel (NTP, clock skew, MTU and path MTU, NPUs, links, versions, ...)."""
     from ..checks import select_checks
-    from ..inventory import load_inventory
     from ..preflight import junit_xml, run_preflight
     from ..ui import preflight_view, progress
 
     checks = select_checks(only, skip)
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
                      accept_new_host_keys=accept_new_host_keys)
-    inv = load_inventory(inventory, flags=flags)
+    inv = load_selected(inventory, nodes, exclude, flags)
     with progress("preflight") as sink:
         report = run_preflight(inv, checks, on_event=sink)
     if junit is not None:

@@ -9,10 +9,11 @@ from typing import Annotated, Optional
 import typer
 
 from . import app
-from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
-                     cli_errors, flags_of)
+from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, ExcludeOpt, FanoutOpt, InventoryOpt, JsonOpt,
+                     NodesOpt, argv_now, cli_errors, flags_of, load_selected)
 
-render_app = typer.Typer(help="Render hostfiles, HCCL rank tables and per-node env exports.", no_args_is_help=True)
+render_app = typer.Typer(help="Render hostfiles, HCCL rank tables and per-node env exports.", no_args_is_help=True,
+                         rich_markup_mode=None)
 app.add_typer(render_app, name="render")
 
 
@@ -51,28 +52,32 @@ def _device_ids(text: str | None) -> list[int] | None:
         raise UsageError(f"--devices: {exc}") from None
 
 
-@render_app.command("hostfile")
+@render_app.command("hostfile", epilog=examples("ascendctl render hostfile -o hostfile", "ascendctl render hostfile --format deepspeed -x n07",
+                                                codes="0 ok, 1 error, 2 usage or bad inventory"))
 @cli_errors
 def hostfile(
     inventory: InventoryOpt = None,
-    fmt: Annotated[HostfileFormat, typer.Option("--format", "-f", help="openmpi/deepspeed: HOST slots=N; mpich: HOST:N; plain: HOST.")] = HostfileFormat.openmpi,
+    fmt: Annotated[HostfileFormat, typer.Option("--format", help="openmpi/deepspeed: HOST slots=N; mpich: HOST:N; plain: HOST.")] = HostfileFormat.openmpi,
     output: OutputOpt = None,
     templates: TemplatesOpt = None,
     as_json: JsonOpt = False,
+    nodes: NodesOpt = None,
+    exclude: ExcludeOpt = None,
 ) -> None:
     """Write a hostfile with one line per node, from the inventory (no node is contacted)."""
-    from ..inventory import load_inventory
     from ..render import render_hostfile, write_text_atomic
     from ..ui import render_view
 
-    inv = load_inventory(inventory)
+    inv = load_selected(inventory, nodes, exclude)
     text = render_hostfile(inv, fmt.value, templates=templates)
     if output is not None:
         write_text_atomic(output, text)
     render_view.show_hostfile(text, fmt=fmt.value, nodes=len(inv.nodes), output=output, as_json=as_json, argv=argv_now())
 
 
-@render_app.command("ranktable")
+@render_app.command("ranktable", epilog=examples("ascendctl render ranktable -o rank_table.json",
+                                                 "ascendctl render ranktable --version 1.2 --devices 0-15", "ascendctl render ranktable --check rank_table.json",
+                                                 codes="0 ok, 1 error, 2 usage or bad inventory, 3 devices or rank table invalid, 4 nodes unreachable"))
 @cli_errors
 def ranktable(
     inventory: InventoryOpt = None,
@@ -87,15 +92,16 @@ def ranktable(
     command_timeout: CommandTimeoutOpt = None,
     fanout: FanoutOpt = None,
     accept_new_host_keys: AcceptKeysOpt = False,
+    nodes: NodesOpt = None,
+    exclude: ExcludeOpt = None,
 ) -> None:
     """Write the HCCL rank table: device IPs from the inventory or the nodes, validated first (exit 3 if wrong)."""
-    from ..inventory import load_inventory
     from ..render import check_rank_table_file, render_rank_table, write_text_atomic
     from ..ui import progress, render_view
 
     selected = _device_ids(devices)
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout, accept_new_host_keys=accept_new_host_keys)
-    inv = load_inventory(inventory, flags=flags)
+    inv = load_selected(inventory, nodes, exclude, flags)
     with progress("ranktable") as sink:
         if check is not None:
             report = check_rank_table_file(inv, check, on_event=sink)
@@ -111,31 +117,35 @@ def ranktable(
     raise typer.Exit(int(result.exit_code))
 
 
-@render_app.command("env")
+@render_app.command("env", epilog=examples("ascendctl render env -w n01", "eval \"$(ascendctl render env -w $(hostname) --launcher msrun)\"",
+                                           codes="0 ok, 1 error, 2 usage or bad inventory, 3 an interface has no address"))
 @cli_errors
 def env(
     inventory: InventoryOpt = None,
-    rank_table_file: Annotated[Optional[str], typer.Option("--rank-table-file", help="RANK_TABLE_FILE as the nodes see it (made absolute); unset without it, as in launch.", show_default=False)] = None,
+    rank_table_file: Annotated[Optional[str], typer.Option("--rank-table", "--rank-table-file", help="RANK_TABLE_FILE as the nodes see it (made absolute); unset without it, as in launch.", show_default=False)] = None,
     launcher: Annotated[Optional[str], typer.Option("--launcher", help="msrun or torchrun: its default port and line prefixes, as `launch` sets them.", show_default=False)] = None,
     master_port: Annotated[Optional[int], typer.Option("--master-port", help="MASTER_PORT (default: 8118 for msrun, else 29500).", min=1, max=65535, show_default=False)] = None,
     hccl_connect_timeout: Annotated[int, typer.Option("--hccl-connect-timeout", help="HCCL_CONNECT_TIMEOUT in seconds (HCCL's own default is 120).", min=1)] = 1200,
-    node: Annotated[Optional[str], typer.Option("--node", help="Only this node's exports (for eval on that node).", show_default=False)] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the exports, secrets included, to this file (mode 0600); stdout never shows secrets.", show_default=False)] = None,
     as_json: JsonOpt = False,
+    nodes: Annotated[Optional[str], typer.Option("-w", "--nodes", "--node", metavar="NODESET", show_default=False,
+                                                 help="Only these nodes' exports (e.g. for eval on one node); the job's geometry stays the whole inventory's.")] = None,
+    exclude: ExcludeOpt = None,
 ) -> None:
     """Print the env exports each node needs (HCCL_IF_IP of its cluster interface, MASTER_ADDR, RANK_TABLE_FILE, ...)."""
     from ..environment import LAUNCHERS
     from ..errors import UsageError
-    from ..inventory import load_inventory
     from ..render import render_env
     from ..ui import render_view
 
     if launcher is not None and launcher not in LAUNCHERS:
         raise UsageError(f"--launcher {launcher!r}: expected one of {', '.join(LAUNCHERS)}")
-    envs = render_env(load_inventory(inventory), launcher=launcher, rank_table_file=rank_table_file, master_port=master_port,
+    from ..inventory import load_inventory
+    from ..selection import select_nodes
+
+    whole = load_inventory(inventory)  # the job's geometry (master, ranks) is the whole inventory's; -w/-x pick what to print
+    shown = set(select_nodes(whole, nodes, exclude).names)
+    envs = render_env(whole, launcher=launcher, rank_table_file=rank_table_file, master_port=master_port,
                       hccl_connect_timeout=hccl_connect_timeout)
-    if node is not None:
-        envs = tuple(e for e in envs if e.node == node)
-        if not envs:
-            raise UsageError(f"--node {node}: no such node in the inventory")
+    envs = tuple(e for e in envs if e.node in shown)
     render_view.show_env(envs, as_json=as_json, argv=argv_now(), output=output)

@@ -8,10 +8,12 @@ from typing import Annotated
 import typer
 
 from . import app
-from .common import JsonOpt, argv_now, cli_errors
+from .common import examples, JsonOpt, argv_now, cli_errors
 
 
-@app.command("triage")
+@app.command("triage", epilog=examples(
+    "ascendctl triage bundle.tar.gz", "ascendctl triage /var/log/train/ --json", "ascendctl triage n01.log.gz n02.log.gz",
+    codes="0 a verdict, 1 error (unreadable input), 2 usage, 130 interrupted"))
 @cli_errors
 def triage_cmd(
     paths: Annotated[list[Path], typer.Argument(

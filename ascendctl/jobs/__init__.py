@@ -15,26 +15,27 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from ..errors import AscendctlError, ExitCode, Interrupted, UsageError
+from ..errors import AscendctlError, ExitCode, Interrupted, UsageError, signal_name
 from ..group import NodeGroup
 from ..inventory import Inventory, load_inventory
 from ..network import resolve_endpoints
-from ..outcome import Outcome, exit_code_for
+from ..outcome import Outcome, exit_code_for, stop_outcome
 from ..transport import TransportFactory
 from ..triage import TriageReport
 from .plan import (DEFAULT_GRACE, DRY_RUN_JOB_ID, LaunchOptions, LaunchPlan, NodePlan, build_plan, default_log_dir,
-                   launcher_binary, render_plan)
-from .record import (FailureVictim, FirstFailure, JobError, JobRecord, NodeJob, jobs_dir, list_jobs, load_job, new_job_id,
-                     save_job, state_dir)
+                   launcher_binary, plan_to_dict, render_plan)
+from .record import (FailureVictim, FirstFailure, JobError, JobRecord, NodeJob, StateWriteError, jobs_dir, list_jobs, load_job,
+                     new_job_id, save_job, state_dir)
 from .runner import LineSink, NodeEnded, NoticeSink, Runner
 from .ssh_runner import SSHRunner, marker, with_stop_results
 from .supervise import Supervised, supervise
 
 __all__ = [
     "DEFAULT_GRACE", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobRecord", "LaunchOptions", "LaunchOutcome",
-    "LaunchPlan", "LaunchRefused", "NodeEnded", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan",
-    "default_log_dir", "dry_run", "job_logs", "job_outcomes", "jobs_dir", "launch_job", "launcher_binary", "list_jobs",
-    "load_job", "marker", "new_job_id", "refresh_job", "render_plan", "save_job", "state_dir", "stop_job",
+    "JobStatus", "LaunchPlan", "LaunchRefused", "LeftoverCheck", "NodeEnded", "StateWriteError", "NodeJob", "NodePlan", "Runner",
+    "SSHRunner", "Supervised", "build_plan", "default_log_dir", "dry_run", "job_logs", "job_outcomes", "job_status", "jobs_dir",
+    "launch_job", "launcher_binary", "list_jobs", "load_job", "marker", "new_job_id", "plan_to_dict", "refresh_job", "render_plan",
+    "save_job", "state_dir", "stop_job",
 ]
 
 
@@ -46,13 +47,17 @@ class LaunchOutcome:
     interrupted: bool = False
     detached: bool = False
     verdict: TriageReport | None = None  # the triage engine's answer when the job failed
+    stopped_by: str | None = None  # the stop signal (SIGINT, SIGTERM, SIGHUP) when interrupted
+    state_error: StateWriteError | None = None  # the job record could not be written (saved or not: see .saved)
 
     @property
     def exit_code(self) -> ExitCode:
-        """130 interrupted; 4 a node was lost; 5 the job ran and failed; 0 it succeeded (or started, detached)."""
+        """128+signal interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP); 1 the record could not be written; 4 a node was
+        lost; 5 the job ran and failed; 0 it succeeded (or started, detached)."""
+        outcomes = [Outcome.ERROR] if self.state_error is not None else []
         if self.interrupted:
-            return exit_code_for([Outcome.INTERRUPTED])
-        return exit_code_for(job_outcomes(self.record, started_only=self.detached))
+            return exit_code_for([*outcomes, stop_outcome(self.stopped_by or "SIGINT")])
+        return exit_code_for([*outcomes, *job_outcomes(self.record, started_only=self.detached)])
 
 
 class LaunchRefused(AscendctlError):
@@ -65,7 +70,10 @@ def job_outcomes(record: JobRecord, *, started_only: bool = False) -> list[Outco
     if any(n.error and n.error.startswith("not started") for n in record.nodes):
         outcomes.append(Outcome.FAILED)
     if not started_only:
-        outcomes.append({"failed": Outcome.JOB_FAILED, "interrupted": Outcome.INTERRUPTED}.get(record.status, Outcome.OK))
+        if record.status == "interrupted":
+            outcomes.append(stop_outcome(record.stopped_by or "SIGINT"))
+        else:
+            outcomes.append(Outcome.JOB_FAILED if record.status == "failed" else Outcome.OK)
     return outcomes
 
 
@@ -130,24 +138,49 @@ def launch_job(
         plan = build_plan(inventory, options, job_id=job_id, endpoints=resolve_endpoints(group))
         runner = SSHRunner(group)
         record = new_record(inventory, plan, runner.name)
-        save_job(record)
+        save_job(record)  # a state dir that cannot take the record refuses here, before anything starts
+        result: Supervised | None = None
         try:
             record = runner.start(plan, record, notice=notice)
-        except (KeyboardInterrupt, Interrupted):
-            # Ctrl-C while starting: some launchers may be up; the marker finds them even without a pid.
-            notice("interrupted while starting: stopping the job on every node")
-            with NodeGroup(inventory) as fresh:  # the interrupted group is closed
-                stopped = SSHRunner(fresh).stop(load_job(plan.job_id), inventory.names, grace=options.grace)
-            record = replace(with_stop_results(load_job(plan.job_id), stopped), status="interrupted", ended=time.time())
             save_job(record)
-            return LaunchOutcome(record, interrupted=True)
-        if record.status != "running" or detach:
-            return LaunchOutcome(record, detached=detach and record.status == "running")
-        result = supervise(runner, record, on_line=on_line, notice=notice, grace=options.grace)
-        save_job(result.record)
-        return LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict)
+            if record.status != "running" or detach:
+                return LaunchOutcome(record, detached=detach and record.status == "running")
+            result = supervise(runner, record, on_line=on_line, notice=notice, grace=options.grace)
+            return _finished(LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict,
+                                           stopped_by=result.stopped_by))
+        except (KeyboardInterrupt, Interrupted) as stop:
+            if result is not None:  # the job had ended; the signal only came before its record was saved
+                return _finished(LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict,
+                                               stopped_by=result.stopped_by or signal_name(stop)))
+            # Stopped while starting (some launchers may be up: the marker finds them even without a pid).
+            return _finished(_tear_down(inventory, record, options.grace, notice, stopped_by=signal_name(stop)))
+        except StateWriteError as exc:  # the job runs but its record cannot say so: stop it rather than lose it
+            notice(f"{exc.message}: stopping the job on every node")
+            return _finished(replace(_tear_down(inventory, record, options.grace, notice, stopped_by=None), state_error=exc))
     finally:
         group.close()
+
+
+def _tear_down(inventory: Inventory, record: JobRecord, grace: float, notice: NoticeSink, *, stopped_by: str | None) -> LaunchOutcome:
+    """Stop every process of the job on every node (over fresh connections: an interrupted group is closed)."""
+    if stopped_by is not None:
+        notice(f"{stopped_by}: stopping the job on every node")
+    with NodeGroup(inventory) as fresh:
+        stopped = SSHRunner(fresh).stop(record, inventory.names, grace=grace)
+    record = replace(with_stop_results(record, stopped), ended=time.time(), teardown_started=record.teardown_started or time.time(),
+                     status="interrupted" if stopped_by else "stopped", stopped_by=stopped_by)
+    return LaunchOutcome(record, interrupted=stopped_by is not None, stopped_by=stopped_by)
+
+
+def _finished(outcome: LaunchOutcome) -> LaunchOutcome:
+    """Save the final record; a state dir that cannot take it is reported (exit 1), the job is already torn down."""
+    try:
+        save_job(outcome.record)
+    except StateWriteError as exc:
+        return replace(outcome, state_error=exc)
+    if outcome.state_error is not None:
+        outcome.state_error.saved = True  # an earlier write failed, this one went through
+    return outcome
 
 
 # -- jobs started earlier -------------------------------------------------------------------
@@ -192,6 +225,48 @@ def refresh_job(record: JobRecord, inventory: Inventory | None = None) -> JobRec
     return record
 
 
+@dataclass(frozen=True, slots=True)
+class LeftoverCheck:
+    """A node the teardown could not reach, asked again: the job's processes still there, or why it is still unreachable."""
+
+    node: str
+    teardown_error: str  # why the teardown could not reach it
+    pids: tuple[int, ...] | None = None  # None while it is still unreachable
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """A job's record (refreshed while it runs) and what `status` found on the nodes its teardown could not reach."""
+
+    record: JobRecord
+    leftovers: tuple[LeftoverCheck, ...] = ()
+
+
+def job_status(job_id: str | None, inventory: Inventory | None = None) -> JobStatus:
+    """The job's record, refreshed while it runs; nodes its teardown could not reach are asked what is left there."""
+    record = refresh_job(load_job(job_id), inventory)
+    unreached = {n.name: n.teardown_error for n in record.nodes if n.teardown_error} if record.status != "running" else {}
+    if not unreached:
+        return JobStatus(record)
+    inv = _job_inventory(record, inventory)
+    runner = _runner(record, inv)
+    try:
+        results = runner.leftovers(record, [name for name in unreached if name in inv.names]).by_node()
+    finally:
+        runner.close()
+    checks = []
+    for name, why in unreached.items():
+        result = results.get(name)
+        if result is None:
+            checks.append(LeftoverCheck(name, why, error="not in the inventory"))
+        elif result.value is None:
+            checks.append(LeftoverCheck(name, why, error=result.error.message if result.error else "no answer"))
+        else:
+            checks.append(LeftoverCheck(name, why, pids=result.value))
+    return JobStatus(record, tuple(checks))
+
+
 def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inventory | None = None) -> JobRecord:
     """Tear a (detached) job down on every node and record it as stopped."""
     record = load_job(job_id)
@@ -213,24 +288,31 @@ def job_logs(
     job_id: str | None,
     *,
     follow_logs: bool = False,
-    node: str | None = None,
+    nodes: str | None = None,
     on_line: LineSink | None = None,
     inventory: Inventory | None = None,
 ) -> LaunchOutcome:
-    """Print (or follow until the launchers end) the launcher logs of a job; following never stops the job."""
+    """Print (or follow until the launchers end) the launcher logs of a job; following never stops the job.
+
+    `nodes`: a node set (`h[01-02]`) of the job's nodes to show; default all.
+    """
+    from ..nodeset import fold
+    from ..selection import expand_nodeset
     from ..triage import split_stamp
 
     record = load_job(job_id)
-    if node is not None and node not in {n.name for n in record.nodes}:
-        raise UsageError(f"job {record.id} has no node {node!r}", hint=", ".join(n.name for n in record.nodes))
+    names = [n.name for n in record.nodes]
+    chosen = set(expand_nodeset(nodes, {"all": tuple(names)})) if nodes else set(names)
+    if chosen - set(names):
+        raise UsageError(f"job {record.id} has no node {fold(sorted(chosen - set(names)))}", hint=fold(names))
     inv = _job_inventory(record, inventory)
     runner = _runner(record, inv)
     try:
         if follow_logs:
             watched = supervise(runner, record, on_line=on_line, teardown_on_failure=False, grace=DEFAULT_GRACE,
-                                nodes=[node] if node else None)
-            return LaunchOutcome(watched.record, interrupted=watched.interrupted)
-        targets = [n.name for n in record.nodes if (node is None or n.name == node) and n.name in inv.names]
+                                nodes=[n for n in names if n in chosen] if nodes else None)
+            return LaunchOutcome(watched.record, interrupted=watched.interrupted, stopped_by=watched.stopped_by)
+        targets = [n for n in names if n in chosen and n in inv.names]
         for result in runner.log_texts(record, targets):
             text = result.value if result.value is not None else f"(unreachable: {result.error.message if result.error else ''})\n"
             for line in text.splitlines():

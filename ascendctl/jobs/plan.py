@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Mapping
+from pathlib import PurePosixPath
+from typing import Any, Mapping
 
 from ..environment import LAUNCHERS, NodeEnvironment, master_port, node_environment, parse_env_assignments
 from ..errors import UsageError
 from ..inventory import Inventory, Node
 from ..network import Endpoint
+from ..paths import child
 
 DEFAULT_GRACE = 10.0
 DEFAULT_CLUSTER_TIMEOUT = 600
@@ -127,7 +129,7 @@ def build_plan(inventory: Inventory, options: LaunchOptions, *, job_id: str, end
     log_dir = (options.log_dir or default_log_dir(inventory, job_id)).rstrip("/") or "/"
     nodes = []
     for node in inventory.nodes:
-        node_dir = f"{log_dir}/{node.name}"
+        node_dir = str(child(PurePosixPath(log_dir), node.name))
         command = launcher_command(options, node, nodes=len(inventory.nodes), nproc=nproc, master_addr=master_endpoint.ip,
                                    port=port, job_id=job_id, node_dir=node_dir)
         environment = node_environment(node, endpoints[node.name], master_endpoint, launcher=options.launcher, port=port,
@@ -136,6 +138,17 @@ def build_plan(inventory: Inventory, options: LaunchOptions, *, job_id: str, end
         nodes.append(NodePlan(node.name, node.host, node.index, nproc, command, environment, node_dir, first_rank,
                               endpoints[node.name]))
     return LaunchPlan(job_id, options.launcher, options.script, master_endpoint.ip, port, log_dir, options.grace, tuple(nodes))
+
+
+def plan_to_dict(plan: LaunchPlan) -> dict[str, Any]:
+    """The dry-run as data (`launch --dry-run --json`): the same facts as render_plan, secrets redacted."""
+    return {
+        "job_id": plan.job_id, "launcher": plan.launcher, "script": list(plan.script), "master_addr": plan.master_addr,
+        "master_port": plan.master_port, "log_dir": plan.log_dir, "world_size": plan.world_size,
+        "nodes": [{"name": n.name, "host": n.host, "node_rank": n.rank, "workers": n.workers, "first_rank": n.first_rank,
+                   "log": n.log, "cluster_address": n.endpoint.ip, "address_source": n.endpoint.source,
+                   "command": n.command, "env": n.environment.to_dict(redact=True)["env"]} for n in plan.nodes],
+    }
 
 
 def render_plan(plan: LaunchPlan) -> str:

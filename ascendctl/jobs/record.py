@@ -6,6 +6,7 @@ atomically; environment values in them are redacted (redact.py). Must not import
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -25,6 +26,23 @@ class JobError(AscendctlError):
     exit_code = ExitCode.USAGE
 
 
+class StateWriteError(AscendctlError):
+    """A job record could not be written (full disk, read-only or unwritable state directory); exit 1.
+
+    `saved` is True when the record was still written, from the space reserved for it when the job started.
+    """
+
+    exit_code = ExitCode.ERROR
+
+    def __init__(self, path: Path, exc: OSError, *, saved: bool = False) -> None:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        code = f" ({errno.errorcode[exc.errno]})" if exc.errno is not None and exc.errno in errno.errorcode else ""
+        super().__init__(f"cannot write the job record {path}: {why}{code}",
+                         hint=f"free space in (or make writable) {path.parent}, or point XDG_STATE_HOME elsewhere")
+        self.path = path
+        self.saved = saved
+
+
 @dataclass(frozen=True, slots=True)
 class NodeJob:
     """One node's part of a job: its launcher process and where it logs."""
@@ -42,6 +60,7 @@ class NodeJob:
     started: float | None = None  # epoch seconds
     ended: float | None = None
     error: str | None = None  # why ascendctl lost track (unreachable, ...)
+    teardown_error: str | None = None  # why the teardown could not reach this node (`status` asks it again later)
     workers: int | None = None  # ranks started on this node
     first_rank: int | None = None  # global rank of its local rank 0 (None when a rendezvous assigns ranks)
     address: str | None = None  # the node's cluster address (HCCL_IF_IP): peers name it in their errors
@@ -123,6 +142,7 @@ class JobRecord:
     status: str = "running"  # running | succeeded | failed | stopped | interrupted
     first_failure: FirstFailure | None = None  # the triage engine's verdict when the job failed
     teardown_started: float | None = None  # epoch seconds when ascendctl began stopping the other nodes
+    stopped_by: str | None = None  # SIGINT, SIGTERM or SIGHUP when ascendctl was told to stop (status "interrupted")
     schema: int = JOB_SCHEMA
 
     runner: str = "ssh"  # the Runner that started it (jobs/runner.py)
@@ -169,14 +189,54 @@ def new_job_id(now: float | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(2)}"
 
 
-def save_job(record: JobRecord) -> Path:
-    """Write the record atomically (a reader never sees half a file)."""
-    directory = jobs_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{record.id}.json"
+RESERVE_MIN = 64 * 1024  # bytes kept free per running job, so that its final record fits on a full disk
+
+
+def _reserve_path(record: JobRecord) -> Path:
+    return jobs_dir() / f"{record.id}.reserve"
+
+
+def _write(path: Path, text: str) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record.to_dict(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a half-written temporary holds the space the retry needs
+        raise
+
+
+def save_job(record: JobRecord) -> Path:
+    """Write the record atomically (a reader never sees half a file); StateWriteError names the path when it cannot.
+
+    While the job runs, a reserve file keeps room for its final record: when the disk fills mid-job, the
+    final write gives the reserve back and retries (the record is saved, StateWriteError(saved=True) still says so).
+    """
+    directory = jobs_dir()
+    path = directory / f"{record.id}.json"
+    text = json.dumps(record.to_dict(), indent=2) + "\n"
+    reserve = _reserve_path(record)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        _write(path, text)
+    except OSError as exc:
+        if record.status == "running" or exc.errno != errno.ENOSPC or not reserve.exists():
+            raise StateWriteError(path, exc) from None
+        try:
+            reserve.unlink()
+            _write(path, text)
+        except OSError:
+            raise StateWriteError(path, exc) from None
+        raise StateWriteError(path, exc, saved=True) from None
+    try:
+        if record.status == "running" and not reserve.exists():
+            with open(reserve, "wb") as handle:
+                handle.write(bytes(max(RESERVE_MIN, 4 * len(text))))
+        elif record.status != "running":
+            reserve.unlink(missing_ok=True)
+    except OSError as exc:
+        reserve.unlink(missing_ok=True)
+        raise StateWriteError(reserve, exc) from None
     return path
 
 

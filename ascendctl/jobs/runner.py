@@ -53,7 +53,7 @@ class Runner(Protocol):
     name: str
 
     def start(self, plan: LaunchPlan, record: JobRecord, *, notice: NoticeSink) -> JobRecord:
-        """Start every node's launcher; returns the record with pids (or errors, after stopping what started)."""
+        """Start every node's launcher; returns the record with pids (or errors, after stopping what started); the caller saves it."""
         ...
 
     def follow(self, record: JobRecord, node: str) -> NodeStream:
@@ -66,6 +66,10 @@ class Runner(Protocol):
 
     def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
         """Per node: `exit <rc>`, `running` or `gone`."""
+        ...
+
+    def leftovers(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[tuple[int, ...]]:
+        """Per node: the pids of every process of the job still there (after a teardown that could not reach it)."""
         ...
 
     def log_texts(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:

@@ -28,7 +28,7 @@ from ..shell import remote, script
 from ..transport import Spawned, Transport
 from ..triage.times import parse_utc_offset
 from .plan import LaunchPlan, NodePlan
-from .record import FirstFailure, JobRecord, NodeJob, save_job
+from .record import FirstFailure, JobRecord, NodeJob
 from .runner import NodeEnded, NoticeSink
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,6 @@ class SSHRunner:
             stopped = self.stop(record, [n.name for n in record.nodes if n.pid is not None], grace=plan.grace)
             record = with_stop_results(record, stopped)
             record = replace(record, status="failed", ended=time.time())
-        save_job(record)
         return record
 
     # -- follow ------------------------------------------------------------------------------
@@ -177,13 +176,23 @@ class SSHRunner:
 
         return self.group.run(stop, nodes=self.group.nodes(nodes), retry=True)
 
-    def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
-        def state(node: Node, transport: Transport) -> str:
+    def _job_state(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[tuple[str, tuple[int, ...]]]:
+        """job_state.sh on each node: its state line, and the pids of the job's processes still there."""
+        def state(node: Node, transport: Transport) -> tuple[str, tuple[int, ...]]:
             entry = record.node(node.name)
             command, stdin = remote("job_state.sh", entry.dir, entry.pid or "", marker(record.id, node.name))
-            return transport.run(command, stdin=stdin).stdout.strip()
+            lines = transport.run(command, stdin=stdin).stdout.splitlines()
+            if len(lines) != 2 or not lines[1].startswith("pids"):
+                raise AscendctlError(f"unexpected answer from job_state.sh: {' | '.join(lines)[:200]!r}")
+            return lines[0].strip(), tuple(int(p) for p in lines[1].split()[1:] if p.isdigit())
 
         return self.group.run(state, nodes=self.group.nodes(nodes), retry=True)
+
+    def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
+        return self._job_state(record, nodes).map(lambda value: value[0])
+
+    def leftovers(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[tuple[int, ...]]:
+        return self._job_state(record, nodes).map(lambda value: value[1])
 
     def log_texts(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
         def cat(node: Node, transport: Transport) -> str:
@@ -200,12 +209,12 @@ class SSHRunner:
 
 
 def with_stop_results(record: JobRecord, results: NodeResults[str]) -> JobRecord:
-    """Record the signal each node's teardown needed, or why it could not be done."""
+    """Record the signal each node's teardown needed, or why the teardown could not reach the node."""
     for result in results:
         entry = record.node(result.node)
         if result.value is not None:
             sig = {"term": "SIGTERM", "kill": "SIGKILL"}.get(result.value)
-            record = record.with_node(replace(entry, signal=sig or entry.signal))
-        elif entry.error is None and result.error is not None:
-            record = record.with_node(replace(entry, error=f"teardown failed: {result.error.message}"))
+            record = record.with_node(replace(entry, signal=sig or entry.signal, teardown_error=None))
+        elif result.error is not None:
+            record = record.with_node(replace(entry, teardown_error=result.error.message))
     return record

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from ..errors import AscendctlError
+from ..errors import AscendctlError, signal_name
 from ..triage import LiveTriage, TriageReport, split_stamp
 from .record import FailureVictim, FirstFailure, JobRecord
 from .runner import LineSink, NodeEnded, NodeStream, NoticeSink, Runner
@@ -34,6 +34,7 @@ class Supervised:
     record: JobRecord
     interrupted: bool = False
     verdict: TriageReport | None = None
+    stopped_by: str | None = None  # the stop signal that ended the supervision (the record's too, unless only watching)
 
 
 def first_failure(report: TriageReport) -> FirstFailure:
@@ -63,6 +64,7 @@ class _Loop:
         self.selector = selectors.DefaultSelector()
         self.pending = set(names)
         self.failures: list[NodeEnded] = []
+        self.lost: set[str] = set()  # nodes whose stream was lost: the teardown still tries them
         self.stopper: threading.Thread | None = None
         self.stop_results: list[JobRecord] = []
         self.teardown_started: float | None = None
@@ -97,14 +99,20 @@ class _Loop:
         entry = self.record.node(ended.node)
         self.record = self.record.with_node(replace(entry, exit_code=ended.exit_code, ended=ended.when,
                                                     error=ended.lost and f"unreachable: {ended.lost}"))
+        if ended.lost is not None:
+            self.lost.add(ended.node)
         if ended.lost is not None or ended.exit_code != 0:
             self.failures.append(ended)
+
+    def teardown_targets(self) -> list[str]:
+        """Every node that may still run the job: those still followed, and those lost (perhaps still running)."""
+        return sorted(self.pending | self.lost)
 
     def stop_rest(self, reason: str) -> None:
         """Stop every node still running, in the background (the loop keeps reading their output)."""
         self.notice(reason)
         self.teardown_started = time.time()
-        targets = sorted(self.pending)
+        targets = self.teardown_targets()
         record = self.record
 
         def work() -> None:
@@ -134,7 +142,10 @@ class _Loop:
                 self.pump(key.data)
 
     def close(self) -> None:
-        for key in list(self.selector.get_map().values()):
+        streams = self.selector.get_map()
+        if streams is None:  # closed already
+            return
+        for key in list(streams.values()):
             key.data.close()
         self.selector.close()
 
@@ -149,25 +160,29 @@ def supervise(
     nodes: Sequence[str] | None = None,
     grace: float,
 ) -> Supervised:
-    """Follow every started node until its launcher ends; on a failure or Ctrl-C stop the rest (unless only watching)."""
+    """Follow every started node until its launcher ends; on a failure or a stop signal stop the rest (unless only watching).
+
+    A stop signal (KeyboardInterrupt: Ctrl-C, or SIGTERM/SIGHUP through interrupts.stop_on_signals) tears the job down on
+    every node it may still run on, the ones lost included; the record says which signal (`stopped_by`).
+    """
     say = notice or (lambda _msg: None)
     names = [n.name for n in record.nodes if n.pid is not None and (nodes is None or n.name in nodes)]
     loop = _Loop(runner, record, on_line, say, grace, names)
-    interrupted = False
+    stopped_by: str | None = None
     try:
         for name in names:
             loop.open(name)
         loop.run(teardown_on_failure=teardown_on_failure)
-    except KeyboardInterrupt:
-        if not teardown_on_failure:  # only watching (`logs -f`): Ctrl-C stops watching, never the job
+    except KeyboardInterrupt as stop:
+        stopped_by = signal_name(stop)
+        if not teardown_on_failure:  # only watching (`logs -f`): a stop signal stops watching, never the job
             loop.close()
-            return Supervised(record, interrupted=True)
-        interrupted = True
-        say("interrupted: stopping the job on every node")
+            return Supervised(record, interrupted=True, stopped_by=stopped_by)
+        say(f"interrupted ({stopped_by}): stopping the job on every node; SIGKILL after {grace:g} s")
         if loop.stopper is not None:
             loop.stopper.join()
         loop.teardown_started = loop.teardown_started or time.time()
-        loop.stop_results.append(with_stop_results(loop.record, runner.stop(loop.record, sorted(loop.pending), grace=grace)))
+        loop.stop_results.append(with_stop_results(loop.record, runner.stop(loop.record, loop.teardown_targets(), grace=grace)))
         loop.drain(DRAIN_AFTER_INTERRUPT)
     finally:
         if loop.stopper is not None:
@@ -177,14 +192,14 @@ def supervise(
     for name in loop.pending:  # never heard back
         entry = record.node(name)
         record = record.with_node(replace(entry, error=entry.error or "lost track of the launcher"))
-    for stopped in loop.stop_results:  # the signal each stopped node needed
+    for stopped in loop.stop_results:  # the signal each stopped node needed, or why the teardown could not reach it
         for entry in stopped.nodes:
-            if entry.signal or entry.error:
+            if entry.signal or entry.teardown_error:
                 current = record.node(entry.name)
                 record = record.with_node(replace(current, signal=entry.signal or current.signal,
-                                                  error=current.error or entry.error))
+                                                  teardown_error=entry.teardown_error))
     record = replace(record, ended=time.time(), teardown_started=loop.teardown_started or record.teardown_started)
-    if interrupted:
+    if stopped_by is not None:
         status = "interrupted"
     elif record.status == "stopped":
         status = "stopped"
@@ -193,5 +208,6 @@ def supervise(
     else:
         status = "succeeded"
     verdict = loop.live.report(record.to_dict()) if status == "failed" else None
-    record = replace(record, status=status, first_failure=first_failure(verdict) if verdict else record.first_failure)
-    return Supervised(record, interrupted=interrupted, verdict=verdict)
+    record = replace(record, status=status, first_failure=first_failure(verdict) if verdict else record.first_failure,
+                     stopped_by=stopped_by)
+    return Supervised(record, interrupted=stopped_by is not None, verdict=verdict, stopped_by=stopped_by)

@@ -10,6 +10,7 @@ import fcntl
 import logging
 import os
 import random
+import re
 import select
 import socket
 import stat
@@ -38,8 +39,8 @@ def _import_paramiko_without_invoke() -> None:
 _import_paramiko_without_invoke()
 import paramiko  # noqa: E402
 
-from ..errors import (AuthError, CommandTimeoutError, ConnectError, HostKeyError, NodeSilentError, TransientConnectError,
-                      TransportError)
+from ..errors import (AuthError, CommandTimeoutError, ConnectError, HostKeyError, NodeSilentError, SSHProtocolError,
+                      TransientConnectError, TransportError)
 from ..inventory import Inventory, Node
 from ..models import CommandResult
 from . import ANSWER_SLACK, KILL_GRACE, node_bounded, stopped_at_limit
@@ -49,6 +50,10 @@ log = logging.getLogger(__name__)
 # Errors that sshd's MaxStartups (or a busy accept queue) produces: the connection
 # is dropped before or during the banner. Retrying after a jittered pause succeeds.
 TRANSIENT_MARKERS = ("Error reading SSH protocol banner", "Connection reset by peer", "EOF during negotiation")
+# What sshd says instead of its banner when it turns a connection away: past MaxStartups (OpenSSH 8.x+) and
+# under PerSourcePenalties (9.8+). Dropped connections, like the silent drops above: retried.
+SSHD_REFUSALS = (b"Exceeded MaxStartups", b"Not allowed at this time")
+BANNER_PREVIEW = 256  # bytes of the server's first line looked at (without taking them) before paramiko reads it
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +84,7 @@ class SSHConnector:
     def __init__(self, inventory: Inventory) -> None:
         self.inventory = inventory
         self._lock = threading.Lock()
-        self._host_keys: dict[str, paramiko.HostKeys] = {}
+        self._host_keys: dict[str, KnownHosts] = {}
         self._keys: dict[str, paramiko.PKey | Exception] = {}
         self._agent_keys: list[Any] | None = None
         self._jumps: dict[tuple[str, int, str], paramiko.Transport] = {}
@@ -99,7 +104,8 @@ class SSHConnector:
                 if attempt + 1 >= attempts:
                     raise ConnectError(
                         f"{exc.message} (after {attempts} attempts)",
-                        hint="sshd dropped the connection repeatedly: check MaxStartups on the node or lower `fanout`",
+                        hint="sshd dropped the connection repeatedly: check MaxStartups on the node or lower `fanout` "
+                        "(sshd refusing this client, e.g. PerSourcePenalties or tcp_wrappers, looks the same)",
                     ) from None
                 pause = min(0.25 * 2**attempt, 4.0) * random.uniform(0.5, 1.5)
                 log.debug("%s: transient connect failure (%s); retry %d in %.2fs", node.name, exc.message, attempt + 1, pause)
@@ -158,12 +164,23 @@ class SSHConnector:
 
     # -- connection steps -----------------------------------------------------------------
     def _connect_once(self, node: Node, ep: Endpoint) -> paramiko.Transport:
+        known = self._known_keys(node, ep)  # first: an unusable known_hosts fails the node before any connection
         sock = self._open_socket(node, ep)
+        preview: bytes | None = None
+        if isinstance(sock, socket.socket):  # a jump host's channel cannot be peeked at; paramiko's error has to do
+            try:
+                preview = _peek_first_line(sock, ep.connect_timeout)
+            except OSError as exc:
+                sock.close()
+                raise TransientConnectError(f"{ep.hostname}:{ep.port} dropped the connection before its SSH banner "
+                                            f"({exc.strerror or exc})") from None
+            if not preview or preview.startswith(SSHD_REFUSALS):
+                sock.close()
+                raise _no_banner_error(ep, closed=preview is not None, said=preview)
         transport = paramiko.Transport(sock)
         transport.banner_timeout = ep.connect_timeout
         transport.handshake_timeout = ep.connect_timeout
         transport.auth_timeout = ep.connect_timeout
-        known = self._known_keys(node, ep)
         if known:
             # Ask for the key types we can verify, as OpenSSH does, so a host with an
             # ed25519 key in known_hosts is not reported unknown for offering ecdsa first.
@@ -178,7 +195,7 @@ class SSHConnector:
             server_key = transport.get_remote_server_key()
         except (paramiko.SSHException, EOFError, OSError) as exc:
             transport.close()
-            raise _handshake_error(exc, ep, time.monotonic() - started) from None
+            raise _handshake_error(exc, ep, time.monotonic() - started, preview, banner_read=bool(transport.remote_version)) from None
         try:
             self._verify_host_key(node, ep, server_key)
             self._authenticate(node, ep, transport)
@@ -259,25 +276,30 @@ class SSHConnector:
             return transport
 
     def _known_keys(self, node: Node, ep: Endpoint) -> set[str]:
-        keys = self._host_keys_for(node).lookup(ep.known_hosts_name)
+        """The key types known_hosts holds for the node; HostKeyError when the file cannot be used at all."""
+        known_hosts = self._known_hosts_for(node)
+        if known_hosts.problem:
+            raise HostKeyError(
+                f"cannot use known_hosts {node.known_hosts}: {known_hosts.problem}",
+                hint="`known_hosts` (inventory) must name a readable file of `HOST KEYTYPE BASE64` lines; "
+                "fix or replace it, then add the nodes' keys after verifying them (`ssh-keyscan`)",
+            )
+        keys = known_hosts.keys.lookup(ep.known_hosts_name)
         return set(keys.keys()) if keys else set()
 
-    def _host_keys_for(self, node: Node) -> paramiko.HostKeys:
+    def _known_hosts_for(self, node: Node) -> KnownHosts:
         path = os.path.expanduser(node.known_hosts)
         with self._lock:
             cached = self._host_keys.get(path)
             if cached is None:
-                cached = paramiko.HostKeys()
-                if os.path.exists(path):
-                    try:
-                        cached.load(path)
-                    except (OSError, paramiko.SSHException) as exc:
-                        log.warning("cannot read known_hosts %s: %s", path, exc)
-                self._host_keys[path] = cached
+                cached = self._host_keys[path] = load_known_hosts(path)
+                if cached.bad_lines:
+                    log.warning("known_hosts %s: %s not in known_hosts format (ignored)", node.known_hosts, _lines(cached.bad_lines))
             return cached
 
     def _verify_host_key(self, node: Node, ep: Endpoint, key: paramiko.PKey) -> None:
-        host_keys = self._host_keys_for(node)
+        known_hosts = self._known_hosts_for(node)
+        host_keys = known_hosts.keys
         name = ep.known_hosts_name
         known = host_keys.lookup(name)
         path = node.known_hosts
@@ -294,6 +316,13 @@ class SSHConnector:
                 f"{name} offered a {key.get_name()} key but {path} holds only {', '.join(sorted(known))} for it",
                 hint=f"verify the node, then update {path} (ssh-keygen -R {name} -f {path})",
             )
+        if known_hosts.bad_lines and not node.accept_new_host_keys:
+            raise HostKeyError(
+                f"known_hosts {path} holds no key for {name} ({key.get_name()} {fingerprint}), and its "
+                f"{_lines(known_hosts.bad_lines)} not in known_hosts format",
+                hint="fix or remove those lines (format: `HOST KEYTYPE BASE64`), then add the node's key after verifying it "
+                "(`ssh-keyscan`), or opt in with `accept_new_host_keys: true` / --accept-new-host-keys",
+            )
         if not node.accept_new_host_keys:
             raise HostKeyError(
                 f"unknown host key for {name} ({key.get_name()} {fingerprint}); not in {path}",
@@ -305,12 +334,16 @@ class SSHConnector:
     def _record_host_key(self, path: str, name: str, key: paramiko.PKey, host_keys: paramiko.HostKeys) -> None:
         """Append an accepted key to known_hosts; a file lock keeps parallel writers apart."""
         full = os.path.expanduser(path)
-        os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
         with self._lock:
+            try:
+                os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
+                with open(full, "a", encoding="utf-8") as handle:
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+                    handle.write(f"{name} {key.get_name()} {key.get_base64()}\n")
+            except OSError as exc:
+                raise HostKeyError(f"cannot record the host key of {name} in known_hosts {path}: {exc.strerror or exc}",
+                                   hint="make the file (and its directory) writable, or set `known_hosts` in the inventory") from None
             host_keys.add(name, key.get_name(), key)
-            with open(full, "a", encoding="utf-8") as handle:
-                fcntl.flock(handle, fcntl.LOCK_EX)
-                handle.write(f"{name} {key.get_name()} {key.get_base64()}\n")
         log.info("accepted new host key for %s (%s %s) into %s", name, key.get_name(), key.fingerprint, path)
 
     def _authenticate(self, node: Node, ep: Endpoint, transport: paramiko.Transport) -> None:
@@ -501,8 +534,52 @@ class SSHSpawned:
         self._chan.close()
 
 
-def _handshake_error(exc: BaseException, ep: Endpoint, elapsed: float) -> TransportError:
+def _peek_first_line(sock: socket.socket, timeout: float) -> bytes | None:
+    """The server's first bytes, up to its first line end, left in the socket for paramiko (MSG_PEEK).
+
+    None: nothing came within `timeout`; b"": the server closed the connection first.
+    """
+    deadline = time.monotonic() + timeout
+    seen, changed = b"", time.monotonic()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([sock], [], [], remaining)[0]:
+            return seen or None
+        data = sock.recv(BANNER_PREVIEW, socket.MSG_PEEK)
+        if not data or b"\n" in data or len(data) >= BANNER_PREVIEW:
+            return data
+        if data != seen:
+            seen, changed = data, time.monotonic()
+        elif time.monotonic() - changed > 0.25:  # a partial line that stopped growing: paramiko judges it
+            return data
+        else:  # the socket stays readable while unread bytes wait: don't spin
+            time.sleep(0.02)
+
+
+def _no_banner_error(ep: Endpoint, *, closed: bool, said: bytes | None = None) -> TransportError:
+    where = f"{ep.hostname}:{ep.port}"
+    if closed:  # what sshd does past MaxStartups: retried, then the hint names it
+        return TransientConnectError(f"{where} dropped the connection before its SSH banner"
+                                     + (f" (it said {_first_line(said)})" if said else ""))
+    return SSHProtocolError(
+        f"SSH protocol error: no SSH banner from {where} within {ep.connect_timeout:g}s (is this port an SSH server?)",
+        hint=f"something accepted the TCP connection on port {ep.port} but never spoke SSH: check `port` in the inventory "
+        "and that sshd (not another service) listens there; a hung sshd looks the same",
+    )
+
+
+def _handshake_error(exc: BaseException, ep: Endpoint, elapsed: float, preview: bytes | None, *,
+                     banner_read: bool) -> TransportError:
+    """Name what failed: no or a foreign banner (protocol error), a stall after the banner (MTU), a drop (retried)."""
     text = str(exc) or type(exc).__name__
+    where = f"{ep.hostname}:{ep.port}"
+    if not banner_read and preview is not None and not preview.startswith(b"SSH-"):
+        return SSHProtocolError(
+            f"SSH protocol error: {where} sent {_first_line(preview)} instead of an SSH banner",
+            hint=f"another service answers on port {ep.port}: check `port` in the inventory and that sshd listens there",
+        )
+    if not banner_read and elapsed >= ep.connect_timeout * 0.9:  # through a jump host: nothing to peek at
+        return _no_banner_error(ep, closed=False)
     if elapsed >= ep.connect_timeout * 0.9:
         return ConnectError(
             f"TCP connected to {ep.hostname}:{ep.port} but the SSH handshake stalled for {elapsed:.0f}s",
@@ -510,8 +587,68 @@ def _handshake_error(exc: BaseException, ep: Endpoint, elapsed: float) -> Transp
             "check the MTU of every hop, or sshd load on the node",
         )
     if any(marker in text for marker in TRANSIENT_MARKERS) or isinstance(exc, (EOFError, ConnectionResetError)):
-        return TransientConnectError(f"{ep.hostname}:{ep.port} dropped the connection during the SSH handshake ({text.strip()})")
-    return ConnectError(f"SSH handshake with {ep.hostname}:{ep.port} failed: {text}")
+        return TransientConnectError(f"{where} dropped the connection during the SSH handshake ({text.strip()})")
+    if isinstance(exc, paramiko.SSHException):
+        return SSHProtocolError(
+            f"SSH protocol error: handshake with {where} failed: {text}",
+            hint="the server speaks SSH, but no protocol version or algorithm matched (KexAlgorithms, Ciphers, MACs, "
+            "HostKeyAlgorithms in its sshd_config)",
+        )
+    return ConnectError(f"SSH handshake with {where} failed: {text}")
+
+
+def _first_line(data: bytes, limit: int = 60) -> str:
+    line = (data.decode("utf-8", errors="replace").splitlines() or [""])[0]
+    return repr(line[:limit] + "..." if len(line) > limit else line)
+
+
+@dataclass(frozen=True, slots=True)
+class KnownHosts:
+    """A known_hosts file as read: its keys, lines that are not entries, or why it cannot be used at all."""
+
+    keys: paramiko.HostKeys
+    bad_lines: tuple[int, ...] = ()
+    problem: str | None = None  # "is a directory", "cannot be read (Permission denied)"
+
+
+def load_known_hosts(path: str) -> KnownHosts:
+    """Read an OpenSSH known_hosts file; a missing file holds no keys, a garbage line is counted, never fatal."""
+    keys = paramiko.HostKeys()
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            return KnownHosts(keys, problem="it is a directory")
+        if not stat.S_ISREG(mode):  # a FIFO would block the open, a device would never end
+            return KnownHosts(keys, problem="it is not a regular file")
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return KnownHosts(keys)
+    except OSError as exc:
+        return KnownHosts(keys, problem=f"it cannot be read ({exc.strerror or exc})")
+    bad: list[int] = []
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        line = raw.decode("utf-8", errors="replace").strip()
+        if not line or line.startswith(("#", "@")):  # comments; @cert-authority/@revoked markers paramiko cannot use
+            continue
+        if len(re.split(" |\t", line)) < 3:
+            bad.append(number)
+            continue
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
+        except Exception:  # noqa: BLE001  (base64, key parsing and crypto errors alike: one garbage line must not stop the rest)
+            bad.append(number)
+            continue
+        if entry is None:  # a key type paramiko does not know (e.g. a security-key type): not garbage
+            continue
+        for name in entry.hostnames:
+            keys.add(name, entry.key.get_name(), entry.key)
+    return KnownHosts(keys, tuple(bad))
+
+
+def _lines(numbers: tuple[int, ...]) -> str:
+    shown = ", ".join(str(n) for n in numbers[:5]) + (f" (+{len(numbers) - 5} more)" if len(numbers) > 5 else "")
+    return f"line {shown}" if len(numbers) == 1 else f"lines {shown}"
 
 
 def _base_key_type(key_type: str) -> str:

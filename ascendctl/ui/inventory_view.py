@@ -13,12 +13,16 @@ from ..inventory import BUILTIN_SOURCE, Inventory
 from ..nodeset import fold, group_by
 from ..redact import redact_env, redact_value
 from ..settings import CLUSTER_SETTINGS, NODE_SETTINGS
-from . import emit_json, err, out
+from . import emit_json, err, out, print_columns
 
 
-def show_inventory_valid(inventory: Inventory) -> None:
+def show_inventory_valid(inventory: Inventory, *, as_json: bool = False, argv: list[str] | None = None) -> None:
     names = fold(inventory.names)
     slots = sum(node.slots for node in inventory.nodes)
+    if as_json:
+        emit_json(argv or [], ExitCode.OK, {"source": inventory.source, "nodes": len(inventory.nodes), "node_set": names,
+                                            "slots": slots, "groups": {k: list(v) for k, v in inventory.groups.items()}})
+        return
     out.print(f"{inventory.source}: ok, {len(inventory.nodes)} node(s) {names}, {slots} slot(s)", markup=False)
 
 
@@ -29,21 +33,38 @@ def show_inventory(inventory: Inventory, *, as_json: bool, argv: list[str]) -> N
         return
     if inventory.source == BUILTIN_SOURCE:
         err.print("ascendctl: note: no inventory file: using this machine only (pass -i FILE or create ./inventory.yaml)", markup=False)
-    nodes = Table(title=f"nodes ({inventory.source})", title_justify="left", box=None, pad_edge=False)
-    for column in ("#", "name", "host", "transport", "slots", "interface"):
-        nodes.add_column(column)
-    for node in inventory.nodes:
-        nodes.add_row(str(node.index), escape(node.name), escape(node.host), node.transport, str(node.slots), escape(node.interface or "-"))
-    out.print(nodes)
+    print_columns(f"nodes ({inventory.source})", ("#", "name", "host", "transport", "slots", "interface"),
+                  [(str(node.index), node.name, node.host, node.transport, str(node.slots), node.interface or "-")
+                   for node in inventory.nodes])
     out.print()
+    if inventory.groups:
+        groups = Table(title="groups (-w @NAME)", title_justify="left", box=None, pad_edge=False)
+        for column in ("group", "nodes"):
+            groups.add_column(column)
+        for name, members in inventory.groups.items():
+            groups.add_row("@" + escape(name), escape(fold(members)) or "-")
+        out.print(groups)
+        out.print()
     table = Table(title="effective settings", title_justify="left", box=None, pad_edge=False)
     for column in ("setting", "value", "source", "nodes"):
         table.add_column(column)
-    everyone = fold(inventory.names)
+    folded: dict[tuple[str, ...], str] = {}  # most settings group every node the same way: fold each grouping once
+    everyone = folded.setdefault(tuple(inventory.names), fold(inventory.names))
+    shown: dict[int, str] = {}  # by id: nodes of one entry share their value objects, so each is formatted once
+
+    def show_once(value: Any) -> str:
+        text = shown.get(id(value))
+        if text is None:
+            text = shown[id(value)] = _show(value)
+        return text
+
     for key in NODE_SETTINGS:
-        grouped = group_by(inventory.nodes, key=lambda n: (_show(getattr(n, key)), n.sources.get(key, "default")), name=lambda n: n.name)
+        grouped = group_by(inventory.nodes, key=lambda n: (show_once(getattr(n, key)), n.sources.get(key, "default")), name=lambda n: n.name)
         for (value, source), names in grouped:
-            table.add_row(key, escape(value), source, escape(fold(names)))
+            group = tuple(names)
+            if group not in folded:
+                folded[group] = fold(names)
+            table.add_row(key, escape(value), source, escape(folded[group]))
     for key in CLUSTER_SETTINGS:
         table.add_row(key, escape(_show(getattr(inventory, key))), inventory.sources.get(key, "default"), escape(everyone))
     out.print(table)
@@ -53,6 +74,7 @@ def inventory_to_dict(inventory: Inventory) -> dict[str, Any]:
     return {
         "source": inventory.source,
         "settings": {key: {"value": _jsonable(getattr(inventory, key)), "source": inventory.sources.get(key, "default")} for key in CLUSTER_SETTINGS},
+        "groups": {name: list(members) for name, members in inventory.groups.items()},
         "nodes": [
             {
                 "name": node.name,

@@ -1,49 +1,73 @@
 """Rendering of `ascendctl launch`, `jobs`, `status`, `logs` and `stop`.
 
 Node output is streamed to stdout as `[node] line`, one colour per node on a terminal and
-plain in a pipe; notices and the failure summary's error lines go to stderr.
+plain in a pipe, its control characters shown escaped either way; notices and the failure
+summary's error lines go to stderr.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from typing import Callable
 
 from rich.text import Text
 
-from ..jobs import JobRecord, LaunchOutcome, LaunchPlan, render_plan
-from . import error, out
+from typing import Any
+
+from ..errors import ExitCode
+from ..jobs import JobRecord, LaunchOutcome, LaunchPlan, LeftoverCheck, plan_to_dict, render_plan
+from . import emit_json, err, error, out, visible, write_out
 from .triage_view import verdict_lines
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
            "bright_green", "bright_yellow", "bright_blue", "red")
 
 
-def show_plan(plan: LaunchPlan) -> None:
-    """The dry-run text, byte for byte."""
-    sys.stdout.write(render_plan(plan))
-    sys.stdout.flush()
+def show_plan(plan: LaunchPlan, *, as_json: bool = False, argv: list[str] | None = None) -> None:
+    """The dry-run text, byte for byte (control characters in inventory values shown escaped), or its JSON."""
+    if as_json:
+        emit_json(argv or [], ExitCode.OK, {"plan": plan_to_dict(plan)})
+        return
+    write_out(render_plan(plan))
 
 
-def line_sink(names: list[str]) -> Callable[[str, str], None]:
-    """A thread-safe printer of `[node] line`; coloured per node only when stdout is a terminal."""
+def emit_record(record: JobRecord, code: ExitCode, argv: list[str], **extra: Any) -> None:
+    """One job as the JSON document of `launch`, `status` and `stop` (the record as stored, secrets redacted)."""
+    emit_json(argv, code, {"job": record.to_dict(), **extra})
+
+
+def leftovers_to_dict(leftovers: Any) -> list[dict[str, Any]]:
+    """What `status` found on nodes its teardown could not reach (JSON)."""
+    return [{"node": c.node, "teardown_error": c.teardown_error, "pids": list(c.pids) if c.pids is not None else None,
+             "error": c.error} for c in leftovers or ()]
+
+
+def emit_jobs(records: list[JobRecord], argv: list[str]) -> None:
+    emit_json(argv, ExitCode.OK, {"jobs": [r.to_dict() for r in records]})
+
+
+def emit_logs(lines: list[tuple[str, str]], code: ExitCode, argv: list[str]) -> None:
+    emit_json(argv, code, {"lines": [{"node": node, "line": line} for node, line in lines]})
+
+
+def line_sink(names: list[str], *, to_stderr: bool = False) -> Callable[[str, str], None]:
+    """A thread-safe printer of `[node] line`; coloured per node only on a terminal (stderr when stdout is for JSON)."""
     lock = threading.Lock()
     colour = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
     width = max((len(n) for n in names), default=0) + 2
-    terminal = out.is_terminal and not out.no_color
+    console = err if to_stderr else out
+    terminal = console.is_terminal and not console.no_color
 
     def sink(node: str, line: str) -> None:
         prefix = f"[{node}]".ljust(width)
         with lock:
-            if terminal:
-                text = Text(prefix, style=colour.get(node, "white"))
-                text.append(" " + line)
-                out.print(text, markup=False, highlight=False)
+            if terminal:  # a Text is not passed through the console's render_str: sanitise here
+                text = Text(visible(prefix), style=colour.get(node, "white"))
+                text.append(" " + visible(line))
+                console.print(text, markup=False, highlight=False)
             else:
-                sys.stdout.write(f"{prefix} {line}\n")
-                sys.stdout.flush()
+                write_out(f"{prefix} {line}\n", to_stderr=to_stderr)
 
     return sink
 
@@ -51,6 +75,11 @@ def line_sink(names: list[str]) -> Callable[[str, str], None]:
 def notice(message: str) -> None:
     """A one-line progress notice on stderr."""
     error(message, level="notice")
+
+
+def repeated_signal(name: str) -> None:
+    """A stop signal while the teardown runs: it is not cut short (called from a signal handler)."""
+    notice(f"{name} again: the teardown is finishing on every node (SIGKILL after the grace); not leaving processes behind")
 
 
 def _when(stamp: float | None) -> str:
@@ -61,7 +90,8 @@ def _node_state(record: JobRecord) -> list[str]:
     lines = []
     for n in record.nodes:
         state = f"exit {n.exit_code}" if n.exit_code is not None else ("running" if record.status == "running" and not n.error else "unknown")
-        extra = "".join([f", {n.signal} sent" if n.signal else "", f", {n.error}" if n.error else ""])
+        extra = "".join([f", {n.signal} sent" if n.signal else "", f", {n.error}" if n.error else "",
+                         f", teardown could not reach it: {n.teardown_error}" if n.teardown_error else ""])
         lines.append(f"  {n.name:<12} node rank {n.rank:<3} pid {n.pid or '-':<8} {state}{extra}  log {n.log}")
     return lines
 
@@ -74,7 +104,7 @@ def show_outcome(outcome: LaunchOutcome) -> None:
         out.print("\n".join(_node_state(record)), markup=False)
         out.print(f"follow it: ascendctl logs {record.id} -f    stop it: ascendctl stop {record.id}", markup=False)
         return
-    out.print(f"job {record.id}: {record.status}", markup=False)
+    out.print(f"job {record.id}: {_status(record)}", markup=False)
     out.print("\n".join(_node_state(record)), markup=False)
     out.print(f"logs: {record.log_dir}/<node>/ on each node", markup=False)
     first = record.first_failure
@@ -90,7 +120,20 @@ def show_outcome(outcome: LaunchOutcome) -> None:
         else:
             error(f"failed: {first.headline or first.category}: {first.reason}", subject=f"job {record.id}", hint=hint)
     elif outcome.interrupted:
-        error("job stopped on every node", subject="interrupted", hint=f"gather the logs with `ascendctl collect {record.id}`")
+        unreached = [n.name for n in record.nodes if n.teardown_error]
+        what = f"job stopped on every node except {', '.join(unreached)} (unreachable)" if unreached else "job stopped on every node"
+        hint = (f"`ascendctl status {record.id}` asks them again" if unreached
+                else f"gather the logs with `ascendctl collect {record.id}`")
+        error(what, subject=f"interrupted by {outcome.stopped_by or 'SIGINT'}", hint=hint)
+    if outcome.state_error is not None:
+        exc = outcome.state_error
+        done = ("the final record was still written, from the space reserved for it" if exc.saved else
+                f"the record still says what it said before; `ascendctl status {record.id}` completes it once it can be written")
+        error(f"{exc.message}; {done}", hint=exc.hint)
+
+
+def _status(record: JobRecord) -> str:
+    return f"{record.status} ({record.stopped_by})" if record.stopped_by and record.status == "interrupted" else record.status
 
 
 def show_jobs(records: list[JobRecord]) -> None:
@@ -100,13 +143,13 @@ def show_jobs(records: list[JobRecord]) -> None:
         return
     out.print(f"{'JOB':<22} {'STATUS':<12} {'LAUNCHER':<9} {'NODES':>5}  {'STARTED':<19}  SCRIPT", markup=False)
     for r in records:
-        out.print(f"{r.id:<22} {r.status:<12} {r.launcher:<9} {len(r.nodes):>5}  {_when(r.started):<19}  {' '.join(r.script)}",
+        out.print(f"{r.id:<22} {_status(r):<12} {r.launcher:<9} {len(r.nodes):>5}  {_when(r.started):<19}  {' '.join(r.script)}",
                   markup=False)
 
 
-def show_status(record: JobRecord) -> None:
-    """One job in detail."""
-    out.print(f"job {record.id}: {record.status} ({record.launcher}, master {record.master_addr}:{record.master_port})",
+def show_status(record: JobRecord, leftovers: tuple[LeftoverCheck, ...] = ()) -> None:
+    """One job in detail, and what is left on the nodes its teardown could not reach."""
+    out.print(f"job {record.id}: {_status(record)} ({record.launcher}, master {record.master_addr}:{record.master_port})",
               markup=False)
     out.print(f"started {_when(record.started)}, ended {_when(record.ended)}; logs under {record.log_dir}", markup=False)
     out.print("\n".join(_node_state(record)), markup=False)
@@ -117,3 +160,12 @@ def show_status(record: JobRecord) -> None:
         else:
             rank = f" rank {f.rank}" if f.rank is not None else ""
             out.print(f"first failure: {f.node}{rank}: {f.reason}", markup=False)
+    for check in leftovers:
+        if check.pids is None:
+            now = f"still unreachable ({check.error})"
+        elif check.pids:
+            now = (f"now reachable: job processes still running (pids {' '.join(map(str, check.pids))}); "
+                   f"stop them with `ascendctl stop {record.id}`")
+        else:
+            now = "now reachable: nothing left"
+        out.print(f"{check.node}: unreachable at teardown; {now}", markup=False)

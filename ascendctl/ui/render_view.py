@@ -1,25 +1,20 @@
 """Rendering of `ascendctl render hostfile|ranktable|env` results.
 
-Rendered files go to stdout byte for byte (no Rich wrapping or markup); notes and problems
+Rendered files go to stdout byte for byte (no Rich wrapping or markup; control characters
+shown escaped, as everywhere on the terminal; `-o FILE` gets them exact); notes and problems
 go to stderr, one line each.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ExitCode
 from ..environment import NodeEnvironment, env_snippet, redacted_names, write_private
 from ..render import Problem, RankTableCheck, RankTableResult
-from . import emit_json, err, error
-
-
-def _write_stdout(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+from . import emit_json, err, error, write_out
 
 
 def _note(message: str) -> None:
@@ -36,7 +31,7 @@ def show_hostfile(text: str, *, fmt: str, nodes: int, output: Path | None, as_js
     if as_json:
         emit_json(argv, ExitCode.OK, {"format": fmt, "file": os.fspath(output) if output else None, "nodes": nodes, "content": text})
     elif output is None:
-        _write_stdout(text)
+        write_out(text)
     else:
         _note(f"wrote {output} ({fmt}, {nodes} node(s))")
 
@@ -51,7 +46,7 @@ def show_rank_table(result: RankTableResult, *, output: Path | None, as_json: bo
         error(f"{len(result.problems)} problem(s); nothing written", subject="ranktable")
         return
     if output is None:
-        _write_stdout(result.text())
+        write_out(result.text())
     else:
         _note(f"wrote {output} (version {result.table['version']}, {result.table['server_count']} server(s), {result.ranks} rank(s))")
 
@@ -82,7 +77,7 @@ def show_check(report: RankTableCheck, *, as_json: bool, argv: list[str]) -> Non
         show_problems(report.problems)
         error(f"{len(report.problems)} problem(s)", subject=report.source)
         return
-    _write_stdout(f"{report.source}: ok, version {report.version}, {report.servers} server(s), {report.ranks} rank(s) match the cluster\n")
+    write_out(f"{report.source}: ok, version {report.version}, {report.servers} server(s), {report.ranks} rank(s) match the cluster\n")
 
 
 def show_env(envs: Sequence[NodeEnvironment], *, as_json: bool, argv: list[str], output: Path | None = None) -> None:
@@ -97,7 +92,7 @@ def show_env(envs: Sequence[NodeEnvironment], *, as_json: bool, argv: list[str],
         emit_json(argv, ExitCode.OK, data)
         return
     if output is None:
-        _write_stdout(env_snippet(envs, redact=True))
+        write_out(env_snippet(envs, redact=True))
         if hidden:
             error(f"{', '.join(hidden)}: shown as <redacted>; write them to a private file with -o FILE", level="notice")
     else:

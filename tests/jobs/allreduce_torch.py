@@ -4,17 +4,21 @@ JOB_FAIL_RANK=R: rank R raises after init while the others wait in the all-reduc
 JOB_SLEEP=S: every rank sleeps S seconds before the all-reduce (a job to interrupt).
 JOB_PRINT_ENV=NAME,NAME: every rank prints `rank R env NAME=value` for these variables.
 JOB_CHECK_SHA=NAME:SHA256,...: every rank prints `rank R env NAME sha256 ok` (or `differs`), never the value.
+JOB_IGNORE_TERM=1: every rank ignores SIGTERM (a teardown then needs its SIGKILL).
 """
 
 import datetime
 import hashlib
 import os
+import signal
 import sys
 import time
 
 import torch
 import torch.distributed as dist
 
+if os.environ.get("JOB_IGNORE_TERM") == "1":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=int(os.environ.get("JOB_TIMEOUT", "60"))))
 rank, world = dist.get_rank(), dist.get_world_size()
 print(f"rank {rank}/{world} started pid {os.getpid()}", flush=True)

@@ -1,0 +1,51 @@
+"""`ascendctl netcheck`: find the slow node or link before it slows the job."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from . import app
+from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
+                     cli_errors, flags_of)
+
+
+@app.command()
+@cli_errors
+def netcheck(
+    inventory: InventoryOpt = None,
+    quick: Annotated[bool, typer.Option("--quick", help="One ring across all nodes; only if slow, re-measure the suspects.")] = False,
+    pairs: Annotated[bool, typer.Option("--pairs", help="Rounds of disjoint pairs: every node meets ceil(log2 N)+1 partners (default).")] = False,
+    all_pairs: Annotated[bool, typer.Option("--all-pairs", help="Every pair once (N-1 rounds, circle method).")] = False,
+    size: Annotated[str, typer.Option("--size", help="Bytes each way per pair (64M, 512K, 1G).")] = "64M",
+    backend: Annotated[str, typer.Option("--backend", help="auto | hccl_test | nccl-tests | torch | tcp.")] = "auto",
+    threshold: Annotated[float, typer.Option("--threshold", help="Slow: below this fraction of the cluster median.", min=0.01, max=1.0)] = 0.8,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help="Seconds one pair's measurement may take (default: command_timeout).", min=1.0, show_default=False)] = None,
+    as_json: JsonOpt = False,
+    connect_timeout: ConnectTimeoutOpt = None,
+    command_timeout: CommandTimeoutOpt = None,
+    fanout: FanoutOpt = None,
+    accept_new_host_keys: AcceptKeysOpt = False,
+) -> None:
+    """Measure point-to-point bandwidth between pairs of nodes and name the slow nodes and links."""
+    from ..errors import AscendctlError, ExitCode
+    from ..inventory import load_inventory
+    from ..netcheck import NetcheckOptions, run_netcheck
+    from ..netcheck.backends import parse_size
+    from ..ui import netcheck_view, progress
+
+    if quick + pairs + all_pairs > 1:
+        raise AscendctlError("choose one of --quick, --pairs, --all-pairs", exit_code=ExitCode.USAGE)
+    try:
+        nbytes = parse_size(size)
+    except ValueError as exc:
+        raise AscendctlError(f"--size: {exc}", exit_code=ExitCode.USAGE) from None
+    mode = "quick" if quick else "all-pairs" if all_pairs else "pairs"
+    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
+                     accept_new_host_keys=accept_new_host_keys)
+    inv = load_inventory(inventory, flags=flags)
+    with progress("netcheck") as sink:
+        report = run_netcheck(inv, NetcheckOptions(mode, nbytes, backend, threshold, timeout), on_event=sink)
+    netcheck_view.show_netcheck(report, as_json=as_json, argv=argv_now())
+    raise typer.Exit(int(report.exit_code))

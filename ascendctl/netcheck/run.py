@@ -1,0 +1,285 @@
+"""`ascendctl netcheck` as a library call: probe the nodes, pick a backend, measure pairs round by round, judge.
+
+Each node is asked once (the one probe: its cluster endpoint from network.py plus which backends it has).
+Unreachable nodes are left out of the schedule and reported. A round starts every pair's server first
+(each binds its node's cluster address and announces a port), then every client at once, so the pairs of a
+round measure at the same time. Connections belong to one NodeGroup. Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..errors import AscendctlError, ExitCode
+from ..group import NodeGroup
+from ..inventory import Inventory, Node
+from ..models import EventSink, NodeStatus
+from ..network import Endpoint, cluster_endpoint, net_sections
+from ..outcome import Outcome, exit_code_for, node_outcome
+from ..probe import ask
+from ..transport import KILL_GRACE, ANSWER_SLACK, Spawned, Transport, node_bounded
+from . import backends
+from .schedule import Pair, confirmation_rounds, pair_rounds, ring_round
+from .verdict import Measurement, Verdict, judge
+
+MODES = ("pairs", "all-pairs", "quick")
+TORCH = "netcheck.torch"
+# seconds a server may take to announce its port (a cold `import torch` on a busy node is slow)
+SERVER_START = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class NetcheckOptions:
+    mode: str = "pairs"  # pairs | all-pairs | quick
+    size: int = 64 * 1024 * 1024  # bytes each way per pair
+    backend: str = "auto"
+    threshold: float = 0.8
+    timeout: float | None = None  # seconds one measurement may take; default: the node's command_timeout
+
+
+@dataclass(frozen=True, slots=True)
+class NodeProblem:
+    node: str
+    status: str  # a NodeStatus value
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"node": self.node, "status": self.status, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class NetcheckReport:
+    mode: str
+    backend: str
+    backend_reason: str
+    size: int
+    endpoints: dict[str, Endpoint]
+    rounds: tuple[tuple[tuple[str, str], ...], ...]
+    measurements: tuple[Measurement, ...]
+    verdict: Verdict
+    problems: tuple[NodeProblem, ...] = field(default=())
+    seconds: float = 0.0
+
+    @property
+    def outcomes(self) -> list[Outcome]:
+        found = [node_outcome(NodeStatus(p.status)) for p in self.problems]
+        if not self.verdict.clean:
+            found.append(Outcome.FAILED)
+        return found
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """0 clean, 3 something slow or broken (or a node not evaluated), 4 nodes unreachable."""
+        return exit_code_for(self.outcomes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document: the matrix of measured pairs (Gbit/s both ways) for a heat map, and the verdict."""
+        return {
+            "mode": self.mode, "backend": self.backend, "backend_reason": self.backend_reason,
+            "size_bytes": self.size, "seconds": round(self.seconds, 3),
+            "endpoints": {name: {"interface": e.ifname, "ip": e.ip} for name, e in self.endpoints.items()},
+            "rounds": [[list(pair) for pair in r] for r in self.rounds],
+            "matrix": [m.to_dict() for m in self.measurements],
+            "verdict": self.verdict.to_dict(),
+            "problems": [p.to_dict() for p in self.problems],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    endpoint: Endpoint
+    has: frozenset[str]  # backends this node can run
+
+
+def facts_sections(node: Node, inventory: Inventory, backend: str) -> dict[str, str]:
+    """Probe sections: the node's cluster endpoint and, per backend that may be chosen, whether it can run it."""
+    py = _quote(node.python)
+    sections = dict(net_sections(node, inventory))
+    if backend in ("auto", "torch"):
+        sections[TORCH] = f"{py} -c 'import torch.distributed as d; print(d.is_available() and d.is_gloo_available())'"
+    sections["netcheck.python"] = f"{py} -c 'import sys; print(sys.version_info >= (3, 7))'"
+    return sections
+
+
+def _quote(value: str) -> str:
+    import shlex
+
+    return shlex.quote(value)
+
+
+def _has(sections: dict[str, Any]) -> frozenset[str]:
+    found = set()
+    if TORCH in sections and sections[TORCH].ok and sections[TORCH].output.strip().endswith("True"):
+        found.add("torch")
+    if "netcheck.python" in sections and sections["netcheck.python"].output.strip().endswith("True"):
+        found.add("tcp")
+    return frozenset(found)
+
+
+def choose_backend(requested: str, has: Sequence[frozenset[str]]) -> tuple[str, str]:
+    """(backend, why): `auto` takes the first of the backends this version runs (torch, tcp) that every node can run."""
+    if requested != "auto":
+        return requested, "asked for"
+    for name in backends.RUNNABLE:
+        if has and all(name in h for h in has):
+            return name, f"auto: every node has {name}"
+    return "tcp", "auto: fallback (not every node has python3 >= 3.7)"
+
+
+def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOptions(), *,
+                 on_event: EventSink | None = None, factory: Any = None) -> NetcheckReport:
+    """Measure the cluster network pair by pair and name the slow nodes and links."""
+    if options.mode not in MODES:
+        raise AscendctlError(f"unknown mode {options.mode!r} (one of {', '.join(MODES)})", exit_code=ExitCode.USAGE)
+    if options.backend not in ("auto", *backends.BACKENDS):
+        raise AscendctlError(f"unknown backend {options.backend!r} (one of auto, {', '.join(backends.BACKENDS)})",
+                             exit_code=ExitCode.USAGE)
+    if options.backend not in ("auto", *backends.RUNNABLE):
+        raise AscendctlError(f"the {options.backend} backend is not run by this version of netcheck",
+                             hint="its command line and output parser exist (docs/netcheck.md); use --backend torch or tcp",
+                             exit_code=ExitCode.USAGE)
+    started = time.monotonic()
+    with NodeGroup(inventory, factory=factory) as group:
+        single = len(inventory.nodes) == 1
+
+        def facts(node: Node, transport: Transport) -> NodeFacts:
+            answer = ask(transport, facts_sections(node, inventory, options.backend),
+                         section_timeout=inventory.preflight.section_timeout, timeout=node.command_timeout)
+            return NodeFacts(cluster_endpoint(node, answer.sections, single_node=single), _has(answer.sections))
+
+        results = group.run(facts, on_event=on_event)
+        problems = [NodeProblem(r.node, r.error.status.value, r.error.message) for r in results if r.error is not None]
+        known = {r.node: r.value for r in results if r.value is not None}
+        nodes = [node for node in inventory.nodes if node.name in known]
+        backend, why = choose_backend(options.backend, [known[n.name].has for n in nodes])
+        lacking = [n for n in nodes if backend not in known[n.name].has]
+        for n in lacking:
+            problems.append(NodeProblem(n.name, NodeStatus.ERROR.value, f"cannot run the {backend} backend"))
+        nodes = [n for n in nodes if n not in lacking]
+        endpoints = {n.name: known[n.name].endpoint for n in nodes}
+        pair_runner = PairRunner(group, endpoints, backend, options)
+        measurements, rounds = _measure(nodes, options, pair_runner)
+        verdict = judge([n.name for n in nodes], measurements, threshold=options.threshold)
+    return NetcheckReport(options.mode, backend, why, options.size, endpoints, rounds, tuple(measurements), verdict,
+                          tuple(problems), time.monotonic() - started)
+
+
+def _measure(nodes: list[Node], options: NetcheckOptions, runner: "PairRunner") -> tuple[list[Measurement], tuple[tuple[tuple[str, str], ...], ...]]:
+    n = len(nodes)
+    names = [node.name for node in nodes]
+    measured: list[Measurement] = []
+    done: list[tuple[tuple[str, str], ...]] = []
+
+    def measure(pairs: list[Pair], both_ways: bool) -> None:
+        named = [(nodes[a], nodes[b]) for a, b in pairs]
+        measured.extend(runner.round(named, len(done), both_ways=both_ways))
+        done.append(tuple((a.name, b.name) for a, b in named))
+
+    if options.mode == "quick":
+        ring = ring_round(n)
+        # the ring carries one direction per pair (client to server): each NIC sends once and receives once, as in a pair round
+        measure(ring, both_ways=n == 2)
+        first = judge(names, measured, threshold=options.threshold)
+        if not first.clean:
+            bad = {x for key in first.slow_links for x in key} | set(first.slow_nodes) | set(first.broken_nodes)
+            bad |= {x for a, b, _ in first.broken_links for x in (a, b)}
+            suspects = [i for i, name in enumerate(names) if name in bad]
+            met = {frozenset(pair) for pair in ring}
+            for pairs in confirmation_rounds(n, suspects, met):
+                measure(pairs, both_ways=True)
+    else:
+        for pairs in pair_rounds(n, all_pairs=options.mode == "all-pairs"):
+            measure(pairs, both_ways=True)
+    return measured, tuple(done)
+
+
+class PairRunner:
+    """Runs one round of pairs with a server/client backend over the group's connections."""
+
+    def __init__(self, group: NodeGroup, endpoints: dict[str, Endpoint], backend: str, options: NetcheckOptions) -> None:
+        self.group = group
+        self.endpoints = endpoints
+        self.backend = backend
+        self.options = options
+
+    def _limit(self, node: Node) -> float:
+        return self.options.timeout if self.options.timeout is not None else node.command_timeout
+
+    def round(self, pairs: list[tuple[Node, Node]], index: int, *, both_ways: bool) -> list[Measurement]:
+        """Every pair of the round at once: servers first (each announces its port), then the clients."""
+        by_client = {b.name: a for a, b in pairs}
+        program = backends.program(self.backend)
+        started: dict[str, tuple[Spawned, str, int]] = {}
+
+        def start_server(node: Node, transport: Transport) -> tuple[Spawned, str, int]:
+            ep = self.endpoints[node.name]
+            limit = self._limit(node)
+            command = backends.server_command(self.backend, python=node.python, bind_ip=ep.ip, ifname=ep.ifname,
+                                              size=self.options.size, timeout=limit, both_ways=both_ways)
+            handle = transport.spawn(node_bounded(command, limit + SERVER_START), stdin=program)
+            text, port = _read_until(handle, backends.parse_port, time.monotonic() + SERVER_START)
+            if port is None:
+                handle.close()
+                raise AscendctlError(f"{node.name}: the {self.backend} server did not start"
+                                     f" ({(text.strip().splitlines() or ['no output'])[-1][:160]})")
+            return handle, text, port
+
+        servers = self.group.run(start_server, nodes=[a for a, _ in pairs])
+        for result in servers:
+            if result.value is not None:
+                started[result.node] = result.value
+        server_errors = {r.node: r.error.message for r in servers if r.error is not None}
+
+        def run_client(node: Node, transport: Transport) -> str:
+            server = by_client[node.name]
+            if server.name not in started:
+                raise AscendctlError(server_errors.get(server.name, f"{server.name}: server did not start"))
+            ep, sep = self.endpoints[node.name], self.endpoints[server.name]
+            limit = self._limit(node)
+            command = backends.client_command(self.backend, python=node.python, server_ip=sep.ip, port=started[server.name][2],
+                                              source_ip=ep.ip, ifname=ep.ifname, size=self.options.size, timeout=limit,
+                                              both_ways=both_ways)
+            result = transport.run(node_bounded(command, limit), timeout=limit + KILL_GRACE + ANSWER_SLACK, stdin=program)
+            if result.exit_code != 0:
+                raise AscendctlError(f"{node.name}: {self.backend} client exited {result.exit_code}: "
+                                     f"{(result.stderr.strip().splitlines() or ['no output'])[-1][:200]}")
+            return result.stdout
+
+        clients = self.group.run(run_client, nodes=[b for _, b in pairs]).by_node()
+        out: list[Measurement] = []
+        for a, b in pairs:
+            client = clients[b.name]
+            server_text = ""
+            if a.name in started:
+                handle, first, _ = started[a.name]
+                rest, _ = _read_until(handle, lambda _t: None, time.monotonic() + (ANSWER_SLACK if client.error is None else 0.5))
+                handle.close()
+                server_text = first + rest
+            if client.error is not None:
+                out.append(Measurement(a.name, b.name, None, None, index, client.error.message))
+                continue
+            try:
+                a_to_b = backends.parse_received(client.value or "").gbps if both_ways else None
+                b_to_a = backends.parse_received(server_text).gbps
+            except backends.BackendOutputError as exc:
+                out.append(Measurement(a.name, b.name, None, None, index, f"{a.name}-{b.name}: {exc}"))
+                continue
+            out.append(Measurement(a.name, b.name, a_to_b, b_to_a, index))
+        return out
+
+
+def _read_until(handle: Spawned, found: Callable[[str], int | None], deadline: float) -> tuple[str, int | None]:
+    """Read a spawned command's output until `found(text)` is not None, it ends, or the deadline passes."""
+    text = ""
+    while True:
+        text += handle.read().decode("utf-8", "replace")
+        value = found(text)
+        if value is not None or handle.finished():
+            return text, value
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return text, None
+        select.select([handle.fileno()], [], [], min(left, 0.5))

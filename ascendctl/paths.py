@@ -1,0 +1,50 @@
+"""Paths built from names that come from input (node names): what a safe name is, and the one join that proves it.
+
+`name_problem` is the rule the inventory applies to node names; `child(root, name)` is how every
+path made from such a name is built (collect bundle directories, launch log directories on the
+nodes): it refuses a name that is not a single plain component and checks the result stays under
+`root`. Pure apart from resolving symlinks of a local root; must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePath
+from typing import TypeVar
+
+from .errors import PathEscapeError
+
+P = TypeVar("P", bound=PurePath)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NODESET_SPECIAL = frozenset(",@[]!&^* ")
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be a node name (it becomes a directory name), or None when it can."""
+    if not name:
+        return "a name cannot be empty"
+    if "/" in name or "\\" in name:
+        return "a name cannot contain '/' or '\\'"
+    if ".." in name or name == ".":
+        return "a name cannot be '.' or contain '..'"
+    special = sorted(_NODESET_SPECIAL.intersection(name))
+    if special:  # folded names go through ClusterShell's NodeSet, which reads these as lists, operators or @groups
+        return f"a name cannot contain {special[0]!r} (or any of {''.join(sorted(_NODESET_SPECIAL))!r}, or whitespace)"
+    if name.startswith("-"):
+        return "a name cannot start with '-'"
+    if _CONTROL.search(name):
+        return "a name cannot contain control characters"
+    return None
+
+
+def child(root: P, name: str) -> P:
+    """`root / name`, refused (PathEscapeError) unless `name` is one plain component that stays under `root`."""
+    problem = name_problem(name)
+    path = root / name
+    if problem is None and path.parent != root:
+        problem = "it does not stay a direct child of the directory"
+    if problem is None and isinstance(path, Path) and path.is_symlink():
+        problem = "it is a symbolic link"  # following it could write anywhere
+    if problem is not None:
+        raise PathEscapeError(f"{root}: refusing the path for {name!r}: {problem}")
+    return path

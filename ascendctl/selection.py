@@ -1,0 +1,72 @@
+"""Pick nodes out of an inventory: `-w/--nodes` and `-x/--exclude`, in ClusterShell's node-set syntax.
+
+`n[01-16]`, `n01,n05`, `@rack1` (an inventory group, as clush and Ansible spell it), `@all`, and
+ClusterShell's operators (`n[01-08]!n03`). A pattern matches node names or hosts. The selected nodes keep
+inventory order and are renumbered from 0, so launch ranks follow the selection. Pure; no typer or rich.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Iterable, Mapping
+
+from .errors import UsageError
+from .inventory import Inventory
+
+_GROUP_REF = re.compile(r"@([^,!&^\[\]\s]+)")
+ALL_GROUP = "all"
+
+
+def expand_nodeset(pattern: str, groups: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """Names (or hosts) a node-set pattern stands for; UsageError for bad syntax or an unknown group."""
+    from ClusterShell.NodeSet import NodeSet, NodeSetException
+    from ClusterShell.NodeUtils import GroupResolver, GroupSource
+
+    unknown = sorted({g for g in _GROUP_REF.findall(pattern) if g not in groups})
+    if unknown:
+        known = ", ".join("@" + g for g in sorted(groups)) or "none"
+        raise UsageError(f"unknown node group {', '.join('@' + g for g in unknown)} in {pattern!r}",
+                         hint=f"groups in this inventory: {known} (`groups:` at the top of the inventory)")
+    source = GroupSource("inventory", {name: ",".join(members) for name, members in groups.items()})
+    try:
+        return list(NodeSet(pattern, resolver=GroupResolver(source)))
+    except (NodeSetException, ValueError) as exc:
+        raise UsageError(f"bad node set {pattern!r}: {exc}", hint="e.g. -w 'n[01-04,07]' or -w @rack1") from None
+
+
+def select_nodes(inventory: Inventory, nodes: str | None = None, exclude: str | None = None) -> Inventory:
+    """The inventory narrowed to `nodes` (default: all) minus `exclude`; every name asked for must exist."""
+    if not nodes and not exclude:
+        return inventory
+    groups = {ALL_GROUP: tuple(inventory.names), **inventory.groups}
+    wanted = _matching(inventory, expand_nodeset(nodes, groups), nodes) if nodes else set(inventory.names)
+    unwanted = _matching(inventory, expand_nodeset(exclude, groups), exclude) if exclude else set()
+    chosen = [node for node in inventory.nodes if node.name in wanted and node.name not in unwanted]
+    if not chosen:
+        raise UsageError("no node left to run on" + (f" after excluding {exclude!r}" if exclude else ""),
+                         hint="`ascendctl inventory show` lists the nodes and groups")
+    return replace(inventory, nodes=tuple(replace(node, index=i) for i, node in enumerate(chosen)))
+
+
+def _matching(inventory: Inventory, items: Iterable[str], pattern: str) -> set[str]:
+    """Node names for `items` (each a name or a host); UsageError naming what matched nothing."""
+    by_host: dict[str, list[str]] = {}
+    for node in inventory.nodes:
+        by_host.setdefault(node.host, []).append(node.name)
+    names = set(inventory.names)
+    found: set[str] = set()
+    missing: list[str] = []
+    for item in items:
+        if item in names:
+            found.add(item)
+        elif item in by_host:
+            found.update(by_host[item])
+        else:
+            missing.append(item)
+    if missing:
+        from .nodeset import fold
+
+        raise UsageError(f"{fold(missing)} in {pattern!r}: no such node in {inventory.source}",
+                         hint="`ascendctl inventory show` lists the nodes (names or hosts may be given)")
+    return found

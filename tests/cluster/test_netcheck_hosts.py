@@ -1,0 +1,149 @@
+"""`ascendctl netcheck` against real test hosts, with real traffic on their cluster NIC (eth1) shaped by `tc`.
+
+The machine is shared and small, so every healthy host's eth1 is shaped to HEALTHY and the slow one to SLOW
+(both far below what a loaded machine moves between namespaces), and the verdict is judged on that gap.
+A slow node is shaped both ways: egress on its eth1 inside its namespace, and egress of the bridge-side veth
+(`asct<k>w<i>`, what the node receives). A slow link shapes one node's traffic to one peer only: a prio
+qdisc with a u32 filter on the peer's address sending it to a tbf child.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.cluster.harness import Cluster, Host, HostSpec
+
+ASCENDCTL = [sys.executable, "-m", "ascendctl"]
+HEALTHY, SLOW = "200mbit", "20mbit"
+SIZE = "8M"
+
+
+def hosts(n: int) -> list[HostSpec]:
+    # the venv's python (torch) lives under /root: hosts keep this machine's home
+    return [HostSpec(f"h{i:02d}", cluster_nic=True, private_home=False, chrony="none") for i in range(1, n + 1)]
+
+
+def inventory(cluster: Cluster, tmp_path: Path, **defaults: Any) -> Path:
+    return cluster.write_inventory(tmp_path / "inv.yaml", defaults={"interface": "eth1", "python": sys.executable,
+                                                                    "command_timeout": 120, **defaults})
+
+
+def tbf(rate: str) -> str:
+    return f"tbf rate {rate} burst 64kb latency 400ms"
+
+
+def shape_host(cluster: Cluster, host: Host, rate: str) -> None:
+    """All of the host's eth1 traffic limited to `rate`: what it sends (in its namespace) and what it receives (bridge side)."""
+    ok(cluster.run_on(host, f"tc qdisc replace dev eth1 root {tbf(rate)}"))
+    veth = f"asct{cluster.index}w{host.index}"
+    ok(subprocess.run(["tc", "qdisc", "replace", "dev", veth, "root", *tbf(rate).split()], capture_output=True, text=True))
+
+
+def shape_link(cluster: Cluster, host: Host, peer: Host, rate: str) -> None:
+    """Only `host`'s traffic to `peer` limited to `rate` (the rest of its sending stays at HEALTHY).
+
+    A classful root with a u32 filter on the peer's address steering it to a class whose child is a tbf. The
+    issue names a prio root; this kernel has no sch_prio (htb, tbf, pfifo and u32 only), so the root is htb:
+    class 1:1 (the peer, 10 gbit, its tbf child does the limiting) and default class 1:2 (everyone else).
+    """
+    assert peer.cluster_ip
+    for command in ("tc qdisc replace dev eth1 root handle 1: htb default 2",
+                    "tc class add dev eth1 parent 1: classid 1:1 htb rate 10gbit",
+                    f"tc class add dev eth1 parent 1: classid 1:2 htb rate {HEALTHY}",
+                    f"tc qdisc add dev eth1 parent 1:1 handle 10: {tbf(rate)}",
+                    f"tc filter add dev eth1 parent 1: protocol ip prio 1 u32 match ip dst {peer.cluster_ip}/32 flowid 1:1"):
+        ok(cluster.run_on(host, command))
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> None:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def netcheck(inv: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run([*ASCENDCTL, "netcheck", "-i", str(inv), "--size", SIZE, "--json", *args],
+                          capture_output=True, text=True, timeout=500)
+    assert proc.stdout.strip(), proc.stderr
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def test_one_slow_node_is_named_and_no_other(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts(8), wait_chrony=False)
+    slow = cluster.host("h05")
+    for host in cluster.hosts:
+        shape_host(cluster, host, SLOW if host is slow else HEALTHY)
+    code, doc, err = netcheck(inventory(cluster, tmp_path), "--backend", "tcp")
+    verdict = doc["verdict"]
+    assert code == 3, err
+    assert verdict["slow_nodes"] == ["h05"], (verdict, err)
+    assert verdict["slow_links"] == [] and verdict["broken_links"] == [] and verdict["broken_nodes"] == []
+    # every node met ceil(log2 8)+1 = 4 partners over its cluster address
+    assert {n["node"]: n["partners"] for n in verdict["nodes"]} == {h.name: 4 for h in cluster.hosts}
+    assert doc["endpoints"]["h05"] == {"interface": "eth1", "ip": slow.cluster_ip}
+    slow_pairs = [m for m in doc["matrix"] if "h05" in (m["a"], m["b"])]
+    assert len(slow_pairs) == 4 and all(m["a_to_b_gbps"] < 0.05 and m["b_to_a_gbps"] < 0.05 for m in slow_pairs)
+
+
+def test_one_slow_link_is_a_link_not_a_node(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts(8), wait_chrony=False)
+    for host in cluster.hosts:
+        shape_host(cluster, host, HEALTHY)
+    # shape a pair the schedule measures (the first of the first round)
+    inv = inventory(cluster, tmp_path)
+    code, doc, err = netcheck(inv, "--backend", "tcp")
+    assert code == 0, (doc["verdict"], doc["matrix"], err)
+    a, b = doc["matrix"][0]["a"], doc["matrix"][0]["b"]
+    shape_link(cluster, cluster.host(a), cluster.host(b), SLOW)
+    code, doc, err = netcheck(inv, "--backend", "tcp")
+    verdict = doc["verdict"]
+    assert code == 3, err
+    assert verdict["slow_links"] == [sorted([a, b])], (verdict, err)
+    assert verdict["slow_nodes"] == [] and verdict["broken_links"] == []
+    # the shaped direction is at the tbf's rate (the other one may suffer too: its ACKs queue behind that tbf)
+    pair = next(m for m in doc["matrix"] if {m["a"], m["b"]} == {a, b})
+    shaped = pair["a_to_b_gbps"] if pair["a"] == a else pair["b_to_a_gbps"]
+    assert shaped < 0.05
+
+
+def test_healthy_cluster_is_clean_twice_and_quick_agrees(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts(5), wait_chrony=False)
+    for host in cluster.hosts:
+        shape_host(cluster, host, HEALTHY)
+    inv = inventory(cluster, tmp_path)
+    runs = [netcheck(inv, "--backend", "tcp") for _ in range(2)]
+    for code, doc, err in runs:
+        assert code == 0, (doc["verdict"], doc["matrix"], err)
+        assert doc["verdict"]["slow_nodes"] == [] and doc["verdict"]["slow_links"] == []
+        assert all(n["status"] == "ok" for n in doc["verdict"]["nodes"])
+
+    def statuses(doc: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(n["node"], n["status"]) for n in doc["verdict"]["nodes"]]
+
+    assert statuses(runs[0][1]) == statuses(runs[1][1])
+    code, doc, err = netcheck(inv, "--backend", "tcp", "--quick")
+    assert code == 0, (doc["verdict"], doc["matrix"], err)
+    assert len(doc["rounds"]) == 1 and len(doc["rounds"][0]) == 5  # the ring, nothing more
+
+
+def test_torch_backend_runs_for_real_and_finds_the_slow_node(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts(4), wait_chrony=False)
+    for host in cluster.hosts:
+        shape_host(cluster, host, SLOW if host.name == "h02" else HEALTHY)
+    code, doc, err = netcheck(inventory(cluster, tmp_path), "--all-pairs")
+    assert doc["backend"] == "torch", doc["backend_reason"]  # auto: every node has torch with gloo
+    assert code == 3, err
+    assert doc["verdict"]["slow_nodes"] == ["h02"], (doc["verdict"], err)
+    assert len(doc["matrix"]) == 6 and all(m["error"] is None for m in doc["matrix"])
+
+
+def test_unreachable_node_is_left_out_and_exit_4(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts(4), wait_chrony=False)
+    cluster.stop_sshd("h03")
+    code, doc, err = netcheck(inventory(cluster, tmp_path, connect_timeout=3), "--backend", "tcp")
+    assert code == 4, err
+    assert [e["node"] for e in doc["errors"]] == ["h03"]
+    measured = {x for m in doc["matrix"] for x in (m["a"], m["b"])}
+    assert measured == {"h01", "h02", "h04"}

@@ -1,0 +1,228 @@
+"""netcheck's pure parts: the pair schedule, the verdict, the backends' command lines and result lines."""
+
+from __future__ import annotations
+
+import math
+import shlex
+
+import pytest
+
+from ascendctl.netcheck import backends
+from ascendctl.netcheck.run import choose_backend
+from ascendctl.netcheck.schedule import (circle_round, confirmation_rounds, default_round_count, pair_rounds,
+                                         partners_promised, ring_round, rounds_for_all_pairs)
+from ascendctl.netcheck.verdict import Measurement, judge
+
+
+def partners(n: int, rounds: list[list[tuple[int, int]]]) -> list[set[int]]:
+    met: list[set[int]] = [set() for _ in range(n)]
+    for pairs in rounds:
+        busy: list[int] = [x for pair in pairs for x in pair]
+        assert len(busy) == len(set(busy)), "a node in two pairs of one round"
+        for a, b in pairs:
+            assert a != b and 0 <= a < n and 0 <= b < n
+            met[a].add(b)
+            met[b].add(a)
+    return met
+
+
+def test_default_schedule_gives_every_node_the_promised_partners_for_every_n_up_to_1024() -> None:
+    for n in range(2, 1025):
+        rounds = pair_rounds(n)
+        want = min(n - 1, math.ceil(math.log2(n)) + 1)
+        assert partners_promised(n) == want
+        assert min(len(m) for m in partners(n, rounds)) >= want, n
+        # no round more than needed: one fewer round breaks the promise (odd n: the bye)
+        assert min(len(m) for m in partners(n, rounds[:-1])) < want, n
+        # every node is in a pair each round, except the one with the bye when n is odd
+        assert all(len(r) == n // 2 for r in rounds)
+
+
+@pytest.mark.parametrize("n", [*range(2, 40), 63, 64, 127, 128, 1023, 1024])
+def test_all_pairs_covers_every_pair_exactly_once_in_n_minus_1_rounds(n: int) -> None:
+    rounds = pair_rounds(n, all_pairs=True)
+    assert len(rounds) == rounds_for_all_pairs(n) == (n - 1 if n % 2 == 0 else n)
+    seen = [frozenset(p) for r in rounds for p in r]
+    assert len(seen) == len(set(seen)) == n * (n - 1) // 2
+    assert all(len(m) == n - 1 for m in partners(n, rounds))
+
+
+def test_odd_n_gives_each_node_exactly_one_bye_over_all_rounds() -> None:
+    n = 7
+    byes = [set(range(n)) - {x for p in circle_round(n, r) for x in p} for r in range(rounds_for_all_pairs(n))]
+    assert sorted(x for bye in byes for x in bye) == list(range(n))
+
+
+def test_small_and_degenerate_schedules() -> None:
+    assert pair_rounds(1) == [] and pair_rounds(0) == [] and default_round_count(1) == 0
+    assert pair_rounds(2) == [[(0, 1)]]
+    assert pair_rounds(3, all_pairs=True) == [[(1, 2)], [(0, 1)], [(0, 2)]]  # a bye each: 0, then 2, then 1
+    assert ring_round(2) == [(0, 1)]
+    assert ring_round(4) == [(0, 1), (1, 2), (2, 3), (3, 0)]
+
+
+def test_ring_round_each_node_serves_once_and_connects_once() -> None:
+    for n in range(3, 50):
+        ring = ring_round(n)
+        assert sorted(a for a, _ in ring) == list(range(n)) and sorted(b for _, b in ring) == list(range(n))
+
+
+def test_confirmation_rounds_pair_suspects_with_new_clean_partners() -> None:
+    n = 8
+    ring = ring_round(n)
+    met = {frozenset(p) for p in ring}
+    rounds = confirmation_rounds(n, [3, 4], met)
+    met_now = partners(n, rounds)
+    for s in (3, 4):
+        assert len(met_now[s]) == 2 and not met_now[s] & {2, 3, 4, 5}  # clean, and not a ring neighbour again
+    assert len(rounds) == 2
+
+
+def test_confirmation_rounds_stop_when_no_clean_node_is_left() -> None:
+    assert confirmation_rounds(3, [0, 1, 2], set()) == []
+    rounds = confirmation_rounds(3, [0, 1], {frozenset((0, 2))})
+    assert rounds == [[(2, 1)]]
+
+
+def m(a: str, b: str, ab: float | None, ba: float | None = None, error: str | None = None) -> Measurement:
+    return Measurement(a, b, ab, ab if ba is None else ba, 0, error)
+
+
+NODES = [f"n{i}" for i in range(8)]
+
+
+def healthy(pairs: list[tuple[int, int]], value: float = 10.0) -> list[Measurement]:
+    return [m(NODES[a], NODES[b], value + 0.1 * (a + b)) for a, b in pairs]
+
+
+def measured_pairs() -> list[tuple[int, int]]:
+    return [p for r in pair_rounds(8) for p in r]
+
+
+def test_slow_node_is_slow_with_every_partner_and_explains_its_pairs() -> None:
+    data = [m(NODES[a], NODES[b], 1.0 if 5 in (a, b) else 10.0) for a, b in measured_pairs()]
+    verdict = judge(NODES, data)
+    assert verdict.slow_nodes == ("n5",)
+    assert verdict.slow_links == () and verdict.broken_links == ()
+    assert not verdict.clean
+    assert next(n for n in verdict.nodes if n.node == "n5").slow_partners == 4
+
+
+def test_slow_link_names_the_pair_and_neither_node() -> None:
+    pairs = measured_pairs()
+    a, b = pairs[0]
+    data = [m(NODES[x], NODES[y], 10.0, 1.0 if (x, y) == (a, b) else 10.0) for x, y in pairs]
+    verdict = judge(NODES, data)
+    assert verdict.slow_links == (tuple(sorted((NODES[a], NODES[b]))),)
+    assert verdict.slow_nodes == ()
+
+
+def test_healthy_cluster_is_clean_and_small_spread_is_not_slow() -> None:
+    verdict = judge(NODES, healthy(measured_pairs()))
+    assert verdict.clean and all(n.status == "ok" for n in verdict.nodes)
+    assert verdict.median_gbps is not None and 10.0 < verdict.median_gbps < 11.5
+
+
+def test_threshold_is_a_fraction_of_the_median() -> None:
+    data = [m(NODES[a], NODES[b], 7.0 if 2 in (a, b) else 10.0) for a, b in measured_pairs()]
+    assert judge(NODES, data, threshold=0.8).slow_nodes == ("n2",)
+    assert judge(NODES, data, threshold=0.6).clean
+
+
+def test_broken_pairs_and_broken_nodes() -> None:
+    data = [m(NODES[a], NODES[b], None, None, "connection refused") if 6 in (a, b) else m(NODES[a], NODES[b], 10.0)
+            for a, b in measured_pairs()]
+    data.append(m("n0", "n1", None, None, "timed out"))  # a second measurement of a pair that also succeeded
+    verdict = judge(NODES, data)
+    assert verdict.broken_nodes == ("n6",) and verdict.broken_links == () and not verdict.clean
+    single = judge(NODES, [m("n0", "n1", None, None, "client exited 1"), m("n0", "n2", 10.0), m("n1", "n2", 10.0)])
+    assert single.broken_links == (("n0", "n1", "client exited 1"),)
+
+
+def test_one_partner_is_not_enough_to_call_a_node_slow() -> None:
+    verdict = judge(["a", "b", "c", "d"], [m("a", "b", 1.0), m("c", "d", 10.0), m("a", "c", 10.0), m("b", "d", 10.0)])
+    assert verdict.slow_nodes == () and verdict.slow_links == (("a", "b"),)
+
+
+def test_pair_value_is_the_slower_direction_and_json_has_both() -> None:
+    one = Measurement("x", "y", 9.0, 3.0, 2)
+    assert one.gbps == 3.0 and one.key() == ("x", "y")
+    assert one.to_dict() == {"a": "x", "b": "y", "a_to_b_gbps": 9.0, "b_to_a_gbps": 3.0, "round": 2, "error": None}
+    assert Measurement("y", "x", None, 4.0, 0).gbps == 4.0 and Measurement("y", "x", None, 4.0, 0).key() == ("x", "y")
+
+
+def test_tcp_command_lines_quote_every_value() -> None:
+    server = backends.server_command("tcp", python="/opt/py 3/bin/python3", bind_ip="10.0.0.1", ifname="eth1",
+                                     size=1 << 20, timeout=30)
+    assert server == "exec '/opt/py 3/bin/python3' - server 10.0.0.1 1048576 30"
+    client = backends.client_command("tcp", python="python3", server_ip="10.0.0.1;rm -rf /", port=4000,
+                                     source_ip="10.0.0.2", ifname=None, size=10, timeout=2.5, both_ways=False)
+    assert shlex.split(client) == ["exec", "python3", "-", "client", "10.0.0.1;rm -rf /", "4000", "10.0.0.2", "10", "2.5", "send"]
+
+
+def test_torch_command_lines_name_the_cluster_interface_for_gloo() -> None:
+    server = backends.server_command("torch", python="python", bind_ip="10.214.1.11", ifname="eth1", size=8, timeout=60)
+    assert server == "GLOO_SOCKET_IFNAME=eth1 exec python - server 10.214.1.11 8 60 both"
+    client = backends.client_command("torch", python="python", server_ip="10.214.1.11", port=29500, source_ip="x",
+                                     ifname="e$(x)", size=8, timeout=60)
+    assert client.startswith("GLOO_SOCKET_IFNAME='e$(x)' exec python - client 10.214.1.11 29500 8 60 both")
+    with pytest.raises(ValueError):
+        backends.server_command("hccl_test", python="p", bind_ip="i", ifname=None, size=1, timeout=1)
+
+
+def test_mpi_backend_command_lines() -> None:
+    nccl = backends.nccl_tests_command(hosts=("10.0.0.1", "10.0.0.2"), size=64 << 20, ifname="ib0")
+    assert shlex.split(nccl) == ["mpirun", "--allow-run-as-root", "-np", "2", "-H", "10.0.0.1:1,10.0.0.2:1",
+                                 "-x", "NCCL_SOCKET_IFNAME=ib0", "sendrecv_perf", "-b", "67108864", "-e", "67108864",
+                                 "-g", "1", "-n", "20"]
+    hccl = backends.hccl_test_command(hosts=("a", "b"), size=1024, devices_per_node=8)
+    assert hccl.startswith("mpirun -n 16 -hosts a,b \"${ASCEND_TOOLKIT_HOME:-/usr/local/Ascend/ascend-toolkit/latest}"
+                           "/tools/hccl_test/bin\"/all_reduce_test -b 1024 -e 1024 -f 2 -d fp32 -o sum -p 8")
+
+
+def test_port_and_result_lines() -> None:
+    assert backends.parse_port("PORT 40123\n") == 40123 and backends.parse_port("starting\n") is None
+    got = backends.parse_received('PORT 1\n{"recv_bytes": 125000000.0, "recv_seconds": 1.0}\n')
+    assert got.gbps == pytest.approx(1.0)
+    assert backends.Received(0, 0).gbps is None
+    with pytest.raises(backends.BackendOutputError, match="no result line"):
+        backends.parse_received("tcp_bw client: [Errno 111] Connection refused\n")
+    with pytest.raises(backends.BackendOutputError, match="unreadable"):
+        backends.parse_received('{"recv_bytes": "x"}')
+
+
+@pytest.mark.parametrize("text,value", [("64M", 64 << 20), ("512K", 512 << 10), ("1G", 1 << 30), ("1000", 1000),
+                                        ("2MiB", 2 << 20), ("1.5M", 3 << 19)])
+def test_parse_size(text: str, value: int) -> None:
+    assert backends.parse_size(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "M", "-1M", "64X", "0"])
+def test_parse_size_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        backends.parse_size(text)
+
+
+def test_auto_backend_takes_the_first_every_node_has() -> None:
+    assert choose_backend("auto", [frozenset({"tcp", "torch"}), frozenset({"tcp", "torch", "nccl-tests"})]) == \
+        ("torch", "auto: every node has torch")
+    assert choose_backend("auto", [frozenset({"tcp", "hccl_test"}), frozenset({"tcp", "hccl_test"})])[0] == "tcp"
+    assert choose_backend("auto", [frozenset({"tcp"}), frozenset()])[0] == "tcp"
+    assert choose_backend("torch", [frozenset()]) == ("torch", "asked for")
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    from typer.testing import CliRunner
+
+    from ascendctl.cli import app
+
+    result = CliRunner().invoke(app, ["netcheck", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("args,message", [(["--quick", "--all-pairs"], "choose one of"), (["--size", "lots"], "not a size"),
+                                          (["--backend", "hccl_test"], "not run by this version"),
+                                          (["--backend", "ib_write_bw"], "unknown backend")])
+def test_usage_errors_exit_2_with_a_message(args: list[str], message: str, tmp_path: object) -> None:
+    code, out, err = run_cli(*args)
+    assert code == 2 and message in err and out == ""
