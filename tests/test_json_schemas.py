@@ -95,6 +95,7 @@ CASES = [
     ("error", "render ranktable -i {local} --check {tmp}/missing.json --json", 1),
     ("error", "render env -i {bad} --json", 2),
     ("error", "launch -i {bad} --launcher torchrun --json -- train.py", 2),
+    ("error", "launch --backend slurm --nodes 2 --launcher torchrun --dry-run --json -- train.py", 2),  # a batch script is text
     ("error", "exec -i {local} -w nosuchnode --json -- true", 2),
     ("error", "status --json", 2),  # no job recorded yet
     ("error", "logs -f --json", 2),
@@ -106,6 +107,7 @@ CASES = [
 def test_real_documents_match_their_schema(schema: str, line: str, code: int, inventories: dict[str, str],
                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)  # submit mode is outside an allocation
     args = [word.format(**inventories) for word in line.split()]
     exit_code, document = run_json(args)
     assert exit_code == code, document
