@@ -78,11 +78,17 @@ def launch(
                              hint="or run inside salloc/sbatch")
         wanted = SubmitOptions(int(nodes), partition, time_limit, account)
         if dry_run:
+            if as_json:
+                raise UsageError("--dry-run of a submission prints its batch script, which is not JSON", hint="drop --json")
             launch_view.show_batch_script(render_submission(options, wanted, job_id="<job>", preflight=not no_preflight).script)
             raise typer.Exit(int(ExitCode.OK))
-        outcome = submit_job(options, wanted, preflight=not no_preflight, detach=detach, on_output=launch_view.output_line,
-                             on_notice=launch_view.notice)
-        launch_view.show_outcome(outcome)
+        # with --json, the job's output goes to stderr, as in a launch inside the allocation: stdout holds only the document
+        outcome = submit_job(options, wanted, preflight=not no_preflight, detach=detach,
+                             on_output=launch_view.output_sink(to_stderr=as_json), on_notice=launch_view.notice)
+        if as_json:
+            launch_view.emit_record(outcome.record, outcome.exit_code, argv_now(), detached=outcome.detached)
+        else:
+            launch_view.show_outcome(outcome)
         raise typer.Exit(int(outcome.exit_code))
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
                      accept_new_host_keys=accept_new_host_keys)
