@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ..devices import devices_from_sections, device_sections, merge_inventory, node_device_ids, NodeDevices
 from ..errors import AscendctlError, ExitCode
 from ..group import NodeGroup
 from ..inventory import Inventory, Node
@@ -22,6 +23,7 @@ from ..outcome import Outcome, exit_code_for, node_outcome
 from ..probe import ask
 from ..transport import KILL_GRACE, ANSWER_SLACK, Spawned, Transport, node_bounded
 from . import backends
+from .device_ping import HCCN_TOOL_CHECK, HCCN_TOOL_SECTION, DeviceVerdict, run_device_pings
 from .schedule import Pair, confirmation_rounds, pair_rounds, ring_round
 from .verdict import Measurement, Verdict, judge
 
@@ -38,6 +40,7 @@ class NetcheckOptions:
     backend: str = "auto"
     threshold: float = 0.8
     timeout: float | None = None  # seconds one measurement may take; default: the node's command_timeout
+    device_ping: bool | None = None  # hccn_tool pings between device IPs; None: when every node has hccn_tool
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +65,12 @@ class NetcheckReport:
     verdict: Verdict
     problems: tuple[NodeProblem, ...] = field(default=())
     seconds: float = 0.0
+    devices: DeviceVerdict = field(default=DeviceVerdict(skipped="not asked"))
 
     @property
     def outcomes(self) -> list[Outcome]:
         found = [node_outcome(NodeStatus(p.status)) for p in self.problems]
-        if not self.verdict.clean:
+        if not self.verdict.clean or not self.devices.clean:
             found.append(Outcome.FAILED)
         return found
 
@@ -85,19 +89,26 @@ class NetcheckReport:
             "matrix": [m.to_dict() for m in self.measurements],
             "verdict": self.verdict.to_dict(),
             "problems": [p.to_dict() for p in self.problems],
+            "devices": self.devices.to_dict(),
         }
 
 
 @dataclass(frozen=True, slots=True)
 class NodeFacts:
     endpoint: Endpoint
-    has: frozenset[str]  # backends this node can run
+    has: frozenset[str]  # backends this node can run (and "hccn_tool" when it has that)
+    devices: NodeDevices | None = None  # device IPs (devices.py), asked when device pings may run
 
 
-def facts_sections(node: Node, inventory: Inventory, backend: str) -> dict[str, str]:
-    """Probe sections: the node's cluster endpoint and, per backend that may be chosen, whether it can run it."""
+def facts_sections(node: Node, inventory: Inventory, backend: str, *, device_ping: bool | None = None) -> dict[str, str]:
+    """Probe sections: the node's cluster endpoint, per backend that may be chosen whether it can run it, and
+    (unless device pings are off) whether it has hccn_tool and its device IPs, asked as devices.py asks them."""
     py = _quote(node.python)
     sections = dict(net_sections(node, inventory))
+    if device_ping is not False:
+        sections[HCCN_TOOL_SECTION] = HCCN_TOOL_CHECK
+        if node.device_ips is None:
+            sections.update(device_sections(node_device_ids(node, None)))
     if backend in ("auto", "torch"):
         sections[TORCH] = f"{py} -c 'import torch.distributed as d; print(d.is_available() and d.is_gloo_available())'"
     sections["netcheck.python"] = f"{py} -c 'import sys; print(sys.version_info >= (3, 7))'"
@@ -116,6 +127,8 @@ def _has(sections: dict[str, Any]) -> frozenset[str]:
         found.add("torch")
     if "netcheck.python" in sections and sections["netcheck.python"].output.strip().endswith("True"):
         found.add("tcp")
+    if HCCN_TOOL_SECTION in sections and sections[HCCN_TOOL_SECTION].ok:
+        found.add("hccn_tool")
     return frozenset(found)
 
 
@@ -146,9 +159,14 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
         single = len(inventory.nodes) == 1
 
         def facts(node: Node, transport: Transport) -> NodeFacts:
-            answer = ask(transport, facts_sections(node, inventory, options.backend),
+            answer = ask(transport, facts_sections(node, inventory, options.backend, device_ping=options.device_ping),
                          section_timeout=inventory.preflight.section_timeout, timeout=node.command_timeout)
-            return NodeFacts(cluster_endpoint(node, answer.sections, single_node=single), _has(answer.sections))
+            has = _has(answer.sections)
+            devices = None
+            if options.device_ping is not False:
+                wanted = node_device_ids(node, None)
+                devices = merge_inventory(node, devices_from_sections(node.name, wanted, answer.sections))
+            return NodeFacts(cluster_endpoint(node, answer.sections, single_node=single), has, devices)
 
         results = group.run(facts, on_event=on_event)
         problems = [NodeProblem(r.node, r.error.status.value, r.error.message) for r in results if r.error is not None]
@@ -163,8 +181,21 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
         pair_runner = PairRunner(group, endpoints, backend, options)
         measurements, rounds = _measure(nodes, options, pair_runner)
         verdict = judge([n.name for n in nodes], measurements, threshold=options.threshold)
+        devices = _device_pings(group, inventory, options, nodes, rounds, {n.name: known[n.name] for n in nodes})
     return NetcheckReport(options.mode, backend, why, options.size, endpoints, rounds, tuple(measurements), verdict,
-                          tuple(problems), time.monotonic() - started)
+                          tuple(problems), time.monotonic() - started, devices)
+
+
+def _device_pings(group: NodeGroup, inventory: Inventory, options: NetcheckOptions, nodes: list[Node],
+                  rounds: Sequence[Sequence[tuple[str, str]]], facts: dict[str, NodeFacts]) -> DeviceVerdict:
+    """Device-to-device pings over the measured pairs: asked for, or (auto) when every node has hccn_tool."""
+    if options.device_ping is False:
+        return DeviceVerdict(skipped="--no-device-ping")
+    without = [n.name for n in nodes if "hccn_tool" not in facts[n.name].has]
+    if options.device_ping is None and (without or not nodes):
+        return DeviceVerdict(skipped="not every node has hccn_tool")
+    devices = {name: f.devices for name, f in facts.items() if f.devices is not None}
+    return run_device_pings(group, inventory, [pair for r in rounds for pair in r], devices)
 
 
 def _measure(nodes: list[Node], options: NetcheckOptions, runner: "PairRunner") -> tuple[list[Measurement], tuple[tuple[tuple[str, str], ...], ...]]:
