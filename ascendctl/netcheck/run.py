@@ -112,6 +112,9 @@ def facts_sections(node: Node, inventory: Inventory, backend: str, *, device_pin
     if backend in ("auto", "torch"):
         sections[TORCH] = f"{py} -c 'import torch.distributed as d; print(d.is_available() and d.is_gloo_available())'"
     sections["netcheck.python"] = f"{py} -c 'import sys; print(sys.version_info >= (3, 7))'"
+    for name, check in backends.HAS_SECTIONS.items():
+        if backend in ("auto", name):
+            sections[f"netcheck.{name}"] = check
     return sections
 
 
@@ -127,13 +130,16 @@ def _has(sections: dict[str, Any]) -> frozenset[str]:
         found.add("torch")
     if "netcheck.python" in sections and sections["netcheck.python"].output.strip().endswith("True"):
         found.add("tcp")
+    for name in backends.HAS_SECTIONS:
+        if f"netcheck.{name}" in sections and sections[f"netcheck.{name}"].ok:
+            found.add(name)
     if HCCN_TOOL_SECTION in sections and sections[HCCN_TOOL_SECTION].ok:
         found.add("hccn_tool")
     return frozenset(found)
 
 
 def choose_backend(requested: str, has: Sequence[frozenset[str]]) -> tuple[str, str]:
-    """(backend, why): `auto` takes the first of the backends this version runs (torch, tcp) that every node can run."""
+    """(backend, why): `auto` takes the first of the backends this version runs (nccl-tests, torch, tcp) that every node can run."""
     if requested != "auto":
         return requested, "asked for"
     for name in backends.RUNNABLE:
@@ -152,7 +158,8 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
                              exit_code=ExitCode.USAGE)
     if options.backend not in ("auto", *backends.RUNNABLE):
         raise AscendctlError(f"the {options.backend} backend is not run by this version of netcheck",
-                             hint="its command line and output parser exist (docs/netcheck.md); use --backend torch or tcp",
+                             hint="its command line exists, but no real output was found to test a parser on (docs/netcheck.md); "
+                                  "use --backend nccl-tests, torch or tcp",
                              exit_code=ExitCode.USAGE)
     started = time.monotonic()
     with NodeGroup(inventory, factory=factory) as group:
@@ -178,7 +185,8 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
             problems.append(NodeProblem(n.name, NodeStatus.ERROR.value, f"cannot run the {backend} backend"))
         nodes = [n for n in nodes if n not in lacking]
         endpoints = {n.name: known[n.name].endpoint for n in nodes}
-        pair_runner = PairRunner(group, endpoints, backend, options)
+        pair_runner: PairRunner | MpiPairRunner = (MpiPairRunner(group, endpoints, backend, options)
+                                                   if backend in backends.MPI_BACKENDS else PairRunner(group, endpoints, backend, options))
         measurements, rounds = _measure(nodes, options, pair_runner)
         verdict = judge([n.name for n in nodes], measurements, threshold=options.threshold)
         devices = _device_pings(group, inventory, options, nodes, rounds, {n.name: known[n.name] for n in nodes})
@@ -198,7 +206,7 @@ def _device_pings(group: NodeGroup, inventory: Inventory, options: NetcheckOptio
     return run_device_pings(group, inventory, [pair for r in rounds for pair in r], devices)
 
 
-def _measure(nodes: list[Node], options: NetcheckOptions, runner: "PairRunner") -> tuple[list[Measurement], tuple[tuple[tuple[str, str], ...], ...]]:
+def _measure(nodes: list[Node], options: NetcheckOptions, runner: "PairRunner | MpiPairRunner") -> tuple[list[Measurement], tuple[tuple[tuple[str, str], ...], ...]]:
     n = len(nodes)
     names = [node.name for node in nodes]
     measured: list[Measurement] = []
@@ -299,6 +307,41 @@ class PairRunner:
                 out.append(Measurement(a.name, b.name, None, None, index, f"{a.name}-{b.name}: {exc}"))
                 continue
             out.append(Measurement(a.name, b.name, a_to_b, b_to_a, index))
+        return out
+
+
+class MpiPairRunner:
+    """Runs one round of pairs with an MPI backend (nccl-tests): mpirun on each pair's first node, all pairs at once."""
+
+    def __init__(self, group: NodeGroup, endpoints: dict[str, Endpoint], backend: str, options: NetcheckOptions) -> None:
+        self.group = group
+        self.endpoints = endpoints
+        self.backend = backend
+        self.options = options
+
+    def round(self, pairs: list[tuple[Node, Node]], index: int, *, both_ways: bool) -> list[Measurement]:
+        """sendrecv_perf between each pair's two nodes (one GPU each); its algbw is each direction's rate."""
+        partner = {a.name: b for a, b in pairs}
+
+        def run_pair(node: Node, transport: Transport) -> float:
+            peer = partner[node.name]
+            limit = self.options.timeout if self.options.timeout is not None else node.command_timeout
+            command = backends.nccl_tests_command(hosts=(node.host, peer.host), size=self.options.size,
+                                                  ifname=self.endpoints[node.name].ifname)
+            result = transport.run(node_bounded(command, limit), timeout=limit + KILL_GRACE + ANSWER_SLACK)
+            if result.exit_code != 0:
+                last = (result.stderr.strip() or result.stdout.strip()).splitlines() or ["no output"]
+                raise AscendctlError(f"{node.name}: {self.backend} exited {result.exit_code}: {last[-1][:200]}")
+            return backends.parse_nccl_tests_gbps(result.stdout, self.options.size)
+
+        results = self.group.run(run_pair, nodes=[a for a, _ in pairs]).by_node()
+        out: list[Measurement] = []
+        for a, b in pairs:
+            r = results[a.name]
+            if r.error is not None or r.value is None:
+                out.append(Measurement(a.name, b.name, None, None, index, r.error.message if r.error else "no result"))
+            else:
+                out.append(Measurement(a.name, b.name, r.value, r.value, index))
         return out
 
 

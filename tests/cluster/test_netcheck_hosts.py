@@ -179,3 +179,21 @@ def test_a_dead_device_port_is_named_by_node_and_device_exit_3(cluster_factory: 
                           capture_output=True, text=True, timeout=500)
     assert text.returncode == 3
     assert "ascendctl: error: h03 device 2: broken device: every ping with 3 peers failed" in text.stderr, text.stderr
+
+
+def test_nccl_tests_backend_runs_sendrecv_perf_per_pair_and_names_the_slow_node(cluster_factory: Any, tmp_path: Path) -> None:
+    """Simulated mpirun + sendrecv_perf (tests/sim/nccl_tests.py: the real capture, scaled) on every host; h02 at 0.1x."""
+    from tests.sim.nccl_tests import mpirun_script, sendrecv_perf_script
+
+    placeholder = {"mpirun": mpirun_script(), "sendrecv_perf": sendrecv_perf_script({})}
+    cluster: Cluster = cluster_factory([HostSpec(f"h{k:02d}", cluster_nic=True, private_home=False, chrony="none",
+                                                 tools=dict(placeholder)) for k in range(1, 5)], wait_chrony=False)
+    rates = {cluster.host("h02").ip: 0.1}  # -H names the nodes by their inventory address, known once built
+    for host in cluster.hosts:
+        (host.bin_dir / "sendrecv_perf").write_text(sendrecv_perf_script(rates))
+    code, doc, err = netcheck(inventory(cluster, tmp_path), "--size", "4096")
+    assert doc["backend"] == "nccl-tests", doc["backend_reason"]  # auto: every node has mpirun and sendrecv_perf
+    assert code == 3, err
+    assert doc["verdict"]["slow_nodes"] == ["h02"], (doc["verdict"], err)
+    assert doc["verdict"]["slow_links"] == [] and all(m["error"] is None for m in doc["matrix"])
+    assert {round(m["a_to_b_gbps"], 2) for m in doc["matrix"]} == {1.04, 0.08}  # 0.13 and 0.01 GB/s as Gbit/s
