@@ -50,12 +50,13 @@ def show_netcheck(report: NetcheckReport, *, as_json: bool, argv: list[str]) -> 
         error(f"not measured: {why}", subject=f"{a} <-> {b}")
     devices = report.devices
     if devices.pings:
-        failed = [p for p in devices.pings if not p.ok]
+        failed = [ping for ping in devices.pings if not ping.ok]
         out.print(f"device pings (hccn_tool): {len(devices.pings) - len(failed)} of {len(devices.pings)} got through", markup=False)
     for node, device, why in devices.broken_devices:
         error(f"broken device: {why}", subject=f"{node} device {device}")
-    for p in devices.broken_links:
-        error(f"device ping to {p.peer_ip} failed: {p.error}", subject=f"{p.node} device {p.device} -> {p.peer} device {p.device}")
+    for link in devices.broken_links:
+        error(f"device ping to {link.peer_ip} failed: {link.error}",
+              subject=f"{link.node} device {link.device} -> {link.peer} device {link.device}")
     for p in report.problems:
         error(p.message, subject=p.node, level="error")
     if verdict.clean and devices.clean and not report.problems:
