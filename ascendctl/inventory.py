@@ -115,11 +115,23 @@ class Inventory:
         return self.nodes[0]
 
 
+def local_accelerators(dev: Path = Path("/dev")) -> int:
+    """Accelerators this machine has: Ascend NPUs (/dev/davinciN), else NVIDIA GPUs (/dev/nvidiaN), else 0."""
+    for pattern in ("davinci[0-9]*", "nvidia[0-9]*"):
+        found = [p for p in dev.glob(pattern) if p.name.rstrip("0123456789") in ("davinci", "nvidia")]
+        if found:
+            return len(found)
+    return 0
+
+
 def builtin_inventory(*, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Inventory:
-    """One node, this machine, through the local transport: works on a fresh install."""
+    """One node, this machine, through the local transport: works on a fresh install.
+
+    Its slots are the machine's accelerators, one worker on a machine without any (not 8 workers on a laptop).
+    """
     return _build(
         BUILTIN_SOURCE,
-        defaults={"transport": "local"},
+        defaults={"transport": "local", "slots": max(1, local_accelerators())},
         raw_nodes=[({"host": "localhost", "name": socket.gethostname() or "localhost"}, "nodes[0]")],
         flags=flags,
         environ=environ,
