@@ -4,7 +4,8 @@ against the real CLI, and the blocks marked to run do run, with the exit code (a
 Commands are taken from fenced ```sh and ```console blocks (in ```console, the lines after `$ `).
 A block is run when an HTML comment right above it says so:
 
-    <!-- doc-test: run -->            run every ascendctl command in it; `$ echo $?` then N checks the code
+    <!-- doc-test: run -->            run every ascendctl command in it; each must exit 0 unless the block
+                                      shows another code (`$ echo $?`, then the code, as a shell prints it)
     <!-- doc-test: run, output -->    also: every output line shown (but `...`) appears, in order
     <!-- doc-test: file NAME -->      the next fenced block is written to NAME before the page's commands run
 
@@ -183,7 +184,7 @@ ALL_COMMANDS = [c for page in PAGES_PARSED for c in page.commands]
 def test_the_docs_show_commands_on_every_page() -> None:
     """Guards the extractor: a page whose blocks stop being found would otherwise pass silently."""
     by_page = {page.name: len(page.commands) for page in PAGES_PARSED}
-    assert by_page["README.md"] >= 15, by_page
+    assert by_page["README.md"] >= 10, by_page
     for page in PAGES_PARSED:
         if page.name.startswith("docs/") and page.name != "docs/architecture.md":
             assert page.commands, f"{page.name} shows no ascendctl command in a ```sh or ```console block"
@@ -211,8 +212,8 @@ def run_page(page: Page, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> lis
             continue
         if command.stdout_to:
             Path(command.stdout_to).write_text(result.stdout, encoding="utf-8")
-        shown = 0 if command.exit_code is None and not command.check_output else command.exit_code
-        if shown is not None and result.exit_code != shown:
+        shown = 0 if command.exit_code is None else command.exit_code  # a block that shows no code means success
+        if result.exit_code != shown:
             problems.append(f"{command.where}: exit {result.exit_code}, the doc shows {shown}\n{result.output}")
         if command.check_output:
             actual = iter(line.rstrip() for line in result.output.splitlines())
