@@ -271,3 +271,14 @@ def test_commands_are_found_in_pipes_substitutions_and_after_prompts() -> None:
     page = parse_page("p.md", "```console\n$ ascendctl jobs\nJOB  STATUS\n...\n$ echo $?\n0\n```\n```text\n$ ascendctl nope\n```\n")
     (command,) = page.commands
     assert command.argv == ["jobs"] and command.output == ["JOB  STATUS"] and command.exit_code == 0
+
+
+def test_readme_gives_a_fresh_machine_its_two_commands_and_ci_runs_the_same_test_command() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    sh_lines = [line for fence in FENCE.finditer(readme) if fence.group(2) == "sh" for line in fence.group(3).splitlines()]
+    assert "pip install . && ascendctl preflight" in sh_lines
+    assert "bash scripts/test.sh" in sh_lines
+    assert readme.index("pip install . && ascendctl preflight") < readme.index("## Quickstart")
+    assert readme.index("## Development / Tests") < readme.index("bash scripts/test.sh\n```")
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert "bash scripts/test.sh" in ci
