@@ -9,7 +9,7 @@ import typer
 
 from . import app
 from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, HtmlOpt, InventoryOpt, JsonOpt,
-                     argv_now, cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
+                     argv_now, cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt, RerunFailedOpt)
 
 IdsOpt = Annotated[Optional[list[str]], typer.Option(help="Check ids, comma-separated or repeated.", show_default=False)]
 
@@ -32,18 +32,21 @@ def preflight(
     accept_new_host_keys: AcceptKeysOpt = False,
     nodes: NodesOpt = None,
     exclude: ExcludeOpt = None,
+    rerun_failed: RerunFailedOpt = False,
 ) -> None:
     """Check every node in parallel (NTP, clock skew, MTU and path MTU, NPUs, links, versions, ...)."""
     from ..checks import select_checks
     from ..preflight import junit_xml, run_preflight
+    from ..retry import save_failures
     from ..ui import preflight_view, progress
 
     checks = select_checks(only, skip)
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
                      accept_new_host_keys=accept_new_host_keys)
-    inv = load_selected(inventory, nodes, exclude, flags)
+    inv = load_selected(inventory, nodes, exclude, flags, rerun="preflight" if rerun_failed else None)
     with progress("preflight") as sink:
         report = run_preflight(inv, checks, on_event=sink)
+    save_failures("preflight", inv.source, report.node_outcomes)
     if junit is not None:
         junit.write_text(junit_xml(report), encoding="utf-8")
     preflight_view.show_preflight(report, as_json=as_json, argv=argv_now())
