@@ -250,7 +250,8 @@ def _parse_hostfile(text: str, *, source: str, flags: Mapping[str, Any] | None, 
         line, _, key = key_path.removeprefix("line ").partition(".")
         return f"{source}:{line}: {key or 'line'}"
 
-    raw_nodes = [({"host": e.host} | ({} if e.slots is None else {"slots": e.slots}), f"line {e.line}") for e in entries]
+    raw_nodes: list[tuple[dict[str, Any], str]] = [
+        ({"host": e.host} if e.slots is None else {"host": e.host, "slots": e.slots}, f"line {e.line}") for e in entries]
     if not raw_nodes and not errors:
         errors.append(f"{source}: no hosts (expected lines like {FORMS})")
     try:
