@@ -8,6 +8,7 @@ Must not import typer or rich.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -66,7 +67,8 @@ def save_failures(command: str, inventory_source: str, outcomes: Iterable[tuple[
             json.dump(record.to_dict(), handle)
         os.replace(tmp, path)
     except OSError as exc:  # the run's own result matters more than the record of it
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         log.warning("cannot save the nodes to rerun in %s: %s (--rerun-failed will not know this run)", path, exc.strerror or exc)
     return record
 
