@@ -52,6 +52,13 @@ def list_size(pattern: str) -> int:
     return sum(range_size(part) for part in _TOP_LEVEL_COMMA.split(pattern))
 
 
+def generic(text: str | None, host: str) -> str | None:
+    """`text` with the node's own address shown as `<host>`, so one error on many nodes folds into one line."""
+    if not text or not host or host not in text:
+        return text
+    return text.replace(host, "<host>")
+
+
 def fold(names: Iterable[str]) -> str:
     """Fold names into the compact range form, e.g. ['n1','n2','n4'] -> 'n[1-2,4]'."""
     names = list(names)
