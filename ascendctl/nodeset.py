@@ -52,11 +52,17 @@ def list_size(pattern: str) -> int:
     return sum(range_size(part) for part in _TOP_LEVEL_COMMA.split(pattern))
 
 
+_FINGERPRINT = re.compile(r"\b(SHA256|MD5):[A-Za-z0-9+/:=]{16,}")
+
+
 def generic(text: str | None, host: str) -> str | None:
-    """`text` with the node's own address shown as `<host>`, so one error on many nodes folds into one line."""
-    if not text or not host or host not in text:
+    """`text` with what is each node's own (its address, its host key fingerprint) shown as `<host>` and
+    `<fingerprint>`, so one error on many nodes folds into one line (JSON keeps every node's own words)."""
+    if not text:
         return text
-    return text.replace(host, "<host>")
+    if host and host in text:
+        text = text.replace(host, "<host>")
+    return _FINGERPRINT.sub(r"\1:<fingerprint>", text)
 
 
 def fold(names: Iterable[str]) -> str:

@@ -10,7 +10,8 @@ import typer
 
 from . import app
 from ..errors import ExitCode, UsageError
-from .common import examples, ExcludeOpt, InventoryOpt, JsonOpt, NodesOpt, argv_now, cli_errors, load_selected
+from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, ExcludeOpt, FanoutOpt, InventoryOpt, JsonOpt, NodesOpt,
+                     argv_now, cli_errors, examples, flags_of, load_selected)
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
 GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
@@ -55,6 +56,10 @@ def launch(
     nodes: NodesOpt = None,
     exclude: ExcludeOpt = None,
     as_json: JsonOpt = False,
+    connect_timeout: ConnectTimeoutOpt = None,
+    command_timeout: CommandTimeoutOpt = None,
+    fanout: FanoutOpt = None,
+    accept_new_host_keys: AcceptKeysOpt = False,
 ) -> None:
     """Launch an msrun or torchrun job on every node; stream its output; tear everything down on failure."""
     from ..interrupts import stop_on_signals
@@ -73,13 +78,21 @@ def launch(
                              hint="or run inside salloc/sbatch")
         wanted = SubmitOptions(int(nodes), partition, time_limit, account)
         if dry_run:
+            if as_json:
+                raise UsageError("--dry-run of a submission prints its batch script, which is not JSON", hint="drop --json")
             launch_view.show_batch_script(render_submission(options, wanted, job_id="<job>", preflight=not no_preflight).script)
             raise typer.Exit(int(ExitCode.OK))
-        outcome = submit_job(options, wanted, preflight=not no_preflight, detach=detach, on_output=launch_view.output_line,
-                             on_notice=launch_view.notice)
-        launch_view.show_outcome(outcome)
+        # with --json, the job's output goes to stderr, as in a launch inside the allocation: stdout holds only the document
+        outcome = submit_job(options, wanted, preflight=not no_preflight, detach=detach,
+                             on_output=launch_view.output_sink(to_stderr=as_json), on_notice=launch_view.notice)
+        if as_json:
+            launch_view.emit_record(outcome.record, outcome.exit_code, argv_now(), detached=outcome.detached)
+        else:
+            launch_view.show_outcome(outcome)
         raise typer.Exit(int(outcome.exit_code))
-    inv = load_selected(inventory, nodes, exclude)
+    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
+                     accept_new_host_keys=accept_new_host_keys)
+    inv = load_selected(inventory, nodes, exclude, flags)
     if dry_run:
         launch_view.show_plan(plan_only(inv, options), as_json=as_json, argv=argv_now())
         raise typer.Exit(int(ExitCode.OK))
