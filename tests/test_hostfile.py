@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from ascendctl.errors import InventoryError
 from ascendctl.hostfile import is_hostfile
 from ascendctl.inventory import MAX_NODES, load_inventory, parse_inventory
 from ascendctl.render import render_hostfile
+from tests.json_schemas import assert_valid
 
 runner = CliRunner()
 
@@ -85,6 +87,7 @@ def test_cli_takes_a_hostfile_as_inventory_and_reports_bad_lines_with_exit_2(tmp
     hosts.write_text("10.0.0.1 slots=8\n10.0.0.2:4\n")
     result = runner.invoke(app, ["inventory", "show", "-i", str(hosts), "--json"])
     assert result.exit_code == 0, result.output
+    assert_valid("inventory-show", json.loads(result.stdout))
     assert load_inventory(hosts).names == ["10.0.0.1", "10.0.0.2"]
     hosts.write_text("10.0.0.1 slots=8\n10.0.0.1\n")
     result = runner.invoke(app, ["inventory", "validate", "-i", str(hosts)])

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from ascendctl.cli import app
 from ascendctl.jobs.record import state_dir
 from ascendctl.retry import load_failures, retry_path
+from tests.json_schemas import assert_valid
 
 runner = CliRunner()
 
@@ -53,6 +54,7 @@ def test_exec_rerun_failed_runs_on_exactly_the_failed_and_unreachable_nodes(inve
 
     code, doc, _ = run("exec", "-i", str(inventory), "--rerun-failed", "--", "sleep 1")
     assert code == 4 and statuses(doc) == {"b": "timeout", "c": "unreachable"}  # a is not asked again
+    assert_valid("exec", doc)
 
     # Fixed on b (a longer limit), c left out with -x: only b runs, and now nothing failed.
     code, doc, _ = run("exec", "-i", str(inventory), "--rerun-failed", "-x", "c", "--command-timeout", "5", "--", "sleep 1")
@@ -61,7 +63,8 @@ def test_exec_rerun_failed_runs_on_exactly_the_failed_and_unreachable_nodes(inve
     assert record is not None and record.nodes == ()
 
     code, doc, stderr = run("exec", "-i", str(inventory), "--rerun-failed", "--", "sleep 1")
-    assert code == 0 and doc["status"] == "ok" and "nodes" not in doc
+    assert code == 0 and doc["status"] == "ok" and "nodes" not in doc and doc["nothing_to_do"].startswith("nothing to rerun")
+    assert_valid("envelope", doc)  # the envelope alone: there is no run to describe
     assert "ascendctl: notice: nothing to rerun: the last `exec` on" in stderr and "had no failed or unreachable nodes" in stderr
 
 
