@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import NothingToDo, UsageError
-from .jobs.record import state_dir
 from .outcome import Outcome
+from .paths import state_dir
 
 log = logging.getLogger(__name__)
 RETRY_SCHEMA = 1

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.jobs.record import state_dir
+from ascendctl.paths import state_dir
 from ascendctl.retry import load_failures, retry_path
 from tests.json_schemas import assert_valid
 
