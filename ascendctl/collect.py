@@ -41,7 +41,7 @@ from .group import NodeGroup
 from .inventory import Inventory, Node
 from .jobs import JobRecord
 from .models import EventSink, NodeError, NodeStatus
-from .outcome import exit_code_for, node_outcome
+from .outcome import Outcome, exit_code_for, node_outcome
 from .paths import child
 from .redact import redact_document, redact_env
 from .shell import remote
@@ -193,6 +193,11 @@ class CollectReport:
     @property
     def exit_code(self) -> ExitCode:
         return exit_code_for(node_outcome(n.status) for n in self.nodes)
+
+    @property
+    def node_outcomes(self) -> list[tuple[str, Outcome]]:
+        """Each node's outcome, in inventory order (what `--rerun-failed` remembers)."""
+        return [(n.name, node_outcome(n.status)) for n in self.nodes]
 
     def manifest(self) -> dict[str, Any]:
         return {

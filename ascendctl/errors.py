@@ -77,6 +77,12 @@ class UsageError(AscendctlError):
     exit_code = ExitCode.USAGE
 
 
+class NothingToDo(AscendctlError):
+    """There is nothing for the command to do (`--rerun-failed` after a clean run): a notice, exit 0."""
+
+    exit_code = ExitCode.OK
+
+
 class PathEscapeError(AscendctlError):
     """A name that would become a path is not one plain component under its directory (paths.child)."""
 

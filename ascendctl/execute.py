@@ -11,7 +11,7 @@ from typing import Any
 from .errors import ExitCode
 from .group import NodeGroup
 from .inventory import Inventory, Node
-from .outcome import exit_code_for, node_outcome
+from .outcome import Outcome, exit_code_for, node_outcome
 from .models import CommandResult, EventSink, NodeStatus
 from .nodeset import generic, group_by
 from .transport import Transport, TransportFactory
@@ -56,6 +56,11 @@ class ExecReport:
     def exit_code(self) -> ExitCode:
         """4 when some node was not reached, else 3 when the command failed (or could not be judged) somewhere, else 0."""
         return exit_code_for(node_outcome(node.status) for node in self.nodes)
+
+    @property
+    def node_outcomes(self) -> list[tuple[str, Outcome]]:
+        """Each node's outcome, in inventory order (what `--rerun-failed` remembers)."""
+        return [(node.name, node_outcome(node.status)) for node in self.nodes]
 
     def groups(self) -> list[tuple[list[str], NodeExec]]:
         """Nodes with identical outcomes, in first-appearance order: [(names, sample outcome)].

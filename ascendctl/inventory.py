@@ -1,4 +1,4 @@
-"""Inventory: YAML file -> validated, range-expanded Inventory of Node records.
+"""Inventory: YAML file (or an MPI/DeepSpeed hostfile) -> validated, range-expanded Inventory of Node records.
 
 Every problem in a file is reported at once, each naming the file, line and key path.
 Every input has a bound (file size, YAML values and nesting, aliases, node count), checked
@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator, Mapping
 import yaml
 
 from .errors import InventoryError
+from .hostfile import FORMS, is_hostfile, parse_hostfile
 from .models import Resolved
 from .nodeset import list_size, range_size
 from .paths import name_problem
@@ -115,11 +116,23 @@ class Inventory:
         return self.nodes[0]
 
 
+def local_accelerators(dev: Path = Path("/dev")) -> int:
+    """Accelerators this machine has: Ascend NPUs (/dev/davinciN), else NVIDIA GPUs (/dev/nvidiaN), else 0."""
+    for pattern in ("davinci[0-9]*", "nvidia[0-9]*"):
+        found = [p for p in dev.glob(pattern) if p.name.rstrip("0123456789") in ("davinci", "nvidia")]
+        if found:
+            return len(found)
+    return 0
+
+
 def builtin_inventory(*, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Inventory:
-    """One node, this machine, through the local transport: works on a fresh install."""
+    """One node, this machine, through the local transport: works on a fresh install.
+
+    Its slots are the machine's accelerators, one worker on a machine without any (not 8 workers on a laptop).
+    """
     return _build(
         BUILTIN_SOURCE,
-        defaults={"transport": "local"},
+        defaults={"transport": "local", "slots": max(1, local_accelerators())},
         raw_nodes=[({"host": "localhost", "name": socket.gethostname() or "localhost"}, "nodes[0]")],
         flags=flags,
         environ=environ,
@@ -232,9 +245,34 @@ def parse_inventory(
     flags: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Inventory:
-    """Parse inventory YAML text; raise InventoryError listing every problem."""
+    """Parse inventory YAML text, or a hostfile (hostfile.py); raise InventoryError listing every problem."""
+    if is_hostfile(text):
+        return _parse_hostfile(text, source=source, flags=flags, environ=environ)
     with _gc_paused():
         return _parse(text, source=source, flags=flags, environ=environ)
+
+
+def _parse_hostfile(text: str, *, source: str, flags: Mapping[str, Any] | None, environ: Mapping[str, str] | None) -> Inventory:
+    """A hostfile's lines as nodes `{host, slots}`, built and validated exactly as a YAML inventory's are."""
+    entries, problems = parse_hostfile(text, MAX_NODES)
+    errors = [f"{source}:{line}: {problem}" for line, problem in problems]
+
+    def where(key_path: str) -> str:
+        """`file:line: key`: an entry's key path is `line N`, its keys `line N.slots`."""
+        line, _, key = key_path.removeprefix("line ").partition(".")
+        return f"{source}:{line}: {key or 'line'}"
+
+    raw_nodes: list[tuple[dict[str, Any], str]] = [
+        ({"host": e.host} if e.slots is None else {"host": e.host, "slots": e.slots}, f"line {e.line}") for e in entries]
+    if not raw_nodes and not errors:
+        errors.append(f"{source}: no hosts (expected lines like {FORMS})")
+    try:
+        with _gc_paused():
+            return _build(source, defaults={}, raw_nodes=raw_nodes, flags=flags, environ=environ, errors=errors, where=where)
+    except InventoryError as exc:  # in file order: the syntax problems were found before the others
+        line_of = {problem: int(m.group(1)) if (m := re.match(re.escape(source) + r":(\d+):", problem)) else 0
+                   for problem in exc.problems}
+        raise InventoryError(sorted(exc.problems, key=line_of.__getitem__), hint=exc.hint) from None
 
 
 def _parse(text: str, *, source: str, flags: Mapping[str, Any] | None, environ: Mapping[str, str] | None) -> Inventory:

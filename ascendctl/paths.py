@@ -3,11 +3,13 @@
 `name_problem` is the rule the inventory applies to node names; `child(root, name)` is how every
 path made from such a name is built (collect bundle directories, launch log directories on the
 nodes): it refuses a name that is not a single plain component and checks the result stays under
-`root`. Pure apart from resolving symlinks of a local root; must not import typer or rich.
+`root`. Also `state_dir()`, where ascendctl keeps its own records (jobs, retry records); importing it costs
+nothing. Pure apart from resolving symlinks of a local root; must not import typer or rich.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path, PurePath
 from typing import TypeVar
@@ -48,3 +50,9 @@ def child(root: P, name: str) -> P:
     if problem is not None:
         raise PathEscapeError(f"{root}: refusing the path for {name!r}: {problem}")
     return path
+
+
+def state_dir() -> Path:
+    """$XDG_STATE_HOME/ascendctl (default ~/.local/state/ascendctl)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "ascendctl"

@@ -73,6 +73,16 @@ class PreflightReport:
         return exit_code_for(outcomes)
 
     @property
+    def node_outcomes(self) -> list[tuple[str, Outcome]]:
+        """Each node's outcome, in inventory order: unreachable, else failed when a check failed or was not evaluated."""
+        def worst(node: NodeReport) -> Outcome:
+            if not node.reachable:
+                return Outcome.UNREACHABLE
+            return next((c.status.outcome for c in node.checks if c.status.outcome != Outcome.OK), Outcome.OK)
+
+        return [(node.name, worst(node)) for node in self.nodes]
+
+    @property
     def ok(self) -> bool:
         return self.exit_code == ExitCode.OK
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 from .errors import UsageError
 from .inventory import MAX_NODES, Inventory
@@ -46,12 +46,27 @@ def expand_nodeset(pattern: str, groups: Mapping[str, tuple[str, ...]]) -> list[
         raise UsageError(f"bad node set {pattern!r}: {exc}", hint="e.g. -w 'n[01-04,07]' or -w @rack1") from None
 
 
-def select_nodes(inventory: Inventory, nodes: str | None = None, exclude: str | None = None) -> Inventory:
-    """The inventory narrowed to `nodes` (default: all) minus `exclude`; every name asked for must exist."""
-    if not nodes and not exclude:
+def select_nodes(inventory: Inventory, nodes: str | None = None, exclude: str | None = None, *,
+                 names: Collection[str] | None = None) -> Inventory:
+    """The inventory narrowed to `nodes` (default: all), or to exactly the node `names`, minus `exclude`.
+
+    Every name asked for must exist; `names` (the nodes `--rerun-failed` repeats on) replaces `nodes`.
+    """
+    if names is not None and nodes:
+        raise UsageError("-w cannot be combined with --rerun-failed, which picks the nodes itself",
+                         hint="use -x to leave some of them out")
+    if not nodes and not exclude and names is None:
         return inventory
     groups = {ALL_GROUP: tuple(inventory.names), **inventory.groups}
-    wanted = _matching(inventory, expand_nodeset(nodes, groups), nodes) if nodes else set(inventory.names)
+    if names is not None:
+        from .nodeset import fold
+
+        wanted = set(names) & set(inventory.names)
+        if len(wanted) < len(set(names)):
+            raise UsageError(f"{fold(sorted(set(names) - wanted))}: no such node in {inventory.source} any more",
+                             hint="the inventory changed since that run; run the command without --rerun-failed")
+    else:
+        wanted = _matching(inventory, expand_nodeset(nodes, groups), nodes) if nodes else set(inventory.names)
     unwanted = _matching(inventory, expand_nodeset(exclude, groups), exclude) if exclude else set()
     chosen = [node for node in inventory.nodes if node.name in wanted and node.name not in unwanted]
     if not chosen:

@@ -122,25 +122,24 @@ def _id_str(value: Any) -> str:
     return str(value)
 
 
-def _check(validate: Validator, default: Any) -> Any:
-    """A PreflightConfig field: its default and the validator its inventory value must pass."""
-    return field(default=default, metadata={"validate": validate})
+def _check(validate: Validator, default: Any, doc: str) -> Any:
+    """A PreflightConfig field: its default, the validator its inventory value must pass, and what it means."""
+    return field(default=default, metadata={"validate": validate, "doc": doc})
 
 
 @dataclass(frozen=True, slots=True)
 class PreflightConfig:
     """Preflight thresholds (`defaults: preflight:` in the inventory); defaults suit most clusters."""
 
-    # cluster interface MTU and the don't-fragment ping size (min_mtu - 28); 68 is the IPv4 minimum
-    min_mtu: int = _check(_int_range(68, 65535), 9000)
-    max_clock_skew: float = _check(_number(3600), 1.0)  # seconds; fail above
-    warn_clock_skew: float = _check(_number(3600), 0.1)  # seconds; warn above
-    # rendezvous port checked on the master (torchrun 29500, msrun 8118)
-    master_port: int = _check(_int_range(1, 65535), 29500)
-    log_dir: str = _check(_str, "/tmp")  # where job logs go; `disk` checks its free space
-    min_free_disk_gb: float = _check(_number(1e6, "a number of gigabytes"), 10.0)
-    min_open_files: int = _check(_int_range(1, 1 << 20), 65536)  # `ulimit -n` below this warns
-    section_timeout: float = _check(_number(3600), 20.0)  # seconds one probe section (one tool) may take on a node
+    # 68 is the IPv4 minimum; the don't-fragment ping size is min_mtu - 28
+    min_mtu: int = _check(_int_range(68, 65535), 9000, "the cluster NIC and the path between nodes must pass frames this big")
+    max_clock_skew: float = _check(_number(3600), 1.0, "seconds between a node's clock and this host's: fail above")
+    warn_clock_skew: float = _check(_number(3600), 0.1, "seconds of clock skew that warn (below max_clock_skew)")
+    master_port: int = _check(_int_range(1, 65535), 29500, "rendezvous port that must be free on the master (torchrun 29500, msrun 8118)")
+    log_dir: str = _check(_str, "/tmp", "where job logs go; its free space is checked")
+    min_free_disk_gb: float = _check(_number(1e6, "a number of gigabytes"), 10.0, "gigabytes log_dir must have free")
+    min_open_files: int = _check(_int_range(1, 1 << 20), 65536, "`ulimit -n` below this warns")
+    section_timeout: float = _check(_number(3600), 20.0, "seconds one probe section (one tool) may take on a node")
 
     @classmethod
     def from_dict(cls, raw: Any) -> "PreflightConfig":

@@ -155,3 +155,16 @@ def test_example_inventory_loads() -> None:
     inv = load_inventory(REPO / "inventory.example.yaml", environ={})
     assert len(inv.nodes) >= 2
     assert len({n.host for n in inv.nodes}) == len(inv.nodes)
+
+
+def test_builtin_inventory_slots_are_this_machines_accelerators(tmp_path: Path) -> None:
+    from ascendctl.inventory import local_accelerators
+
+    assert local_accelerators(tmp_path) == 0  # no accelerator: the built-in node gets one worker, not 8
+    for name in ("davinci0", "davinci1", "davinci_manager", "nvidia0"):
+        (tmp_path / name).touch()
+    assert local_accelerators(tmp_path) == 2  # NPUs first; davinci_manager is not a device
+    for name in ("davinci0", "davinci1"):
+        (tmp_path / name).unlink()
+    (tmp_path / "nvidiactl").touch()
+    assert local_accelerators(tmp_path) == 1

@@ -251,7 +251,7 @@ def _tar_bytes(members: dict[str, bytes]) -> bytes:
 @pytest.mark.parametrize("name, content, message", [
     ("garbage.json", b"{not json", "not a bundle and not a JSON document"),
     ("list.json", b"[1, 2]", "a JSON list, not a triage or preflight document"),
-    ("other.json", b'{"schema": 1}', "a JSON document, but neither `triage --json` nor `preflight --json` output"),
+    ("other.json", b'{"schema": 1}', "a JSON document, but not `triage --json`, `preflight --json` or `netcheck --json` output"),
     ("bad_triage.json", json.dumps({**triage_doc(2, 1), "ranks": 5}).encode(), "a triage document with bad content"),
     ("bad_ranks.json", json.dumps({**triage_doc(2, 1), "category": "<b>NOPE</b>"}).encode(), "a triage document with bad content"),
     ("bad_preflight.json", json.dumps({**preflight_doc(2), "nodes": [{"name": 3, "checks": []}]}).encode(),

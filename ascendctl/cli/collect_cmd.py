@@ -10,7 +10,7 @@ import typer
 
 from . import app
 from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
-                     cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
+                     cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt, RerunFailedOpt)
 
 
 @app.command(epilog=examples(
@@ -39,15 +39,17 @@ def collect(
     accept_new_host_keys: AcceptKeysOpt = False,
     nodes: NodesOpt = None,
     exclude: ExcludeOpt = None,
+    rerun_failed: RerunFailedOpt = False,
 ) -> None:
     """Collect vendor-tool state, kernel messages, plogs, launcher logs and msprof summaries into one bundle."""
     from ..collect import CollectOptions, collect_bundle, parse_since, parse_size
     from ..jobs import load_job
+    from ..retry import save_failures
     from ..ui import collect_view, progress
 
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
                      accept_new_host_keys=accept_new_host_keys)
-    inv = load_selected(inventory, nodes, exclude, flags)
+    inv = load_selected(inventory, nodes, exclude, flags, rerun="collect" if rerun_failed else None)
     record = load_job(None if job == "last" else job) if job else None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     options = CollectOptions(
@@ -56,5 +58,6 @@ def collect(
         max_total_size=parse_size(max_total_size) if max_total_size else None, comm_limit=comm_limit)
     with progress("collect", as_json=as_json) as sink:
         report = collect_bundle(inv, options, on_event=sink)
+    save_failures("collect", inv.source, report.node_outcomes)
     collect_view.show_collect(report, as_json=as_json, argv=argv_now())
     raise typer.Exit(int(report.exit_code))

@@ -36,15 +36,23 @@ NodesOpt = Annotated[Optional[str], typer.Option("-w", "--nodes", metavar="NODES
                                                  show_default=False)]
 ExcludeOpt = Annotated[Optional[str], typer.Option("-x", "--exclude", metavar="NODESET",
                                                    help="Leave these nodes out (same syntax as -w).", show_default=False)]
+RerunFailedOpt = Annotated[bool, typer.Option("--rerun-failed", help="Only the nodes that failed or were unreachable in this "
+                                              "command's last run on this inventory (-x still applies).")]
 
 
 def load_selected(inventory: str | None, nodes: str | None = None, exclude: str | None = None,
-                  flags: dict[str, Any] | None = None) -> "Inventory":
-    """The inventory (file, $ASCENDCTL_INVENTORY, ./inventory.yaml or this machine) narrowed by -w/-x."""
+                  flags: dict[str, Any] | None = None, *, rerun: str | None = None) -> "Inventory":
+    """The inventory (file, $ASCENDCTL_INVENTORY, ./inventory.yaml or this machine) narrowed by -w/-x.
+
+    `rerun` names the command whose last failed and unreachable nodes to take instead of -w (--rerun-failed).
+    """
     from ..inventory import load_inventory
+    from ..retry import rerun_nodes
     from ..selection import select_nodes
 
-    return select_nodes(load_inventory(inventory, flags=flags), nodes, exclude)
+    loaded = load_inventory(inventory, flags=flags)
+    names = rerun_nodes(rerun, loaded.source) if rerun else None
+    return select_nodes(loaded, nodes, exclude, names=names)
 
 
 # Options of the top-level callback that users also type after the command (`ascendctl preflight -v`).
@@ -95,8 +103,13 @@ def cli_errors(func: F) -> F:
         except (typer.Exit, typer.Abort):
             raise
         except AscendctlError as exc:
-            from ..errors import Interrupted, InventoryError
+            from ..errors import Interrupted, InventoryError, NothingToDo
 
+            if isinstance(exc, NothingToDo):  # a notice, not a failure: exit 0, and with --json an ok document
+                ui.error(exc.message, level="notice", hint=exc.hint)
+                if as_json:
+                    ui.emit_json(argv_now(), ExitCode.OK, {"nothing_to_do": exc.message})
+                raise typer.Exit(int(ExitCode.OK)) from None
             if isinstance(exc, Interrupted):
                 names = exc.incomplete
                 from ..nodeset import fold

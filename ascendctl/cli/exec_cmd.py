@@ -8,12 +8,13 @@ import typer
 
 from . import app
 from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
-                     cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
+                     cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt, RerunFailedOpt)
 
 
 @app.command("exec", epilog=examples(
     "ascendctl exec -- 'npu-smi info -t health -i 0'", "ascendctl exec -w @rack1 -x n07 --json -- uptime",
     "ascendctl exec --command-timeout 30 -- 'dmesg | tail -5'",
+    "ascendctl exec --rerun-failed -- 'systemctl restart chronyd'   # only where the last exec failed or was unreachable",
     codes="0 ok, 1 error, 2 usage or bad inventory, 3 the command failed or timed out somewhere, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
 def exec_command(
@@ -26,14 +27,17 @@ def exec_command(
     accept_new_host_keys: AcceptKeysOpt = False,
     nodes: NodesOpt = None,
     exclude: ExcludeOpt = None,
+    rerun_failed: RerunFailedOpt = False,
 ) -> None:
     """Run a shell command on every node; identical outputs are folded together."""
+    from ..retry import save_failures
     from ..ui import exec_view, progress
     from ..execute import run_command
 
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout, accept_new_host_keys=accept_new_host_keys)
-    inv = load_selected(inventory, nodes, exclude, flags)
+    inv = load_selected(inventory, nodes, exclude, flags, rerun="exec" if rerun_failed else None)
     with progress("exec", as_json=as_json) as sink:
         report = run_command(inv, " ".join(command), on_event=sink)
+    save_failures("exec", inv.source, report.node_outcomes)
     exec_view.show_exec(report, as_json=as_json, argv=argv_now())
     raise typer.Exit(int(report.exit_code))

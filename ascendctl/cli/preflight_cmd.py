@@ -9,7 +9,7 @@ import typer
 
 from . import app
 from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, HtmlOpt, InventoryOpt, JsonOpt,
-                     argv_now, cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt)
+                     argv_now, cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt, RerunFailedOpt)
 
 IdsOpt = Annotated[Optional[list[str]], typer.Option(help="Check ids, comma-separated or repeated.", show_default=False)]
 
@@ -34,10 +34,12 @@ def preflight(
     exclude: ExcludeOpt = None,
     launcher: Annotated[Optional[str], typer.Option("--launcher", help="msrun or torchrun: the `launcher` check looks for it on every node, as launch runs it.", show_default=False)] = None,
     script: Annotated[Optional[str], typer.Option("--script", help="With --launcher: the job's script, looked for in the job's working directory on every node.", show_default=False)] = None,
+    rerun_failed: RerunFailedOpt = False,
 ) -> None:
     """Check every node in parallel (NTP, clock skew, MTU and path MTU, NPUs, links, versions, ...)."""
     from ..checks import job_target, select_checks
     from ..preflight import junit_xml, run_preflight
+    from ..retry import save_failures
     from ..ui import preflight_view, progress
 
     checks = select_checks(only, skip)
@@ -45,9 +47,10 @@ def preflight(
         checks = tuple(c for c in checks if c.id != "launcher")  # no job to look for: not a row of skips
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
                      accept_new_host_keys=accept_new_host_keys)
-    inv = load_selected(inventory, nodes, exclude, flags)
+    inv = load_selected(inventory, nodes, exclude, flags, rerun="preflight" if rerun_failed else None)
     with progress("preflight", as_json=as_json) as sink:
         report = run_preflight(inv, checks, on_event=sink, job=job_target(launcher, script))
+    save_failures("preflight", inv.source, report.node_outcomes)
     if junit is not None:
         junit.write_text(junit_xml(report), encoding="utf-8")
     preflight_view.show_preflight(report, as_json=as_json, argv=argv_now())

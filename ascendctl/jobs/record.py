@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AscendctlError, ExitCode
+from ..paths import state_dir as state_dir  # re-exported: the job modules and the CLI import it from here
 
 JOB_SCHEMA = 1
 
@@ -174,12 +175,6 @@ class JobRecord:
     def with_node(self, node: NodeJob) -> "JobRecord":
         """A copy with one node's entry replaced."""
         return replace(self, nodes=tuple(node if n.name == node.name else n for n in self.nodes))
-
-
-def state_dir() -> Path:
-    """$XDG_STATE_HOME/ascendctl (default ~/.local/state/ascendctl)."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "ascendctl"
 
 
 def jobs_dir() -> Path:

@@ -26,7 +26,8 @@ from .views import (NetworkView, Report, devices_view, network_view, performance
 MAX_DOCUMENT = 512 * 1024**2  # a --json document larger than this is not one ascendctl wrote
 TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 DEVICE_COMMANDS = ("npu-smi.info.", "hccn_tool.link.", "hccn_tool.net_health.")  # what the devices view reads
-INPUT_HINT = "pass a bundle from `ascendctl collect` (.tar.gz or directory), `triage --json` or `preflight --json` output"
+INPUT_HINT = ("pass a bundle from `ascendctl collect` (.tar.gz or directory), or `triage --json`, `preflight --json` or "
+              "`netcheck --json` output")
 
 
 @dataclass(frozen=True, slots=True)

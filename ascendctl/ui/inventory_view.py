@@ -13,7 +13,8 @@ from ..inventory import BUILTIN_SOURCE, Inventory
 from ..nodeset import fold, group_by
 from ..redact import redact_env, redact_value
 from ..settings import CLUSTER_SETTINGS, NODE_SETTINGS
-from . import emit_json, err, out, print_columns
+from ..inventory_init import STDOUT, InitResult
+from . import emit_json, err, error, out, print_columns, write_out
 
 
 def show_inventory_valid(inventory: Inventory, *, as_json: bool = False, argv: list[str] | None = None) -> None:
@@ -115,3 +116,13 @@ def _show(value: Any) -> str:
     if hasattr(value, "items"):  # env: secret-named values and credentials inside values are never shown
         return " ".join(f"{k}={v}" for k, v in redact_env(value).items()) or "{}"
     return redact_value(str(value))
+
+
+def show_init(result: InitResult) -> None:
+    """`inventory init`: the YAML itself on stdout with `-o -`, else the path written (and a notice on stderr)."""
+    if result.output == STDOUT:
+        write_out(result.text)
+        return
+    error(f"wrote {result.nodes} node(s) {result.origin} to {result.output}; "
+          f"check it with `ascendctl inventory validate -i {result.output}`", level="notice")
+    write_out(result.output + "\n")
