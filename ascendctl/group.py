@@ -22,7 +22,7 @@ from .fanout import fanout
 from .fds import connection_budget, nofile_limit
 from .inventory import Inventory, Node
 from .models import EventSink, NodeResults
-from .transport import Transport, TransportFactory
+from .transport import Spawned, Transport, TransportFactory
 
 if TYPE_CHECKING:
     from .transport.slurm import SlurmSteps
@@ -44,6 +44,7 @@ class NodeGroup:
         self._node_locks: dict[str, threading.Lock] = {}
         self._open: OrderedDict[str, Transport] = OrderedDict()  # least recently used first
         self._busy: dict[str, int] = {}  # nodes whose connection a `call` is using now: never closed as idle
+        self._pinned: set[str] = set()  # nodes with a spawned command still followed: never closed as idle either
         self.budget = connection_budget()  # connections that may be open at once (file descriptors)
         self._said: set[str] = set()
         self._opening = 0  # connections being opened now: counted against the budget before they exist
@@ -99,7 +100,7 @@ class NodeGroup:
             for name in list(self._open):
                 if excess <= 0:
                     break
-                if not self._busy.get(name):
+                if not self._busy.get(name) and name not in self._pinned:
                     idle.append(self._open.pop(name))
                     excess -= 1
             self._closing += len(idle)
@@ -114,6 +115,12 @@ class NodeGroup:
                 with self._lock:
                     self._closing -= 1
 
+    def spawn(self, node: Node, command: str, *, stdin: bytes | None = None) -> Spawned:
+        """Start `command` on the node's connection, which then stays open for the group's life (it is followed)."""
+        with self._lock:
+            self._pinned.add(node.name)
+        return self.transport(node).spawn(command, stdin=stdin)
+
     def is_open(self, node: Node) -> bool:
         return node.name in self._open
 
@@ -121,6 +128,7 @@ class NodeGroup:
         """Close a node's connection (it broke, or is no longer needed); the next use opens a new one."""
         with self._lock:
             transport = self._open.pop(node.name, None)
+            self._pinned.discard(node.name)
         if transport is not None:
             self.factory.release(transport)
 

@@ -133,3 +133,15 @@ def test_the_soft_fd_limit_is_raised_to_the_hard_limit() -> None:
     limit, budget = map(int, proc.stdout.split())
     assert limit == 4096
     assert 1000 < budget < 4096 // 3
+
+
+def test_a_followed_spawn_keeps_its_connection_when_idle_ones_are_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    inv = inventory(6, fanout=2)
+    monkeypatch.setattr("ascendctl.group.connection_budget", lambda: 2)
+    factory = FakeFactory(inv, default=[("follow", ok("line\n")), ("true", ok())])
+    with NodeGroup(inv, factory=factory) as group:
+        followed = group.spawn(inv.nodes[0], "follow")
+        results = group.run(lambda node, t: t.run("true"), nodes=inv.nodes[1:])
+        assert len(results.succeeded) == 5
+        assert not factory.transports[inv.nodes[0].name].closed
+        assert followed.read() == b"line\n"

@@ -173,7 +173,7 @@ class SSHRunner:
         entry = record.node(node)
         nonce = secrets.token_hex(6)
         command, stdin = remote("follow_log.sh", entry.dir, entry.pid or 0, nonce)
-        spawned = self.group.transport(self.group.inventory.node(node)).spawn(command, stdin=stdin)
+        spawned = self.group.spawn(self.group.inventory.node(node), command, stdin=stdin)
         return SSHNodeStream(node, spawned, nonce)
 
     # -- stop, state, logs ---------------------------------------------------------------------
