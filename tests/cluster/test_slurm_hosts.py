@@ -247,7 +247,7 @@ def test_collect_inside_the_allocation_has_every_node_and_names_a_drained_one(sl
         assert json.loads((bundle / name / "facts.json").read_text())["hostname"] == name
         log = next(f for f in by_name[name]["files"] if f["path"] == f"{tmp_path}/logs/{name}/launcher.log")
         assert log["category"] == "launcher"
-        assert f"hello {rank} " in (bundle / log["file"]).read_text()
+        assert f"[rank{2 * rank}]:hello {2 * rank} " in (bundle / log["file"]).read_text()  # 2 slots a node
     assert json.loads((bundle / "job.json").read_text())["id"] == job["id"]
 
     slurm.run(["scontrol", "update", "nodename=h02", "state=drain", "reason=PSU 1 lost"])
@@ -266,7 +266,7 @@ def test_collect_inside_the_allocation_has_every_node_and_names_a_drained_one(sl
 def test_launch_dry_run_inside_the_allocation(slurm: SlurmCluster, allocation: str, tmp_path: Path) -> None:
     proc = launch(slurm, allocation, tmp_path, "--dry-run", "--json")
     assert proc.returncode == 0, proc.stderr
-    plan = json.loads(proc.stdout)["data"]["plan"]
+    plan = json.loads(proc.stdout)["plan"]
     nodes = plan["nodes"]
     assert [n["name"] for n in nodes] == ["h01", "h02", "h03"] and [n["node_rank"] for n in nodes] == [0, 1, 2]
     assert [n["host"] for n in nodes] == [h.ip for h in slurm.hosts] and plan["world_size"] == 6
@@ -300,7 +300,9 @@ def test_scancel_of_the_allocation_leaves_no_process_of_the_job(slurm: SlurmClus
     assert leftover_job_processes(job["id"]) == []
     status = ascendctl(slurm, None, "status", job["id"], "--json", extra_env={"XDG_STATE_HOME": str(tmp_path / "state")})
     assert status.returncode in (4, 5), status.stdout + status.stderr  # the job did not succeed, and says so
-    assert json.loads(status.stdout)["data"]["status"] != "running"
+    job_now = json.loads(status.stdout)["job"]
+    assert job_now["status"] == "failed", job_now
+    assert all(f"Slurm job {job_alloc} ended (CANCELLED)" in n["error"] for n in job_now["nodes"]), job_now["nodes"]
 
 
 def test_exec_from_inside_an_srun_step_reaches_every_node(slurm: SlurmCluster, allocation: str) -> None:
