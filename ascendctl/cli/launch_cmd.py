@@ -10,7 +10,7 @@ import typer
 
 from . import app
 from ..errors import ExitCode, UsageError
-from .common import examples, ExcludeOpt, InventoryOpt, JsonOpt, NodesOpt, argv_now, cli_errors, load_selected
+from .common import examples, ExcludeOpt, InventoryOpt, JsonOpt, NodesOpt, argv_now, cli_errors
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
 GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
@@ -63,15 +63,16 @@ def launch(
 
     options = LaunchOptions(launcher.value, tuple(script), nproc_per_node, master_addr, master_port, log_dir, tuple(env or ()),
                             rank_table, rdzv, cluster_timeout, grace)
-    if backend == Backend.slurm and not os.environ.get("SLURM_JOB_ID"):
-        from ..jobs import submit_job
-        from ..jobs.submit import SubmitOptions, render_submission
+    from ..inventory import load_inventory
+    from ..selection import select_nodes
 
-        # submit mode: -w/--nodes is how many nodes to ask sbatch for
-        if nodes is None or not nodes.isdigit() or int(nodes) < 1:
-            raise UsageError("--backend slurm outside an allocation needs --nodes N (a node count)",
-                             hint="or run inside salloc/sbatch")
-        wanted = SubmitOptions(int(nodes), partition, time_limit, account)
+    whole = load_inventory(inventory, submit=True)
+    if (backend == Backend.slurm or (backend is None and whole.backend == "slurm")) and not os.environ.get("SLURM_JOB_ID"):
+        from ..jobs import submit_job
+        from ..jobs.submit import render_submission, submit_options
+
+        # submit mode: -w/--nodes is how many nodes to ask sbatch for (else the inventory's slurm.nodes)
+        wanted = submit_options(whole, nodes, partition, time_limit, account)
         if dry_run:
             launch_view.show_batch_script(render_submission(options, wanted, job_id="<job>", preflight=not no_preflight).script)
             raise typer.Exit(int(ExitCode.OK))
@@ -79,7 +80,10 @@ def launch(
                              on_notice=launch_view.notice)
         launch_view.show_outcome(outcome)
         raise typer.Exit(int(outcome.exit_code))
-    inv = load_selected(inventory, nodes, exclude)
+    if not whole.nodes:
+        raise UsageError(f"{whole.source}: `backend: slurm` outside an allocation: nothing to launch on with --backend ssh",
+                         hint="drop --backend ssh to submit, or run inside salloc/sbatch")
+    inv = select_nodes(whole, nodes, exclude)
     if dry_run:
         launch_view.show_plan(plan_only(inv, options), as_json=as_json, argv=argv_now())
         raise typer.Exit(int(ExitCode.OK))
