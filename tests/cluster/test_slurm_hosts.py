@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.cluster.harness import Cluster, HostSpec, build_cluster
-from tests.cluster.slurm_harness import SlurmCluster, leftover_job_processes, start_slurm
+from tests.cluster.slurm_harness import PARTITION, SlurmCluster, leftover_job_processes, start_slurm
 
 JOBS = Path(__file__).resolve().parent.parent / "jobs"
 ASCENDCTL = [sys.executable, "-m", "ascendctl"]
@@ -318,3 +318,36 @@ def test_exec_from_inside_an_srun_step_reaches_every_node(slurm: SlurmCluster, a
     answers = {name: n["stdout"].split() for name, n in nodes.items()}
     assert {name: a[0] for name, a in answers.items()} == {"h01": "h01", "h02": "h02", "h03": "h03"}
     assert len({a[1] for a in answers.values()}) == 1  # one inner step, on all 3 nodes
+
+
+def test_an_inventory_saying_backend_slurm_submits_and_lends_its_defaults(slurm: SlurmCluster, tmp_path: Path) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"backend: slurm\nslurm:\n  partition: {PARTITION}\n  time: 10\n  nodes: 2\n"
+                   f"defaults:\n  slots: 1\n  python: {job_python()}\n  env:\n    HELLO_FROM: inventory\n")
+    # inside an allocation: the allocation's nodes, with the file's defaults
+    allocation = slurm.hold(3)
+    shown = ascendctl(slurm, allocation, "inventory", "show", "-i", str(inv), "--json")
+    slurm.cancel(allocation)  # its nodes are needed for the submitted job
+    slurm.wait_state(allocation, "CANCELLED")
+    assert shown.returncode == 0, shown.stderr
+    nodes = json.loads(shown.stdout)["nodes"]
+    assert [n["name"] for n in nodes] == ["h01", "h02", "h03"]
+    assert {n["settings"]["slots"]["value"] for n in nodes} == {1} and nodes[0]["settings"]["transport"]["value"] == "slurm"
+    # outside: `launch` submits (no --backend), sbatch options from the `slurm:` section
+    state = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    args = ["launch", "-i", str(inv), "--launcher", "torchrun", "--log-dir", str(tmp_path / "logs"), "--grace", "3",
+            "--", str(JOBS / "hello.py")]
+    dry = ascendctl(slurm, None, *args[:1], "--dry-run", *args[1:], extra_env=state)
+    assert dry.returncode == 0, dry.stderr
+    assert "#SBATCH --nodes=2\n" in dry.stdout and f"#SBATCH --partition={PARTITION}\n" in dry.stdout
+    assert "#SBATCH --time=10\n" in dry.stdout and f"launch -i {inv} " in dry.stdout
+    proc = ascendctl(slurm, None, *args, extra_env=state, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    job = job_record(tmp_path)
+    slurm.jobs.append(job["slurm_job"])
+    assert job["slurm_submitted"] is True and job["runner"] == "slurm" and len(job["nodes"]) == 2
+    assert job["nodes"][0]["env"]["HELLO_FROM"] == "inventory"
+    assert "hello 0 " in proc.stdout and "hello 1 " in proc.stdout and "hello 2 " not in proc.stdout  # 1 slot a node
+    # other commands refuse such a file outside an allocation, with the key and a hint
+    refused = ascendctl(slurm, None, "exec", "-i", str(inv), "--", "true")
+    assert refused.returncode == 2 and "backend: slurm" in refused.stderr and "hint:" in refused.stderr
