@@ -5,7 +5,7 @@ Must not import typer or rich.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import ExitCode
@@ -13,7 +13,7 @@ from .group import NodeGroup
 from .inventory import Inventory, Node
 from .outcome import exit_code_for, node_outcome
 from .models import CommandResult, EventSink, NodeStatus
-from .nodeset import group_by
+from .nodeset import generic, group_by
 from .transport import Transport, TransportFactory
 
 
@@ -58,14 +58,23 @@ class ExecReport:
         return exit_code_for(node_outcome(node.status) for node in self.nodes)
 
     def groups(self) -> list[tuple[list[str], NodeExec]]:
-        """Nodes with identical outcomes, in first-appearance order: [(names, sample outcome)]."""
+        """Nodes with identical outcomes, in first-appearance order: [(names, sample outcome)].
+
+        Errors that differ only by the node's own address fold together; the sample then says `<host>`.
+        """
         by_name = {node.name: node for node in self.nodes}
         grouped = group_by(
             self.nodes,
-            key=lambda n: (n.status, n.exit_code, n.stdout, n.stderr, n.error),
+            key=lambda n: (n.status, n.exit_code, n.stdout, n.stderr, generic(n.error, n.host), generic(n.hint, n.host)),
             name=lambda n: n.name,
         )
-        return [(names, by_name[names[0]]) for _, names in grouped]
+        out = []
+        for _, names in grouped:
+            sample = by_name[names[0]]
+            if len(names) > 1:
+                sample = replace(sample, error=generic(sample.error, sample.host), hint=generic(sample.hint, sample.host))
+            out.append((names, sample))
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"remote_command": self.command, "nodes": [node.to_dict() for node in self.nodes]}

@@ -52,6 +52,19 @@ def list_size(pattern: str) -> int:
     return sum(range_size(part) for part in _TOP_LEVEL_COMMA.split(pattern))
 
 
+_FINGERPRINT = re.compile(r"\b(SHA256|MD5):[A-Za-z0-9+/:=]{16,}")
+
+
+def generic(text: str | None, host: str) -> str | None:
+    """`text` with what is each node's own (its address, its host key fingerprint) shown as `<host>` and
+    `<fingerprint>`, so one error on many nodes folds into one line (JSON keeps every node's own words)."""
+    if not text:
+        return text
+    if host and host in text:
+        text = text.replace(host, "<host>")
+    return _FINGERPRINT.sub(r"\1:<fingerprint>", text)
+
+
 def fold(names: Iterable[str]) -> str:
     """Fold names into the compact range form, e.g. ['n1','n2','n4'] -> 'n[1-2,4]'."""
     names = list(names)

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from .checks import (ALL_CHECKS, Check, CheckResult, ClusterCheck, NodeCheck, NodeFacts, ProbeContext, Status,
+from .checks import (ALL_CHECKS, Check, CheckResult, ClusterCheck, JobTarget, NodeCheck, NodeFacts, ProbeContext, Status,
                      result)
 from .checks import clock, network, npu, system
 from .probe import NOT_RUN, TIMED_OUT, Section, ask
@@ -23,7 +23,7 @@ from .fanout import node_error
 from .group import NodeGroup
 from .inventory import Inventory, Node
 from .models import EventSink, NodeError
-from .nodeset import group_by
+from .nodeset import generic, group_by
 from .network import NET_SECTIONS
 from .parsers import ParseError
 from .transport import Transport
@@ -78,8 +78,29 @@ class PreflightReport:
 
     def problems(self) -> list[tuple[tuple[str, Status, str, str | None], list[str]]]:
         """Every failing, unevaluated or warning check, grouped by (check, status, summary, hint) with its nodes in order."""
-        found = [(n.name, c) for n in self.nodes for c in n.checks if c.status in (Status.FAIL, Status.ERROR, Status.WARN)]
-        return group_by(found, key=lambda p: (p[1].check, p[1].status, p[1].summary, p[1].hint), name=lambda p: p[0])
+        found = [(n, c) for n in self.nodes for c in n.checks if c.status in (Status.FAIL, Status.ERROR, Status.WARN)]
+        # the same error on many nodes differs by each node's own address: fold by the text with `<host>` in its place
+        grouped = group_by(found, key=lambda p: (p[1].check, p[1].status, generic(p[1].summary, p[0].host) or "",
+                                                  generic(p[1].hint, p[0].host)), name=lambda p: p[0].name)
+        by_name = {n.name: n for n in self.nodes}
+        problems = []
+        for (check_id, status, summary, hint), names in grouped:
+            if len(names) == 1:  # one node: its own words
+                only = next(c for c in by_name[names[0]].checks if c.check == check_id)
+                summary, hint = only.summary, only.hint
+            problems.append(((check_id, status, summary, hint), names))
+        return problems
+
+    def folded_problems(self) -> list[tuple[tuple[str, ...], Status, str, str | None, list[str]]]:
+        """problems(), with checks that say the same thing on the same nodes folded into one line.
+
+        An unreachable node gives one line for all its unevaluated checks, not one per check; at 1,000 nodes
+        a problem is one line with its node set and its hint once.
+        """
+        merged: dict[tuple[Status, str, str | None, tuple[str, ...]], list[str]] = {}
+        for (check_id, status, summary, hint), names in self.problems():
+            merged.setdefault((status, summary, hint, tuple(names)), []).append(check_id)
+        return [(tuple(ids), status, summary, hint, list(names)) for (status, summary, hint, names), ids in merged.items()]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -118,13 +139,15 @@ def run_preflight(
     *,
     on_event: EventSink | None = None,
     group: NodeGroup | None = None,
+    job: JobTarget | None = None,
 ) -> PreflightReport:
     """Run the selected checks on every node in parallel, then the cross-node checks.
 
-    Pass a `group` to keep its connections open for what follows, as `launch` does.
+    Pass a `group` to keep its connections open for what follows, as `launch` does, and the `job` it will start
+    (the `launcher` check looks for its launcher and script on every node).
     """
     started = time.monotonic()
-    ctx = ProbeContext(inventory, inventory.preflight)
+    ctx = ProbeContext(inventory, inventory.preflight, job)
     cluster_checks = [c for c in checks if isinstance(c, ClusterCheck)]
     # Sections that call vendor tools (the ones that hang when a driver is wedged) run last, node checks' before
     # cluster checks': when tools hang and the probe spends its budget, what is left unrun is theirs, while the
@@ -311,7 +334,7 @@ def _unreachable(node: Node, error: NodeError, checks: Sequence[Check]) -> NodeR
         if check.id == "ssh":
             results.append(result("ssh", Status.FAIL, f"{error.status.value}: {error.message}", error.hint))
         else:
-            results.append(result(check.id, Status.ERROR, f"not evaluated: node not reachable ({error.status.value})"))
+            results.append(result(check.id, Status.ERROR, f"not evaluated: {error.status.value}: {error.message}"))
     return NodeReport(node.name, node.host, False, tuple(results))
 
 

@@ -308,3 +308,34 @@ def test_launch_core_imports_neither_typer_nor_rich() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+
+
+def test_launch_preflight_refuses_a_missing_launcher_or_script_before_starting_anything(tmp_path: Path) -> None:
+    """Whether the launcher and the script exist on every node is a preflight fact: nothing starts without them."""
+    missing = tmp_path / "nowhere" / "bin"
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"defaults:\n  transport: local\n  slots: 1\n  python: {missing}/python\n"
+                   "nodes:\n  - {name: a, host: 127.0.0.1}\n  - {name: b, host: 127.0.0.2}\n")
+    script = tmp_path / "train.py"
+    before = {r.id for r in list_jobs()}
+    result = runner.invoke(app, ["launch", "-i", str(inv), "--launcher", "torchrun", "--", str(script)])
+    assert result.exit_code == 3, result.output
+    # one line for both nodes (folded), naming the launcher and the script, each hint once
+    lines = [line for line in result.stderr.splitlines() if "launcher" in line and "not found" in line]
+    assert len(lines) == 1 and ": a,b: launcher: " in lines[0], lines
+    assert f"{missing}/torchrun not found" in result.stderr and f"script {script} not found" in result.stderr
+    assert result.stderr.count("hint: install torch on the node") == 1
+    assert {r.id for r in list_jobs()} == before  # nothing recorded, nothing started
+
+
+def test_preflight_launcher_check_passes_with_the_launcher_and_script_and_skips_without_a_job(local_inventory: Path,
+                                                                                                tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    result = runner.invoke(app, ["preflight", "-i", str(local_inventory), "--only", "launcher", "--json",
+                                 "--launcher", "torchrun", "--script", str(script)])
+    doc = json.loads(result.stdout)
+    assert {c["status"] for n in doc["nodes"] for c in n["checks"]} == {"pass"}, doc
+    result = runner.invoke(app, ["preflight", "-i", str(local_inventory), "--only", "launcher", "--json"])
+    doc = json.loads(result.stdout)
+    assert {c["status"] for n in doc["nodes"] for c in n["checks"]} == {"skip"} and result.exit_code == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -206,6 +207,7 @@ def test_parse_size_rejects(text: str) -> None:
 def test_auto_backend_takes_the_first_every_node_has() -> None:
     assert choose_backend("auto", [frozenset({"tcp", "torch"}), frozenset({"tcp", "torch", "nccl-tests"})]) == \
         ("torch", "auto: every node has torch")
+    assert choose_backend("auto", [frozenset({"tcp", "torch", "nccl-tests"})] * 2) == ("nccl-tests", "auto: every node has nccl-tests")
     assert choose_backend("auto", [frozenset({"tcp", "hccl_test"}), frozenset({"tcp", "hccl_test"})])[0] == "tcp"
     assert choose_backend("auto", [frozenset({"tcp"}), frozenset()])[0] == "tcp"
     assert choose_backend("torch", [frozenset()]) == ("torch", "asked for")
@@ -226,3 +228,28 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 def test_usage_errors_exit_2_with_a_message(args: list[str], message: str, tmp_path: object) -> None:
     code, out, err = run_cli(*args)
     assert code == 2 and message in err and out == ""
+
+
+def test_simulated_sendrecv_perf_replays_the_capture_scaled_and_the_backend_reads_it(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from tests.sim.nccl_tests import CAPTURE, mpirun_script, sendrecv_perf_script
+
+    for name, text in (("mpirun", mpirun_script()), ("sendrecv_perf", sendrecv_perf_script({"10.0.0.2": 0.1}))):
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+
+    def run(hosts: tuple[str, str]) -> str:
+        command = backends.nccl_tests_command(hosts=hosts, size=4096, ifname="eth1")
+        proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    healthy, slow = run(("10.0.0.1", "10.0.0.3")), run(("10.0.0.1", "10.0.0.2"))
+    assert healthy.splitlines()[:9] == CAPTURE.read_text().splitlines()[:9]  # the header as captured
+    assert backends.parse_nccl_tests_gbps(healthy, 4096) == pytest.approx(0.13 * 8)  # the capture's 4096-byte algbw
+    assert backends.parse_nccl_tests_gbps(slow, 4096) == pytest.approx(0.01 * 8)
+    with pytest.raises(backends.BackendOutputError, match="no nccl-tests table header"):
+        backends.parse_nccl_tests_gbps("mpirun: sendrecv_perf: not found\n", 4096)

@@ -59,11 +59,33 @@ class CheckResult:
 
 
 @dataclass(frozen=True, slots=True)
+class JobTarget:
+    """The job a launch is about to start: its launcher and script must exist on every node (the `launcher` check)."""
+
+    launcher: str  # msrun | torchrun
+    script: str | None  # the script as the job will name it (relative to the job's working directory); None: not a file
+
+
+def job_target(launcher: str | None, script: str | None) -> JobTarget | None:
+    """The job `preflight --launcher L --script S` asks about; UsageError for a launcher we do not start."""
+    from ..environment import LAUNCHERS
+
+    if launcher is None:
+        if script is not None:
+            raise UsageError("--script needs --launcher (msrun or torchrun)")
+        return None
+    if launcher not in LAUNCHERS:
+        raise UsageError(f"--launcher {launcher!r}: expected one of {', '.join(LAUNCHERS)}")
+    return JobTarget(launcher, script)
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeContext:
     """What command builders and evaluators may know besides the node itself."""
 
     inventory: Inventory
     config: PreflightConfig
+    job: JobTarget | None = None  # set by launch (and `preflight --launcher`): checks the launcher and script
 
     def neighbour(self, node: Node) -> Node | None:
         """The next node in inventory order (ring), or None on a one-node cluster."""
@@ -161,6 +183,7 @@ def _registry() -> tuple[Check, ...]:
         system.VERSIONS,
         system.DISK,
         system.LIMITS,
+        system.LAUNCHER,
     )
 
 

@@ -103,7 +103,7 @@ def _health_evaluate(node: Node, sections: Mapping[str, Section], ctx: ProbeCont
     first = bad[0].npu_id
     return result("npu_health", worst, listing,
                   f"`npu-smi info -t health -i {first}` shows the error codes; clear a transient alarm with a device reset "
-                  "(`npu-smi set -t reset -i N -c 0`), otherwise keep the node out of the job")
+                  "(`npu-smi set -t reset -i N -c 0`), otherwise keep the node out of the job (`-x NODE` on launch)")
 
 
 NPU_HEALTH = NodeCheck("npu_health", "NPU health OK", ("npu",), _health_evaluate)

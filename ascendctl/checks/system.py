@@ -42,6 +42,47 @@ _PY_VERSIONS = (
 )
 
 
+def _launcher_section(node: Node, ctx: ProbeContext) -> str | None:
+    """Is the job's launcher on the node (next to its python, as launch runs it), and its script in the job's directory?"""
+    if ctx.job is None:
+        return None
+    from ..jobs.plan import launcher_binary
+
+    binary = shlex.quote(launcher_binary(node, ctx.job.launcher))
+    lines = [f"if p=$(command -v {binary} 2>/dev/null); then echo \"launcher $p\"; else echo 'launcher -'; fi", 'echo "cwd $(pwd)"']
+    if ctx.job.script is not None:
+        script = shlex.quote(ctx.job.script)
+        lines.append(f"if [ -f {script} ]; then echo 'script ok'; else echo 'script -'; fi")
+    return "\n".join(lines)
+
+
+def _launcher_evaluate(node: Node, sections: Mapping[str, Section], ctx: ProbeContext) -> CheckResult:
+    if ctx.job is None:
+        return result("launcher", Status.SKIP, "no job given (`preflight --launcher L --script S`, or `launch`)")
+    from ..jobs.plan import launcher_binary
+
+    section = sections["launcher"]
+    found = dict(line.split(" ", 1) for line in section.output.splitlines() if " " in line)
+    if not section.ok or "launcher" not in found:
+        raise ParseError(f"unexpected launcher probe output: {section.output[:200]!r}")
+    binary = launcher_binary(node, ctx.job.launcher)
+    problems, hints = [], []
+    if found["launcher"] == "-":
+        problems.append(f"{binary} not found" + ("" if "/" in binary else f" on PATH (python: {node.python})"))
+        hints.append(f"install {'torch' if ctx.job.launcher == 'torchrun' else 'MindSpore'} on the node, "
+                     "or set `python:` in the inventory to the interpreter of the job's environment")
+    if ctx.job.script is not None and found.get("script") != "ok":
+        problems.append(f"script {ctx.job.script} not found in {found.get('cwd', '?')} (the job's working directory)")
+        hints.append("put the script on every node at the same path (or on a shared filesystem), or give an absolute path")
+    if problems:
+        return result("launcher", Status.FAIL, "; ".join(problems), "; ".join(hints))
+    what = found["launcher"] + (f", {ctx.job.script}" if ctx.job.script is not None else "")
+    return result("launcher", Status.PASS, what)
+
+
+LAUNCHER = NodeCheck("launcher", "the job's launcher and script are on the node", ("launcher",), _launcher_evaluate)
+
+
 def _disk_section(node: Node, ctx: ProbeContext) -> str:
     path = shlex.quote(ctx.config.log_dir)
     # The log dir may not exist yet: measure the nearest existing parent.
@@ -57,6 +98,7 @@ def _versions_section(node: Node, ctx: ProbeContext) -> str:
 
 
 FACTS = {
+    "launcher": _launcher_section,
     "disk": _disk_section,
     "limits": lambda node, ctx: "ulimit -n; ulimit -l",
     "versions": _versions_section,

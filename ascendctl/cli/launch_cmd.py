@@ -10,7 +10,8 @@ import typer
 
 from . import app
 from ..errors import ExitCode, UsageError
-from .common import examples, ExcludeOpt, InventoryOpt, JsonOpt, NodesOpt, argv_now, cli_errors
+from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, ExcludeOpt, FanoutOpt, InventoryOpt, JsonOpt, NodesOpt,
+                     argv_now, cli_errors, examples, flags_of)
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
 GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
@@ -55,6 +56,10 @@ def launch(
     nodes: NodesOpt = None,
     exclude: ExcludeOpt = None,
     as_json: JsonOpt = False,
+    connect_timeout: ConnectTimeoutOpt = None,
+    command_timeout: CommandTimeoutOpt = None,
+    fanout: FanoutOpt = None,
+    accept_new_host_keys: AcceptKeysOpt = False,
 ) -> None:
     """Launch an msrun or torchrun job on every node; stream its output; tear everything down on failure."""
     from ..interrupts import stop_on_signals
@@ -66,7 +71,9 @@ def launch(
     from ..inventory import load_inventory
     from ..selection import select_nodes
 
-    whole = load_inventory(inventory, submit=True)
+    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
+                     accept_new_host_keys=accept_new_host_keys)
+    whole = load_inventory(inventory, flags=flags, submit=True)
     if (backend == Backend.slurm or (backend is None and whole.backend == "slurm")) and not os.environ.get("SLURM_JOB_ID"):
         from ..jobs import submit_job
         from ..jobs.submit import render_submission, submit_options
@@ -74,11 +81,17 @@ def launch(
         # submit mode: -w/--nodes is how many nodes to ask sbatch for (else the inventory's slurm.nodes)
         wanted = submit_options(whole, nodes, partition, time_limit, account)
         if dry_run:
+            if as_json:
+                raise UsageError("--dry-run of a submission prints its batch script, which is not JSON", hint="drop --json")
             launch_view.show_batch_script(render_submission(options, wanted, job_id="<job>", preflight=not no_preflight).script)
             raise typer.Exit(int(ExitCode.OK))
-        outcome = submit_job(options, wanted, preflight=not no_preflight, detach=detach, on_output=launch_view.output_line,
-                             on_notice=launch_view.notice)
-        launch_view.show_outcome(outcome)
+        # with --json, the job's output goes to stderr, as in a launch inside the allocation: stdout holds only the document
+        outcome = submit_job(options, wanted, preflight=not no_preflight, detach=detach,
+                             on_output=launch_view.output_sink(to_stderr=as_json), on_notice=launch_view.notice)
+        if as_json:
+            launch_view.emit_record(outcome.record, outcome.exit_code, argv_now(), detached=outcome.detached)
+        else:
+            launch_view.show_outcome(outcome)
         raise typer.Exit(int(outcome.exit_code))
     if not whole.nodes:
         raise UsageError(f"{whole.source}: `backend: slurm` outside an allocation: nothing to launch on with --backend ssh",

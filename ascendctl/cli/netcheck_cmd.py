@@ -22,6 +22,7 @@ def netcheck(
     backend: Annotated[str, typer.Option("--backend", help="auto | hccl_test | nccl-tests | torch | tcp.")] = "auto",
     threshold: Annotated[float, typer.Option("--threshold", help="Slow: below this fraction of the cluster median.", min=0.01, max=1.0)] = 0.8,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="Seconds one pair's measurement may take (default: command_timeout).", min=1.0, show_default=False)] = None,
+    device_ping: Annotated[Optional[bool], typer.Option("--device-ping/--no-device-ping", help="hccn_tool pings between the device IPs of paired nodes (default: when every node has hccn_tool).", show_default=False)] = None,
     as_json: JsonOpt = False,
     connect_timeout: ConnectTimeoutOpt = None,
     command_timeout: CommandTimeoutOpt = None,
@@ -46,6 +47,6 @@ def netcheck(
                      accept_new_host_keys=accept_new_host_keys)
     inv = load_inventory(inventory, flags=flags)
     with progress("netcheck") as sink:
-        report = run_netcheck(inv, NetcheckOptions(mode, nbytes, backend, threshold, timeout), on_event=sink)
+        report = run_netcheck(inv, NetcheckOptions(mode, nbytes, backend, threshold, timeout, device_ping), on_event=sink)
     netcheck_view.show_netcheck(report, as_json=as_json, argv=argv_now())
     raise typer.Exit(int(report.exit_code))

@@ -32,18 +32,22 @@ def preflight(
     accept_new_host_keys: AcceptKeysOpt = False,
     nodes: NodesOpt = None,
     exclude: ExcludeOpt = None,
+    launcher: Annotated[Optional[str], typer.Option("--launcher", help="msrun or torchrun: the `launcher` check looks for it on every node, as launch runs it.", show_default=False)] = None,
+    script: Annotated[Optional[str], typer.Option("--script", help="With --launcher: the job's script, looked for in the job's working directory on every node.", show_default=False)] = None,
 ) -> None:
     """Check every node in parallel (NTP, clock skew, MTU and path MTU, NPUs, links, versions, ...)."""
-    from ..checks import select_checks
+    from ..checks import job_target, select_checks
     from ..preflight import junit_xml, run_preflight
     from ..ui import preflight_view, progress
 
     checks = select_checks(only, skip)
+    if launcher is None and not any("launcher" in item.split(",") for item in only or ()):
+        checks = tuple(c for c in checks if c.id != "launcher")  # no job to look for: not a row of skips
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
                      accept_new_host_keys=accept_new_host_keys)
     inv = load_selected(inventory, nodes, exclude, flags)
     with progress("preflight") as sink:
-        report = run_preflight(inv, checks, on_event=sink)
+        report = run_preflight(inv, checks, on_event=sink, job=job_target(launcher, script))
     if junit is not None:
         junit.write_text(junit_xml(report), encoding="utf-8")
     preflight_view.show_preflight(report, as_json=as_json, argv=argv_now())

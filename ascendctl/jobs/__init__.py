@@ -81,23 +81,35 @@ def job_outcomes(record: JobRecord, *, started_only: bool = False) -> list[Outco
     return outcomes
 
 
-def run_launch_preflight(inventory: Inventory, port: int, group: NodeGroup) -> None:
-    """ssh, master_port (the launch port) and npu_stale_procs; raise LaunchRefused saying why on failure."""
-    from ..checks import select_checks
+LAUNCH_CHECKS = ("ssh", "master_port", "npu_stale_procs", "launcher")
+
+
+def run_launch_preflight(inventory: Inventory, port: int, group: NodeGroup, options: LaunchOptions | None = None) -> None:
+    """ssh, master_port (the launch port), npu_stale_procs and the launcher and script on every node.
+
+    Raise LaunchRefused listing each problem once with the nodes it is on, folded, and its hint.
+    """
+    from ..checks import JobTarget, Status, select_checks
+    from ..nodeset import fold
     from ..preflight import run_preflight
 
     checked = replace(inventory, preflight=replace(inventory.preflight, master_port=port))
-    report = run_preflight(checked, select_checks(["ssh", "master_port", "npu_stale_procs"]), group=group)
+    job = None
+    if options is not None:
+        script = options.script[0] if options.script and not options.script[0].startswith("-") else None
+        job = JobTarget(options.launcher, script)
+    report = run_preflight(checked, select_checks(list(LAUNCH_CHECKS)), group=group, job=job)
     if report.ok:
         return
     problems = []
-    for node in report.nodes:
-        problems += [f"{node.name}: {c.check}: {c.summary}" for c in node.checks if c.status.value in ("fail", "error")]
-        if not node.reachable and not node.checks:
-            problems.append(f"{node.name}: unreachable")
-    problems += [f"cluster: {c.check}: {c.summary}" for c in report.cluster if c.status.value in ("fail", "error")]
+    for check_ids, status, summary, hint, names in report.folded_problems():
+        if status in (Status.FAIL, Status.ERROR):
+            problems.append(f"{fold(names)}: {','.join(check_ids)}: {summary}" + (f"\n  hint: {hint}" if hint else ""))
+    problems += [f"cluster: {c.check}: {c.summary}" + (f"\n  hint: {c.hint}" if c.hint else "")
+                 for c in report.cluster if c.status in (Status.FAIL, Status.ERROR)]
     raise LaunchRefused("preflight failed, nothing started:\n" + "\n".join(problems or ["see `ascendctl preflight`"]),
-                        hint="fix the above or pass --no-preflight", exit_code=report.exit_code)
+                        hint="fix the above, leave the nodes out with -x NODESET, or pass --no-preflight",
+                        exit_code=report.exit_code)
 
 
 def runner_for(inventory: Inventory, group: NodeGroup) -> SSHRunner:
@@ -158,7 +170,7 @@ def launch_job(
     group = NodeGroup(inventory, factory=factory)
     try:
         if preflight:
-            run_launch_preflight(inventory, master_port(options.launcher, options.master_port), group)
+            run_launch_preflight(inventory, master_port(options.launcher, options.master_port), group, options)
         plan = build_plan(inventory, options, job_id=job_id, endpoints=resolve_endpoints(group))
         runner = runner_for(inventory, group)
         record = new_record(inventory, plan, runner.name)

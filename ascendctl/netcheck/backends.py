@@ -18,7 +18,13 @@ from functools import lru_cache
 from importlib.resources import files
 
 BACKENDS = ("hccl_test", "nccl-tests", "torch", "tcp")
-RUNNABLE = ("torch", "tcp")  # run pair by pair today; hccl_test and nccl-tests have command lines and parsers only
+# run pair by pair, in the order `auto` prefers them; hccl_test has a command line only (no real output to test a parser on)
+RUNNABLE = ("nccl-tests", "torch", "tcp")
+MPI_BACKENDS = ("nccl-tests",)  # started once per pair, from the pair's first node, by mpirun
+# probe sections: does the node have what the MPI backends need (exit 0 when it does)
+HAS_SECTIONS = {
+    "nccl-tests": "command -v mpirun >/dev/null 2>&1 && command -v sendrecv_perf >/dev/null 2>&1",
+}
 PROGRAMS = {"tcp": "tcp_bw.py", "torch": "torch_bw.py"}
 HCCL_TEST_DIR = "${ASCEND_TOOLKIT_HOME:-/usr/local/Ascend/ascend-toolkit/latest}/tools/hccl_test/bin"
 
@@ -113,6 +119,25 @@ def nccl_tests_command(*, mpirun: str = "mpirun", binary: str = "sendrecv_perf",
     env = f"-x NCCL_SOCKET_IFNAME={q(ifname)} " if ifname else ""
     return (f"{q(mpirun)} --allow-run-as-root -np 2 -H {q(hosts[0] + ':1,' + hosts[1] + ':1')} "
             f"{env}{q(binary)} -b {int(size)} -e {int(size)} -g 1 -n {int(iters)}")
+
+
+def parse_nccl_tests_gbps(text: str, size: int) -> float:
+    """The pair's Gbit/s from a `sendrecv_perf` table: the out-of-place algbw at `size` (else the largest row).
+
+    sendrecv over two ranks sends both ways at once, so this is each direction's rate. BackendOutputError when
+    there is no table.
+    """
+    from ..parsers import ParseError
+    from ..parsers.perftests import gbit_per_s, parse_nccl_tests
+
+    try:
+        table = parse_nccl_tests(text)
+    except ParseError as exc:
+        tail = text.strip().splitlines()[-1:] or ["no output"]
+        raise BackendOutputError(f"{exc} ({tail[0][:120]})") from None
+    row = table.at_size(size) or table.largest
+    assert row is not None  # parse_nccl_tests refuses a table without rows
+    return gbit_per_s(row.algbw)
 
 
 def hccl_test_command(*, mpirun: str = "mpirun", binary: str = "all_reduce_test", hosts: tuple[str, str], size: int,

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ..devices import devices_from_sections, device_sections, merge_inventory, node_device_ids, NodeDevices
 from ..errors import AscendctlError, ExitCode
 from ..group import NodeGroup
 from ..inventory import Inventory, Node
@@ -22,6 +23,7 @@ from ..outcome import Outcome, exit_code_for, node_outcome
 from ..probe import ask
 from ..transport import KILL_GRACE, ANSWER_SLACK, Spawned, Transport, node_bounded
 from . import backends
+from .device_ping import HCCN_TOOL_CHECK, HCCN_TOOL_SECTION, DeviceVerdict, run_device_pings
 from .schedule import Pair, confirmation_rounds, pair_rounds, ring_round
 from .verdict import Measurement, Verdict, judge
 
@@ -38,6 +40,7 @@ class NetcheckOptions:
     backend: str = "auto"
     threshold: float = 0.8
     timeout: float | None = None  # seconds one measurement may take; default: the node's command_timeout
+    device_ping: bool | None = None  # hccn_tool pings between device IPs; None: when every node has hccn_tool
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +65,12 @@ class NetcheckReport:
     verdict: Verdict
     problems: tuple[NodeProblem, ...] = field(default=())
     seconds: float = 0.0
+    devices: DeviceVerdict = field(default=DeviceVerdict(skipped="not asked"))
 
     @property
     def outcomes(self) -> list[Outcome]:
         found = [node_outcome(NodeStatus(p.status)) for p in self.problems]
-        if not self.verdict.clean:
+        if not self.verdict.clean or not self.devices.clean:
             found.append(Outcome.FAILED)
         return found
 
@@ -85,22 +89,32 @@ class NetcheckReport:
             "matrix": [m.to_dict() for m in self.measurements],
             "verdict": self.verdict.to_dict(),
             "problems": [p.to_dict() for p in self.problems],
+            "devices": self.devices.to_dict(),
         }
 
 
 @dataclass(frozen=True, slots=True)
 class NodeFacts:
     endpoint: Endpoint
-    has: frozenset[str]  # backends this node can run
+    has: frozenset[str]  # backends this node can run (and "hccn_tool" when it has that)
+    devices: NodeDevices | None = None  # device IPs (devices.py), asked when device pings may run
 
 
-def facts_sections(node: Node, inventory: Inventory, backend: str) -> dict[str, str]:
-    """Probe sections: the node's cluster endpoint and, per backend that may be chosen, whether it can run it."""
+def facts_sections(node: Node, inventory: Inventory, backend: str, *, device_ping: bool | None = None) -> dict[str, str]:
+    """Probe sections: the node's cluster endpoint, per backend that may be chosen whether it can run it, and
+    (unless device pings are off) whether it has hccn_tool and its device IPs, asked as devices.py asks them."""
     py = _quote(node.python)
     sections = dict(net_sections(node, inventory))
+    if device_ping is not False:
+        sections[HCCN_TOOL_SECTION] = HCCN_TOOL_CHECK
+        if node.device_ips is None:
+            sections.update(device_sections(node_device_ids(node, None)))
     if backend in ("auto", "torch"):
         sections[TORCH] = f"{py} -c 'import torch.distributed as d; print(d.is_available() and d.is_gloo_available())'"
     sections["netcheck.python"] = f"{py} -c 'import sys; print(sys.version_info >= (3, 7))'"
+    for name, check in backends.HAS_SECTIONS.items():
+        if backend in ("auto", name):
+            sections[f"netcheck.{name}"] = check
     return sections
 
 
@@ -116,11 +130,16 @@ def _has(sections: dict[str, Any]) -> frozenset[str]:
         found.add("torch")
     if "netcheck.python" in sections and sections["netcheck.python"].output.strip().endswith("True"):
         found.add("tcp")
+    for name in backends.HAS_SECTIONS:
+        if f"netcheck.{name}" in sections and sections[f"netcheck.{name}"].ok:
+            found.add(name)
+    if HCCN_TOOL_SECTION in sections and sections[HCCN_TOOL_SECTION].ok:
+        found.add("hccn_tool")
     return frozenset(found)
 
 
 def choose_backend(requested: str, has: Sequence[frozenset[str]]) -> tuple[str, str]:
-    """(backend, why): `auto` takes the first of the backends this version runs (torch, tcp) that every node can run."""
+    """(backend, why): `auto` takes the first of the backends this version runs (nccl-tests, torch, tcp) that every node can run."""
     if requested != "auto":
         return requested, "asked for"
     for name in backends.RUNNABLE:
@@ -139,16 +158,22 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
                              exit_code=ExitCode.USAGE)
     if options.backend not in ("auto", *backends.RUNNABLE):
         raise AscendctlError(f"the {options.backend} backend is not run by this version of netcheck",
-                             hint="its command line and output parser exist (docs/netcheck.md); use --backend torch or tcp",
+                             hint="its command line exists, but no real output was found to test a parser on (docs/netcheck.md); "
+                                  "use --backend nccl-tests, torch or tcp",
                              exit_code=ExitCode.USAGE)
     started = time.monotonic()
     with NodeGroup(inventory, factory=factory) as group:
         single = len(inventory.nodes) == 1
 
         def facts(node: Node, transport: Transport) -> NodeFacts:
-            answer = ask(transport, facts_sections(node, inventory, options.backend),
+            answer = ask(transport, facts_sections(node, inventory, options.backend, device_ping=options.device_ping),
                          section_timeout=inventory.preflight.section_timeout, timeout=node.command_timeout)
-            return NodeFacts(cluster_endpoint(node, answer.sections, single_node=single), _has(answer.sections))
+            has = _has(answer.sections)
+            devices = None
+            if options.device_ping is not False:
+                wanted = node_device_ids(node, None)
+                devices = merge_inventory(node, devices_from_sections(node.name, wanted, answer.sections))
+            return NodeFacts(cluster_endpoint(node, answer.sections, single_node=single), has, devices)
 
         results = group.run(facts, on_event=on_event)
         problems = [NodeProblem(r.node, r.error.status.value, r.error.message) for r in results if r.error is not None]
@@ -160,14 +185,28 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
             problems.append(NodeProblem(n.name, NodeStatus.ERROR.value, f"cannot run the {backend} backend"))
         nodes = [n for n in nodes if n not in lacking]
         endpoints = {n.name: known[n.name].endpoint for n in nodes}
-        pair_runner = PairRunner(group, endpoints, backend, options)
+        pair_runner: PairRunner | MpiPairRunner = (MpiPairRunner(group, endpoints, backend, options)
+                                                   if backend in backends.MPI_BACKENDS else PairRunner(group, endpoints, backend, options))
         measurements, rounds = _measure(nodes, options, pair_runner)
         verdict = judge([n.name for n in nodes], measurements, threshold=options.threshold)
+        devices = _device_pings(group, inventory, options, nodes, rounds, {n.name: known[n.name] for n in nodes})
     return NetcheckReport(options.mode, backend, why, options.size, endpoints, rounds, tuple(measurements), verdict,
-                          tuple(problems), time.monotonic() - started)
+                          tuple(problems), time.monotonic() - started, devices)
 
 
-def _measure(nodes: list[Node], options: NetcheckOptions, runner: "PairRunner") -> tuple[list[Measurement], tuple[tuple[tuple[str, str], ...], ...]]:
+def _device_pings(group: NodeGroup, inventory: Inventory, options: NetcheckOptions, nodes: list[Node],
+                  rounds: Sequence[Sequence[tuple[str, str]]], facts: dict[str, NodeFacts]) -> DeviceVerdict:
+    """Device-to-device pings over the measured pairs: asked for, or (auto) when every node has hccn_tool."""
+    if options.device_ping is False:
+        return DeviceVerdict(skipped="--no-device-ping")
+    without = [n.name for n in nodes if "hccn_tool" not in facts[n.name].has]
+    if options.device_ping is None and (without or not nodes):
+        return DeviceVerdict(skipped="not every node has hccn_tool")
+    devices = {name: f.devices for name, f in facts.items() if f.devices is not None}
+    return run_device_pings(group, inventory, [pair for r in rounds for pair in r], devices)
+
+
+def _measure(nodes: list[Node], options: NetcheckOptions, runner: "PairRunner | MpiPairRunner") -> tuple[list[Measurement], tuple[tuple[tuple[str, str], ...], ...]]:
     n = len(nodes)
     names = [node.name for node in nodes]
     measured: list[Measurement] = []
@@ -268,6 +307,41 @@ class PairRunner:
                 out.append(Measurement(a.name, b.name, None, None, index, f"{a.name}-{b.name}: {exc}"))
                 continue
             out.append(Measurement(a.name, b.name, a_to_b, b_to_a, index))
+        return out
+
+
+class MpiPairRunner:
+    """Runs one round of pairs with an MPI backend (nccl-tests): mpirun on each pair's first node, all pairs at once."""
+
+    def __init__(self, group: NodeGroup, endpoints: dict[str, Endpoint], backend: str, options: NetcheckOptions) -> None:
+        self.group = group
+        self.endpoints = endpoints
+        self.backend = backend
+        self.options = options
+
+    def round(self, pairs: list[tuple[Node, Node]], index: int, *, both_ways: bool) -> list[Measurement]:
+        """sendrecv_perf between each pair's two nodes (one GPU each); its algbw is each direction's rate."""
+        partner = {a.name: b for a, b in pairs}
+
+        def run_pair(node: Node, transport: Transport) -> float:
+            peer = partner[node.name]
+            limit = self.options.timeout if self.options.timeout is not None else node.command_timeout
+            command = backends.nccl_tests_command(hosts=(node.host, peer.host), size=self.options.size,
+                                                  ifname=self.endpoints[node.name].ifname)
+            result = transport.run(node_bounded(command, limit), timeout=limit + KILL_GRACE + ANSWER_SLACK)
+            if result.exit_code != 0:
+                last = (result.stderr.strip() or result.stdout.strip()).splitlines() or ["no output"]
+                raise AscendctlError(f"{node.name}: {self.backend} exited {result.exit_code}: {last[-1][:200]}")
+            return backends.parse_nccl_tests_gbps(result.stdout, self.options.size)
+
+        results = self.group.run(run_pair, nodes=[a for a, _ in pairs]).by_node()
+        out: list[Measurement] = []
+        for a, b in pairs:
+            r = results[a.name]
+            if r.error is not None or r.value is None:
+                out.append(Measurement(a.name, b.name, None, None, index, r.error.message if r.error else "no result"))
+            else:
+                out.append(Measurement(a.name, b.name, r.value, r.value, index))
         return out
 
 

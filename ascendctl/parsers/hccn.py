@@ -1,4 +1,4 @@
-"""Parsers for ``hccn_tool -i N -link -g`` and ``hccn_tool -i N -net_health -g`` (NPU RoCE port state).
+"""Parsers for ``hccn_tool -i N -link -g``, ``-net_health -g`` (NPU RoCE port state) and ``-ping -g address IP``.
 
 Address queries (``-ip -g``) and /etc/hccn.conf belong to ascendctl.devices, not here. Pure functions over
 text; must not import typer, rich, paramiko or transport code.
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from . import ParseError, body_lines, excerpt
 
-__all__ = ["NetHealth", "NET_HEALTH_STATUSES", "parse_link", "parse_net_health"]
+__all__ = ["NetHealth", "NET_HEALTH_STATUSES", "PingResult", "parse_link", "parse_net_health", "parse_ping"]
 
 # What hccn_tool's -net_health reports, by the numeric code its API uses (0 is the only healthy one).
 # Field captures also show 'Socket failed' for code 1.
@@ -29,6 +29,11 @@ NET_HEALTH_STATUSES: tuple[str, ...] = (
 
 _LINK = re.compile(r"^\s*link status\s*:\s*(\S+)\s*$", re.IGNORECASE)
 _NET_HEALTH = re.compile(r"^\s*net health status\s*:\s*(.*?)\s*$", re.IGNORECASE)
+# `3 packets transmitted, 2 received, 33.33% packet loss` (the driver's summary line)
+_PING_SUMMARY = re.compile(r"(\d+)\s+packets? transmitted,\s*(\d+)\s+received,\s*([0-9.]+)%\s*packet loss", re.IGNORECASE)
+# what the driver prints for a lost packet (`recv time out seq=0`; newer drivers `seq:0`) or one it could not send
+_PING_LOST = re.compile(r"^\s*(?:recv time out|pkt send fail) seq\s*[=:]", re.IGNORECASE)
+_PING_ERROR = re.compile(r"Destination Host Unreachable|Message too long", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +64,39 @@ def parse_net_health(text: str) -> NetHealth:
                 raise ParseError(f"expected a status after 'net health status:', got {line.strip()!r}")
             return NetHealth(status=status, ok=status.lower() == "success")
     raise ParseError(f"expected a 'net health status: <status>' line from hccn_tool -net_health -g, got {excerpt(text)}")
+
+
+@dataclass(frozen=True, slots=True)
+class PingResult:
+    """``hccn_tool -i N -ping -g address IP``: packets sent and answered, and the driver's complaint if any."""
+
+    transmitted: int
+    received: int
+    loss_percent: float
+    lost_lines: int  # `recv time out seq=...` / `pkt send fail seq:...` lines
+    problem: str | None = None  # 'Destination Host Unreachable' or 'Message too long' when printed
+
+    @property
+    def ok(self) -> bool:
+        """Every packet answered and no error line: the device reaches that address over its RoCE port."""
+        return self.transmitted > 0 and self.received == self.transmitted and self.problem is None
+
+
+def parse_ping(text: str) -> PingResult:
+    """Parse ``hccn_tool -i N -ping -g address IP``: the ``N packets transmitted, M received, P% packet loss`` line.
+
+    ParseError when the summary line is missing (the tool failed before pinging: no such device, busy, ...).
+    """
+    lost = 0
+    problem = None
+    summary = None
+    for line in body_lines(text):
+        if _PING_LOST.match(line):
+            lost += 1
+        if problem is None and (match := _PING_ERROR.search(line)):
+            problem = match.group(0)
+        if found := _PING_SUMMARY.search(line):
+            summary = found
+    if summary is None:
+        raise ParseError(f"expected 'N packets transmitted, M received, P% packet loss' from hccn_tool -ping, got {excerpt(text)}")
+    return PingResult(int(summary.group(1)), int(summary.group(2)), float(summary.group(3)), lost, problem)

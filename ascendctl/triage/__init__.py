@@ -33,8 +33,11 @@ def triage(paths: Iterable[str | os.PathLike[str]], *, job: Mapping[str, Any] | 
     """
     ex = Extraction()
     Reader(ex).read(list(paths))
-    if not ex.files:
-        problems = "; ".join(ex.unreadable) or "no text log files found"
+    if not ex.files:  # no verdict at all rather than a confident one over nothing
+        unreadable, skipped = ex.listed()
+        problems = "; ".join(unreadable) or "no text log files found"
+        if skipped:
+            problems += f" (skipped: {'; '.join(skipped)})"
         raise AscendctlError(f"nothing could be read: {problems}", hint="pass a bundle from `ascendctl collect`, a directory or log files")
     if job is not None and ex.job is None:
         ex.job = dict(job)

@@ -912,9 +912,14 @@ def report(ex: Extraction) -> TriageReport:
             hints.insert(0, f"look first at {verdict.actor.label() if verdict.actor else 'the rank named'}: its log before "
                             f"{first.time or 'the timeouts'}")
     findings = sorted(facts.findings, key=lambda f: (facts.sort_key(f), f.file, f.line))
+    unreadable, skipped = ex.listed()
+    if unreadable:
+        hints.insert(0, f"{len(ex.unreadable) + ex.unreadable_more} input(s) could not be read (listed as unreadable): "
+                        "they may hold the answer, so this verdict is incomplete")
     return TriageReport(category, first, tuple(findings), tuple(hints), reason, ex.files, ex.bytes_read, ex.suppressed,
-                        tuple(ex.notes), tuple(ex.unreadable), rule, confidence, tuple(victims), tuple(summaries),
-                        _oom_kind(first), first is not None or verdict is None, _launcher_blamed(facts, verdict))
+                        tuple(ex.notes), unreadable, rule, confidence, tuple(victims), tuple(summaries),
+                        _oom_kind(first), first is not None or verdict is None, _launcher_blamed(facts, verdict),
+                        skipped=skipped)
 
 
 __all__ = ["RULES", "Actor", "Exit", "Facts", "Verdict", "build_facts", "decide", "report"]

@@ -20,6 +20,7 @@ from .times import parse_time, split_stamp
 
 MAX_TEXT = 400
 KEEP_PER_KEY = 5  # findings kept per (node, rank, signature); the rest are only counted
+LISTED = 100  # unreadable or skipped inputs named one by one; past that they are counted
 NOT_NODE_DIRS = {"plog", "debug", "run", "process_log", "launcher", "log", "logs", "device_log", "slog", "ascend", "workers"}
 
 _RANK_RXS = (
@@ -186,11 +187,33 @@ class Extraction:
     files: int = 0
     bytes_read: int = 0
     notes: list[str] = field(default_factory=list)
-    unreadable: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # inputs that could not be read: the verdict is incomplete
+    skipped: list[str] = field(default_factory=list)  # inputs deliberately not read (FIFOs, devices, links, unsafe names)
+    unreadable_more: int = 0  # past LISTED, counted only
+    skipped_more: int = 0
     job: dict[str, object] | None = None
     addresses: dict[str, str] = field(default_factory=dict)  # address or host name -> node
     order: int = 0
+
+    def cannot_read(self, what: str) -> None:
+        """An input (file, archive, member) that could not be read: `path: why`."""
+        if len(self.unreadable) < LISTED:
+            self.unreadable.append(what)
+        else:
+            self.unreadable_more += 1
+
+    def skip(self, what: str) -> None:
+        """An input not read on purpose (it would block, never end, or lead outside): `path: why`."""
+        if len(self.skipped) < LISTED:
+            self.skipped.append(what)
+        else:
+            self.skipped_more += 1
+
+    def listed(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(unreadable, skipped) as the report lists them, with a count of those past LISTED."""
+        def with_more(items: list[str], more: int) -> tuple[str, ...]:
+            return (*items, f"... and {more} more") if more else tuple(items)
+        return with_more(self.unreadable, self.unreadable_more), with_more(self.skipped, self.skipped_more)
 
     def add(self, finding: Finding) -> None:
         key = (finding.node, finding.rank if finding.rank is not None else finding.local_rank, finding.signature)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import ExitCode
+from ..outcome import Outcome, exit_code_for
 from ..signatures import Category
 
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
@@ -167,13 +168,18 @@ class TriageReport:
     oom_kind: str | None = None  # device | host, for OOM
     single_culprit: bool = True
     launcher_blamed: str | None = None  # what a launcher's report named first, when that differs from the verdict
+    skipped: tuple[str, ...] = ()  # inputs not read on purpose: FIFOs, devices, sockets, links, unsafe archive members
+
+    @property
+    def outcome(self) -> Outcome:
+        """A file we could not read may have held the answer: the verdict is then not evaluated, never clean."""
+        return Outcome.UNEVALUATED if self.unreadable else Outcome.OK
 
     @property
     def exit_code(self) -> ExitCode:
-        if not self.files_read:
+        if not self.files_read:  # nothing read at all: triage() raises before any verdict is printed
             return ExitCode.ERROR
-        # A file we could not read may have held the answer: never a clean verdict then.
-        return ExitCode.ERROR if self.unreadable and self.first_failure is None else ExitCode.OK
+        return exit_code_for([self.outcome])
 
     @property
     def culprit_node(self) -> str | None:
@@ -233,7 +239,7 @@ class TriageReport:
                 "launcher_blamed": self.launcher_blamed,
                 "findings": [f.to_dict() for f in self.findings], "hints": list(self.hints),
                 "files_read": self.files_read, "bytes_read": self.bytes_read, "suppressed_findings": self.suppressed,
-                "notes": list(self.notes), "unreadable": list(self.unreadable)}
+                "notes": list(self.notes), "unreadable": list(self.unreadable), "skipped": list(self.skipped)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TriageReport":

@@ -1,17 +1,22 @@
 """Reading for triage: bundles (.tar.gz members as streams), directories, plain and gzip files, each read once.
 
 Owns the prefilter (`grep -E` over the signature triggers, a pure-Python pass when grep is
-missing or fails), the line-length cap, the tail kept for progress, and collect's own records
+missing or fails), the line-length cap, the tail kept for progress, what is never opened (FIFOs,
+devices, sockets, links, unsafe archive members), what could not be read, and collect's own records
 (job.json, facts.json, summary.json) that feed the facts rather than the signatures.
 Must not import typer or rich.
 """
 
 from __future__ import annotations
 
+import bz2
+import errno
+import fcntl
 import gzip
 import io
 import json
 import logging
+import lzma
 import os
 import re
 import resource
@@ -19,6 +24,8 @@ import shutil
 import stat
 import subprocess
 import tarfile
+import tempfile
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Iterator, Protocol
 
@@ -33,6 +40,9 @@ MAX_LINE = 64 * 1024  # longer lines are cut: their start is still matched, and 
 TAIL = 64 * 1024  # bytes of each file's end kept to find its last training step
 GREP_BATCH = 256  # plain files per grep process
 GREP_MEMORY = 1 << 30  # address-space cap of a grep child; past it grep fails and Python reads the files instead
+TAR_BUFFER = 64 * 1024  # tarfile copies what is left of its buffer on every read: 1 MiB made small members quadratic
+MAX_MEMBERS = 1_000_000  # archive members read at most: a few MB of .tar.gz can hold millions of empty files
+TARS = (".tar.gz", ".tgz", ".tar", ".tar.xz", ".tar.bz2")
 
 
 class _Readable(Protocol):
@@ -78,6 +88,8 @@ def candidate_lines_python(stream: _Readable, first: bytes, tail: bytearray | No
         pos = 0
         if skipping:
             first_nl = buf.find(b"\n", 0, end)
+            if first_nl < 0:  # the file ended inside the huge line
+                return
             lineno += 1
             pos = counted = first_nl + 1
             skipping = False
@@ -105,12 +117,62 @@ def _keep_tail(tail: bytearray, chunk: bytes) -> None:
 
 
 def _limit_memory() -> None:  # runs in the grep child before exec
-    resource.setrlimit(resource.RLIMIT_AS, (GREP_MEMORY, GREP_MEMORY))
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = GREP_MEMORY if hard == resource.RLIM_INFINITY else min(GREP_MEMORY, hard)  # never above a cap we run under
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 
 
 def _grep_args(*extra: str) -> list[str]:
     assert _GREP is not None
-    return [_GREP, "-a", "-n", *extra, "-E", "-e", "|".join(f"({t})" for t in GREP_TRIGGERS)]
+    # -D skip: a path that became a FIFO, device or socket since we looked at it is not opened
+    return [_GREP, "-a", "-n", "-D", "skip", *extra, "-E", "-e", "|".join(f"({t})" for t in GREP_TRIGGERS)]
+
+
+_KINDS = ((stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+          (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link, not followed"))
+
+
+def special_kind(mode: int) -> str:
+    """Why a path that is neither a regular file nor a directory is not read: `FIFO`, `socket`, ..."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+class NotRegularError(OSError):
+    """The path turned out not to be a regular file when opened (it changed since it was listed)."""
+
+
+def open_regular(path: Path, *, follow: bool = True) -> IO[bytes]:
+    """Open a regular file for reading without ever blocking on a FIFO or device, nor following a link when not `follow`."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise NotRegularError(errno.ELOOP, "symbolic link, not followed") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularError(errno.EINVAL, special_kind(mode))
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def unsafe_member(member: tarfile.TarInfo) -> str | None:
+    """Why an archive member is not read: a link (never followed), a special file, or a name leaving the bundle."""
+    if member.issym() or member.islnk():
+        return f"link to {member.linkname!r}, not followed"
+    if member.ischr() or member.isblk() or member.isfifo():
+        return "special file"
+    name = member.name.replace("\\", "/")
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        return "absolute path"
+    if ".." in name.split("/"):
+        return "name leads outside the bundle (..)"
+    return None
 
 
 class Reader:
@@ -127,24 +189,26 @@ class Reader:
         for given in paths:
             path = Path(given)
             try:
-                st = path.stat()
+                st = path.stat()  # a path given by the user: a link to a log is followed
             except OSError as exc:
-                self.ex.unreadable.append(f"{path}: {exc.strerror or exc}")
+                self.ex.cannot_read(f"{path}: {exc.strerror or exc}")
                 continue
             try:
                 if stat.S_ISDIR(st.st_mode):
                     self._dir(path)
-                elif not stat.S_ISREG(st.st_mode):
-                    self.ex.skipped.append(f"{path}: not a regular file")
-                elif path.name.endswith((".tar.gz", ".tgz", ".tar", ".tar.xz", ".tar.bz2")) and tarfile.is_tarfile(path):
-                    self._tar(path)
+                elif not stat.S_ISREG(st.st_mode):  # never opened: a FIFO would block, a device never end
+                    self.ex.skip(f"{path}: {special_kind(st.st_mode)}")
+                elif path.name.endswith(TARS) and self._tar(path, follow=True):
+                    continue
                 else:
-                    if self._record(PurePosixPath(path.name), lambda: path.open("rb"), top=True):
+                    if self._record(PurePosixPath(path.name), lambda: open_regular(path), top=True):
                         continue
                     _, rank, local, device, pid = attribute_path_full(PurePosixPath(path.name), bundle=False)
-                    self._file(path, self._source(str(path), None, rank, local, device, pid))
-            except (OSError, tarfile.TarError, EOFError) as exc:
-                self.ex.unreadable.append(f"{path}: {exc}")
+                    self._file(path, self._source(str(path), None, rank, local, device, pid), follow=True)
+            except NotRegularError as exc:
+                self.ex.skip(f"{path}: {exc.strerror}")
+            except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
+                self.ex.cannot_read(f"{path}: {_why(exc)}")
         self._flush()
 
     def _source(self, file: str, node: str | None, rank: int | None, local: int | None, device: int | None,
@@ -155,48 +219,90 @@ class Reader:
     # ------------------------------------------------------------------------------ containers
 
     def _dir(self, root: Path) -> None:
-        for dirpath, dirnames, filenames in os.walk(root):
+        def walk_error(exc: OSError) -> None:  # a subdirectory we cannot list may hold the answer
+            self.ex.cannot_read(f"{exc.filename}: {exc.strerror or exc}")
+
+        for dirpath, dirnames, filenames in os.walk(root, onerror=walk_error):  # never follows links to directories
             dirnames.sort()
             for filename in sorted(filenames):
                 full = Path(dirpath) / filename
                 try:
                     mode = full.lstat().st_mode
                 except OSError as exc:
-                    self.ex.unreadable.append(f"{full}: {exc.strerror or exc}")
+                    self.ex.cannot_read(f"{full}: {exc.strerror or exc}")
                     continue
                 if not stat.S_ISREG(mode):  # FIFOs, sockets and devices would block or never end; links may leave the tree
-                    if not stat.S_ISLNK(mode):
-                        self.ex.skipped.append(f"{full}: not a regular file")
+                    self.ex.skip(f"{full}: {special_kind(mode)}")
                     continue
                 rel = PurePosixPath(full.relative_to(root).as_posix())
-                if self._record(rel, lambda: full.open("rb"), top=len(rel.parts) == 1):
+                try:
+                    if self._record(rel, lambda: open_regular(full, follow=False), top=len(rel.parts) == 1):
+                        continue
+                    if filename.endswith(TARS) and self._tar(full, follow=False):
+                        continue
+                except NotRegularError as exc:
+                    self.ex.skip(f"{full}: {exc.strerror}")
                     continue
-                if filename.endswith((".tar.gz", ".tgz", ".tar")):
-                    try:
-                        self._tar(full)
-                    except (OSError, tarfile.TarError, EOFError) as exc:
-                        self.ex.unreadable.append(f"{full}: {exc}")
+                except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
+                    self.ex.cannot_read(f"{full}: {_why(exc)}")
                     continue
                 node, rank, local, device, pid = attribute_path_full(rel, bundle=True)
-                self._file(full, self._source(str(full), node, rank, local, device, pid))
+                self._file(full, self._source(str(full), node, rank, local, device, pid), follow=False)
 
-    def _tar(self, path: Path) -> None:
+    def _tar(self, path: Path, *, follow: bool) -> bool:
+        """One streaming pass over an archive: each member read once, in order, nothing extracted, no seeking back.
+
+        False when the file is no archive after all but may be a log (a gzipped log named .tgz, text): read it as a
+        file. A compressed or binary file that is no readable archive is named as unreadable.
+        """
         stem = path.name.split(".")[0]
-        with tarfile.open(path, mode="r|*") as tar:  # stream mode: each member read once, nothing extracted
-            for member in tar:
-                if not member.isfile():
-                    continue
-                rel = PurePosixPath(member.name.lstrip("./") or member.name)
-                if len(rel.parts) > 1 and rel.parts[0] == stem:
-                    rel = PurePosixPath(*rel.parts[1:])
-                if self._record(rel, lambda: tar.extractfile(member), top=len(rel.parts) == 1):
-                    continue
-                node, rank, local, device, pid = attribute_path_full(rel, bundle=True)
-                fileobj = tar.extractfile(member)
-                if fileobj is None:
-                    continue
-                with fileobj:
-                    self._stream(fileobj, self._source(f"{path.name}:{rel}", node, rank, local, device, pid))
+        with open_regular(path, follow=follow) as raw:
+            magic = raw.read(8192)
+            raw.seek(0)
+            if not tarfile.is_tarfile(raw):
+                if magic.startswith(b"\x1f\x8b") or b"\0" not in magic and not magic.startswith(_COMPRESSED):
+                    return False
+                self.ex.cannot_read(f"{path}: not a readable archive (truncated or corrupt)")
+                return True
+            raw.seek(0)
+            # Our own decompressor, not tarfile's "r|gz": gzip, bz2 and lzma raise on a truncated or corrupt stream,
+            # where tarfile's stream reader ends quietly.
+            opener = next((open_ for prefix, open_ in _DECOMPRESSORS if magic.startswith(prefix)), None)
+            stream: IO[bytes] | io.BufferedIOBase = opener(raw) if opener else raw
+            headers = _HeaderWatch()
+            with stream, tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFFER, tarinfo=headers.info) as tar:
+                self._members(path, stem, tar)
+            if headers.problem:
+                self.ex.cannot_read(f"{path}: {headers.problem}: the rest was not read")
+        return True
+
+    def _members(self, path: Path, stem: str, tar: tarfile.TarFile) -> None:
+        count = 0
+        for member in tar:
+            # stream mode keeps every header it has seen (memory grows with the member count); we never look back.
+            # typeshed does not declare the attribute, tarfile.__iter__ copes with the list being emptied
+            tar.members = []  # type: ignore[attr-defined]
+            count += 1
+            if count > MAX_MEMBERS:
+                self.ex.cannot_read(f"{path}: more than {MAX_MEMBERS} archive members: the rest was not read")
+                return
+            if member.isdir():
+                continue
+            problem = unsafe_member(member) or (None if member.isfile() else "not a regular file")
+            if problem is not None:
+                self.ex.skip(f"{path.name}:{member.name}: {problem}")
+                continue
+            rel = PurePosixPath(member.name.lstrip("./") or member.name)
+            if len(rel.parts) > 1 and rel.parts[0] == stem:
+                rel = PurePosixPath(*rel.parts[1:])
+            if self._record(rel, lambda: tar.extractfile(member), top=len(rel.parts) == 1):
+                continue
+            node, rank, local, device, pid = attribute_path_full(rel, bundle=True)
+            fileobj = tar.extractfile(member)
+            if fileobj is None:
+                continue
+            with fileobj:
+                self._stream(fileobj, self._source(f"{path.name}:{rel}", node, rank, local, device, pid))
 
     def _record(self, rel: PurePosixPath, opener: Callable[[], IO[bytes] | None], *, top: bool) -> bool:
         """collect's records feed the facts: job.json (exits, addresses), facts.json (addresses), summary.json (notes)."""
@@ -229,9 +335,9 @@ class Reader:
 
     # ------------------------------------------------------------------------------ files
 
-    def _file(self, path: Path, src: Source) -> None:
+    def _file(self, path: Path, src: Source, *, follow: bool) -> None:
         try:
-            with path.open("rb") as raw:
+            with open_regular(path, follow=follow) as raw:
                 head = raw.read(2)
                 if head == b"\x1f\x8b":
                     raw.seek(0)
@@ -243,14 +349,17 @@ class Reader:
                 size = os.fstat(raw.fileno()).st_size
                 raw.seek(max(0, size - TAIL))
                 self.ex.tail(src, raw.read(TAIL))
-        except OSError as exc:
-            self.ex.unreadable.append(f"{path}: {exc.strerror or exc}")
+                self.ex.files += 1
+                self.ex.bytes_read += size
+                if not self.use_grep:
+                    raw.seek(0)
+                    self._lines(src, candidate_lines_python(raw, b""))
+                    return
+        except NotRegularError as exc:
+            self.ex.skip(f"{path}: {exc.strerror}")
             return
-        self.ex.files += 1
-        self.ex.bytes_read += size
-        if not self.use_grep:
-            with path.open("rb") as raw:
-                self._lines(src, candidate_lines_python(raw, b""))
+        except OSError as exc:
+            self.ex.cannot_read(f"{path}: {exc.strerror or exc}")
             return
         # Plain files on disk go to grep in batches: one process per file would cost more than the scan itself.
         self.pending.append((str(path), src))
@@ -265,8 +374,8 @@ class Reader:
             head = b""
         try:
             first = head + stream.read(8192)
-        except (OSError, EOFError) as exc:
-            self.ex.unreadable.append(f"{src.file}: {exc}")
+        except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:
+            self.ex.cannot_read(f"{src.file}: {_why(exc)}")
             return
         if b"\0" in first:
             return
@@ -276,8 +385,8 @@ class Reader:
         counter = _Counting(stream)
         try:
             self._lines(src, candidate_lines_python(counter, first, tail))
-        except (OSError, EOFError, tarfile.TarError) as exc:
-            self.ex.unreadable.append(f"{src.file}: {exc}")
+        except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:
+            self.ex.cannot_read(f"{src.file}: {_why(exc)}")
         self.ex.bytes_read += len(first) + counter.count
         self.ex.tail(src, bytes(tail))
 
@@ -293,23 +402,23 @@ class Reader:
             return
         contexts = {path.encode(): src for path, src in batch}
         args = [*_grep_args("-H", "-Z"), "--", *(p for p, _ in batch)]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                env={**os.environ, "LC_ALL": "C"}, preexec_fn=_limit_memory)
-        assert proc.stdout is not None and proc.stderr is not None
         seen: dict[bytes, list[tuple[int, str]]] = {}
-        err = b""
-        try:
-            for raw in proc.stdout:
-                name, _, rest = raw.partition(b"\0")
-                number, _, text = rest.partition(b":")
-                if name not in contexts or not number.isdigit():
-                    continue
-                seen.setdefault(name, []).append((int(number), text.rstrip(b"\n")[:MAX_LINE].decode("utf-8", "replace")))
-        finally:
-            proc.stdout.close()
-            err = proc.stderr.read()
-            proc.stderr.close()
-            code = proc.wait()
+        with tempfile.TemporaryFile() as errors:  # a file, not a pipe: grep never blocks on what it says
+            proc = subprocess.Popen(args, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=errors,
+                                    env={**os.environ, "LC_ALL": "C"}, preexec_fn=_limit_memory)
+            assert proc.stdout is not None
+            try:
+                for raw in _bounded_lines(proc.stdout, MAX_LINE + 8192):  # room for the name and the line number
+                    name, _, rest = raw.partition(b"\0")
+                    number, _, text = rest.partition(b":")
+                    if name not in contexts or not number.isdigit():
+                        continue
+                    seen.setdefault(name, []).append((int(number), text.rstrip(b"\n")[:MAX_LINE].decode("utf-8", "replace")))
+            finally:
+                proc.stdout.close()
+                code = proc.wait()
+            errors.seek(0)
+            err = errors.read(4096)
         if code not in (0, 1):
             # grep failed (a line too long for its memory cap, an I/O error): read every file of the batch in Python,
             # so that "could not read" never turns into a clean verdict
@@ -317,15 +426,70 @@ class Reader:
                      len(batch))
             for path, src in batch:
                 try:
-                    with open(path, "rb") as raw_file:
+                    with open_regular(Path(path)) as raw_file:
                         self._lines(src, candidate_lines_python(raw_file, b""))
                 except OSError as exc:
-                    self.ex.unreadable.append(f"{path}: {exc.strerror or exc}")
+                    self.ex.cannot_read(f"{path}: {exc.strerror or exc}")
             return
         for path, src in batch:
             for lineno, line in seen.get(path.encode(), ()):
                 self.ex.line(src, lineno, line)
             self.ex.flush_torchrun(src)
+
+
+def _bounded_lines(stream: IO[bytes], limit: int) -> Iterator[bytes]:
+    """Lines of `stream`, each cut at `limit` bytes (the rest of a longer line is read and dropped): bounded memory."""
+    while True:
+        line = stream.readline(limit)
+        if not line:
+            return
+        if not line.endswith(b"\n"):
+            rest = line
+            while rest and not rest.endswith(b"\n"):
+                rest = stream.readline(CHUNK)
+        yield line
+
+
+def _why(exc: BaseException) -> str:
+    """An exception as a reader's reason: `Permission denied`, `Not a gzipped file (b'xx')`, `unexpected end of data`."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+_DECOMPRESSORS: tuple[tuple[bytes, Callable[[IO[bytes]], io.BufferedIOBase]], ...] = (
+    (b"\x1f\x8b", lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),
+    (b"BZh", lambda raw: bz2.BZ2File(raw)),
+    (b"\xfd7zXZ", lambda raw: lzma.LZMAFile(raw)),
+)
+
+
+_COMPRESSED = tuple(prefix for prefix, _ in _DECOMPRESSORS)
+
+
+class _HeaderWatch:
+    """Tells how a streamed archive ended: tarfile stops quietly at a truncated or garbled header, we must not."""
+
+    def __init__(self) -> None:
+        self.problem: str | None = None
+        watch = self
+
+        class Info(tarfile.TarInfo):
+            @classmethod
+            def fromtarfile(cls, tar: tarfile.TarFile) -> Info:
+                try:
+                    return super().fromtarfile(tar)
+                except tarfile.HeaderError as exc:  # its subclasses are not public: told apart by name
+                    kind = type(exc).__name__
+                    if kind == "EOFHeaderError":  # the end-of-archive block: a whole archive
+                        watch.problem = None
+                    elif kind == "EmptyHeaderError":
+                        watch.problem = "archive truncated (no end-of-archive block)"
+                    else:
+                        watch.problem = f"archive truncated or corrupt at byte {tar.offset} ({exc})"
+                    raise
+
+        self.info = Info
 
 
 def _facts_addresses(ex: Extraction, doc: dict[str, Any], node_dir: str | None) -> None:

@@ -6,7 +6,7 @@ from rich.markup import escape
 
 from ..execute import ExecReport
 from ..models import NodeStatus
-from ..nodeset import fold, group_by
+from ..nodeset import fold, generic, group_by
 from . import STATUS_STYLE, emit_json, error, out
 
 
@@ -34,8 +34,8 @@ def show_exec(report: ExecReport, *, as_json: bool, argv: list[str]) -> None:
                 out.print(f"  hint: {sample.hint}", markup=False)
     bad = [n for n in report.nodes if n.status != NodeStatus.OK]
     if bad:
-        for (status, _), names in group_by(bad, key=lambda n: (n.status, n.error), name=lambda n: n.name):
-            sample = next(n for n in bad if n.status == status and n.name == names[0])
-            what = sample.error if sample.error else f"exited {sample.exit_code}"
+        for (status, message), names in group_by(bad, key=lambda n: (n.status, generic(n.error, n.host)), name=lambda n: n.name):
+            sample = next(n for n in bad if n.name == names[0])
+            what = (sample.error if len(names) == 1 else message or "") if sample.error else f"exited {sample.exit_code}"
             level = "error" if status != NodeStatus.FAILED else "warning"
             error(what, subject=fold(names), level=level)

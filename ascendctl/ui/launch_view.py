@@ -56,9 +56,12 @@ def show_batch_script(script: str) -> None:
     write_out(script)
 
 
-def output_line(line: str) -> None:
-    """One line of a submitted job's output, as the launch inside the allocation printed it."""
-    write_out(line + "\n")
+def output_sink(*, to_stderr: bool = False) -> Callable[[str], None]:
+    """A printer of a submitted job's output lines, as the launch inside the allocation printed them (stderr under --json)."""
+    def sink(line: str) -> None:
+        write_out(line + "\n", to_stderr=to_stderr)
+
+    return sink
 
 
 def line_sink(names: list[str], *, to_stderr: bool = False) -> Callable[[str, str], None]:

@@ -48,7 +48,16 @@ def show_netcheck(report: NetcheckReport, *, as_json: bool, argv: list[str]) -> 
         error("no pair could be measured", subject=fold(list(verdict.broken_nodes)))
     for a, b, why in verdict.broken_links:
         error(f"not measured: {why}", subject=f"{a} <-> {b}")
+    devices = report.devices
+    if devices.pings:
+        failed = [ping for ping in devices.pings if not ping.ok]
+        out.print(f"device pings (hccn_tool): {len(devices.pings) - len(failed)} of {len(devices.pings)} got through", markup=False)
+    for node, device, why in devices.broken_devices:
+        error(f"broken device: {why}", subject=f"{node} device {device}")
+    for link in devices.broken_links:
+        error(f"device ping to {link.peer_ip} failed: {link.error}",
+              subject=f"{link.node} device {link.device} -> {link.peer} device {link.device}")
     for p in report.problems:
         error(p.message, subject=p.node, level="error")
-    if verdict.clean and not report.problems:
+    if verdict.clean and devices.clean and not report.problems:
         out.print(f"[green]ok[/]: no slow node or link among {escape(fold(list(report.endpoints)))}")

@@ -61,11 +61,11 @@ def show_preflight(report: PreflightReport, *, as_json: bool, argv: list[str]) -
         for check in report.cluster:
             cluster.add_row(check.check, f"[{STYLE[check.status]}]{check.status.value}[/]", escape(check.summary))
         out.print(cluster)
-    problems = report.problems()
+    problems = report.folded_problems()
     if problems:
         out.print()
-        for (check_id, status, summary, hint), names in problems:
-            out.print(f"[{STYLE[status]}]{status.value}[/] {escape(fold(names))}: {check_id}: {escape(summary)}")
+        for check_ids, status, summary, hint, names in problems:
+            out.print(f"[{STYLE[status]}]{status.value}[/] {escape(fold(names))}: {','.join(check_ids)}: {escape(summary)}")
             if hint:
                 out.print(f"  hint: {escape(hint)}")
     if not report.ok:

@@ -26,6 +26,8 @@ def show_triage(report: TriageReport, *, as_json: bool, argv: list[str]) -> None
         out.print(f"hint: {hint}", markup=False)
     for item in report.unreadable:
         out.print(f"unreadable: {item}", markup=False)
+    for item in report.skipped:
+        out.print(f"skipped: {item}", markup=False)
     out.print(f"read {report.files_read} file(s), {report.bytes_read / 1e6:.1f} MB; {len(report.findings)} finding(s)"
               + (f", {report.suppressed} repeat(s) not listed" if report.suppressed else ""), markup=False)
 

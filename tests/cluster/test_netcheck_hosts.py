@@ -147,3 +147,53 @@ def test_unreachable_node_is_left_out_and_exit_4(cluster_factory: Any, tmp_path:
     assert [e["node"] for e in doc["errors"]] == ["h03"]
     measured = {x for m in doc["matrix"] for x in (m["a"], m["b"])}
     assert measured == {"h01", "h02", "h04"}
+
+
+def test_a_dead_device_port_is_named_by_node_and_device_exit_3(cluster_factory: Any, tmp_path: Path) -> None:
+    """Simulated hccn_tool (tests/sim/hccn_tool.py) on each host: device 2 of h03 loses every ping, and no ping reaches it."""
+    from tests.sim.hccn_tool import hccn_tool_script
+
+    def ips(k: int) -> dict[int, str]:
+        return {d: f"198.51.100.{k * 8 + d}" for d in range(4)}
+
+    dead = ips(3)[2]
+    specs = [HostSpec(f"h{k:02d}", cluster_nic=True, private_home=False, chrony="none",
+                      tools={"hccn_tool": hccn_tool_script(ips(k), ping_lost={2: 3} if k == 3 else None,
+                                                           unreachable=[] if k == 3 else [dead])})
+             for k in range(1, 5)]
+    cluster: Cluster = cluster_factory(specs, wait_chrony=False)
+    for host in cluster.hosts:
+        shape_host(cluster, host, HEALTHY)
+    code, doc, err = netcheck(inventory(cluster, tmp_path, slots=4), "--backend", "tcp")
+    assert code == 3, err
+    devices = doc["devices"]
+    assert [(d["node"], d["device"]) for d in devices["broken_devices"]] == [("h03", 2)], devices
+    assert devices["broken_links"] == []
+    # every pair (4 nodes: all 6) pinged its 4 same-numbered devices once; only h03's device 2 failed
+    assert len(devices["pings"]) == 6 * 4
+    failed = {(p["node"], p["peer"], p["device"]) for p in devices["pings"] if not p["ok"]}
+    assert failed and all(2 == d and "h03" in (a, b) for a, b, d in failed) and len(failed) == 3
+    assert doc["verdict"]["slow_nodes"] == [] and doc["verdict"]["slow_links"] == []  # the host network is fine
+    inv = tmp_path / "inv.yaml"
+    text = subprocess.run([*ASCENDCTL, "netcheck", "-i", str(inv), "--size", SIZE, "--backend", "tcp"],
+                          capture_output=True, text=True, timeout=500)
+    assert text.returncode == 3
+    assert "ascendctl: error: h03 device 2: broken device: every ping with 3 peers failed" in text.stderr, text.stderr
+
+
+def test_nccl_tests_backend_runs_sendrecv_perf_per_pair_and_names_the_slow_node(cluster_factory: Any, tmp_path: Path) -> None:
+    """Simulated mpirun + sendrecv_perf (tests/sim/nccl_tests.py: the real capture, scaled) on every host; h02 at 0.1x."""
+    from tests.sim.nccl_tests import mpirun_script, sendrecv_perf_script
+
+    placeholder = {"mpirun": mpirun_script(), "sendrecv_perf": sendrecv_perf_script({})}
+    cluster: Cluster = cluster_factory([HostSpec(f"h{k:02d}", cluster_nic=True, private_home=False, chrony="none",
+                                                 tools=dict(placeholder)) for k in range(1, 5)], wait_chrony=False)
+    rates = {cluster.host("h02").ip: 0.1}  # -H names the nodes by their inventory address, known once built
+    for host in cluster.hosts:
+        (host.bin_dir / "sendrecv_perf").write_text(sendrecv_perf_script(rates))
+    code, doc, err = netcheck(inventory(cluster, tmp_path), "--size", "4096")
+    assert doc["backend"] == "nccl-tests", doc["backend_reason"]  # auto: every node has mpirun and sendrecv_perf
+    assert code == 3, err
+    assert doc["verdict"]["slow_nodes"] == ["h02"], (doc["verdict"], err)
+    assert doc["verdict"]["slow_links"] == [] and all(m["error"] is None for m in doc["matrix"])
+    assert {round(m["a_to_b_gbps"], 2) for m in doc["matrix"]} == {1.04, 0.08}  # 0.13 and 0.01 GB/s as Gbit/s

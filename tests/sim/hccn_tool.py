@@ -12,6 +12,12 @@ tool, as captured in tests/data/samples/ascend/:
   the healthy answer is `net health status: Success`.
 - `-link -g`: `link status: UP` / `link status: DOWN`. No capture in the samples; this is the
   line Huawei's own check scripts grep for (`grep -qi 'link status: UP'`).
+- `-ping -g address IP`: `device N PING IP`, one `recv seq=K,time=...ms` line per answered packet,
+  `recv time out seq=K` per lost one, then `3 packets transmitted, 2 received, 33.33% packet loss`
+  (tests/data/netcheck/hccn_tool_ping_*.txt: the 910B1 blog capture and MindIE-LLM's multi-node guide).
+  With a lost packet the script exits 1, as the driver does: its source (hccn_tool's dsmi ping) turns an
+  output containing `recv time out seq` into PING_INNER_ERROR. Packets are lost when the pinging device
+  is in `ping_lost` (that many of 3) or the address is in `unreachable` (all 3: a dead peer device).
 
 A device id the node does not have makes the script print an error on stderr and exit 1;
 the wording is not from a capture (none in the samples), only the non-zero exit matters.
@@ -28,14 +34,30 @@ while [ $# -gt 0 ]; do
   case "$1" in
     -i) dev=$2; shift 2 ;;
     -g) shift ;;
+    address) addr=$2; shift 2 ;;
     -*) op=$1; shift ;;
     *) echo "hccn_tool: unexpected argument: $1" >&2; exit 1 ;;
   esac
 done
+ping_out() {  # device, packets lost of 3
+  [ -n "$addr" ] || { echo "hccn_tool: -ping needs -g address IP" >&2; exit 1; }
+  lose=$2
+  for d in @DEAD@; do [ "$d" = "$addr" ] && lose=3; done
+  echo "device $1 PING $addr"
+  seq=0
+  while [ $seq -lt 3 ]; do
+    if [ $seq -lt "$lose" ]; then echo "recv time out seq=$seq"; else echo "recv seq=$seq,time=0.0$((47 + seq))000ms"; fi
+    seq=$((seq + 1))
+  done
+  got=$((3 - lose))
+  case $got in 3) pct=0.00 ;; 2) pct=33.33 ;; 1) pct=66.67 ;; *) pct=100.00 ;; esac
+  echo "3 packets transmitted, $got received, $pct% packet loss"
+  [ "$lose" -eq 0 ] || exit 1
+}
 case "$op:$dev" in
 """
 
-_FOOTER = """  -ip:*|-link:*|-net_health:*)
+_FOOTER = """  -ip:*|-link:*|-net_health:*|-ping:*)
     echo "hccn_tool: device id $dev is invalid" >&2; exit 1 ;;
   *)
     echo "hccn_tool: unsupported command: $op" >&2; exit 1 ;;
@@ -52,16 +74,21 @@ def hccn_tool_script(
     *,
     netmask: str = "255.255.255.0",
     devices: Iterable[int] | None = None,
+    ping_lost: Mapping[int, int] | None = None,
+    unreachable: Iterable[str] = (),
 ) -> str:
     """A `#!/bin/sh` hccn_tool for one host.
 
     `ips`: device id -> address; `missing`: devices that exist but have no address (print
     nothing); `link`/`net_health`: per-device status text (default `UP` / `Success`);
-    `devices`: the device ids the host has (default: every id mentioned above).
+    `devices`: the device ids the host has (default: every id mentioned above); `ping_lost`: device ->
+    packets (of 3) its pings lose; `unreachable`: addresses no ping reaches (another host's dead device).
     """
     link = dict(link or {})
     net_health = dict(net_health or {})
     gone = set(missing)
+    lost = dict(ping_lost or {})
+    dead = " ".join(sorted(set(unreachable)))
     known = sorted(set(devices) if devices is not None else set(ips) | gone | set(link) | set(net_health))
     arms: list[str] = []
     for device in known:
@@ -70,7 +97,8 @@ def hccn_tool_script(
         arms.append(f"  -ip:{device}) {ip_out} ;;")
         arms.append(f"  -link:{device}) echo 'link status: {link.get(device, 'UP')}' ;;")
         arms.append(f"  -net_health:{device}) echo 'net health status: {net_health.get(device, 'Success')}' ;;")
-    return _HEADER + "\n".join(arms) + ("\n" if arms else "") + _FOOTER
+        arms.append(f"  -ping:{device}) ping_out {device} {int(lost.get(device, 0))} ;;")
+    return _HEADER.replace("@DEAD@", dead) + "\n".join(arms) + ("\n" if arms else "") + _FOOTER
 
 
 def hccn_conf_text(ips: Mapping[int, str], *, netmask: str = "255.255.255.0", gateway: str | None = None) -> str:

@@ -1,0 +1,359 @@
+"""Hostile inputs to `ascendctl triage` (issue #13): huge lines, FIFOs, devices, sockets, archives of many
+files, inputs that cannot be read, hostile archive members. Every hostile file is made here, small on disk.
+
+Subprocess runs carry a generous `timeout` as a hang guard only (a FIFO opened for reading blocks forever);
+nothing here asserts a speed: bench/triage_inputs.py measures that.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ascendctl.triage.reader as reader
+from ascendctl.errors import AscendctlError, ExitCode
+from ascendctl.signatures import Category
+from ascendctl.triage import triage
+from ascendctl.triage.extract import LISTED
+
+HANG_GUARD = 300  # seconds; only there so that a hang fails the test instead of the whole run
+OOM = "[rank{r}]: RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB 2024-01-01 12:00:0{s}"
+TIMEOUT = "[rank{r}]: RuntimeError: [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE)"
+
+
+def run_triage(*paths: Path | str, memory: int | None = None, user: int | None = None) -> tuple[int, dict[str, Any], str]:
+    """`python -m ascendctl triage --json PATHS` in a child, optionally under an address-space cap or as another user."""
+    argv = [sys.executable, "-m", "ascendctl", "triage", "--json", *map(str, paths)]
+    if memory is not None:
+        argv = ["prlimit", f"--as={memory}", "--", *argv]
+    if user is not None:
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_GUARD, stdin=subprocess.DEVNULL)
+    doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    return proc.returncode, doc, proc.stderr
+
+
+def rank_log(path: Path, rank: int, *, oom: bool) -> Path:
+    lines = [f"[rank{rank}]: iteration {i} | lm loss: 2.1 2024-01-01 11:00:0{i}" for i in range(5)]
+    lines.append(OOM.format(r=rank, s=1) if oom else TIMEOUT.format(r=rank))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def job_dir(root: Path) -> Path:
+    """A two-node job where rank 1 on n1 runs out of device memory and rank 0 on n0 times out."""
+    rank_log(root / "n0" / "rank0.log", 0, oom=False)
+    rank_log(root / "n1" / "rank1.log", 1, oom=True)
+    return root
+
+
+def gzip_of_one_huge_line(path: Path, start: bytes, size: int) -> None:
+    """A gzip holding `start`, then `size` bytes of one line: a few MB on disk for a GB line."""
+    comp = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: gzip framing
+    block = b"x" * (1 << 20)
+    with path.open("wb") as out:
+        out.write(comp.compress(start))
+        for _ in range(size >> 20):
+            out.write(comp.compress(block))
+        out.write(comp.compress(b"\n[rank0]: iteration 9 | lm loss: 2.0\n"))
+        out.write(comp.flush())
+
+
+# ------------------------------------------------------------------------------------------ huge lines
+
+
+def test_a_gigabyte_line_in_a_gzip_gives_the_verdict_of_its_start_under_a_memory_cap(tmp_path: Path) -> None:
+    path = tmp_path / "rank0.log.gz"
+    gzip_of_one_huge_line(path, OOM.format(r=0, s=1).encode() + b" ", 5 << 28)  # 1.25 GiB line > the 1 GiB cap
+    assert path.stat().st_size < 8 << 20
+    code, doc, err = run_triage(path, memory=1 << 30)
+    assert code == 0, err
+    assert doc["category"] == "OOM" and doc["first_failure"]["line"] == 1, doc
+    assert doc["first_failure"]["signature"] == "device.oom"
+    assert len(doc["first_failure"]["text"]) < 64 * 1024
+    assert doc["bytes_read"] > 5 << 28 and doc["unreadable"] == []
+
+
+def test_a_huge_plain_line_that_grep_prints_whole_is_cut_and_grep_stays_under_our_cap(tmp_path: Path) -> None:
+    # grep sees the plain file; its 96 MiB matching line comes back through the pipe and must be cut, and the
+    # grep child's own 1 GiB cap must not be set above the 512 MiB we run under (setrlimit would refuse).
+    path = tmp_path / "rank0.log"
+    with path.open("wb") as out:
+        out.write(b"[rank0]: iteration 3 | lm loss: 2.1\n" + OOM.format(r=0, s=1).encode() + b" ")
+        for _ in range(96):
+            out.write(b"y" * (1 << 20))
+        out.write(b"\n")
+    code, doc, err = run_triage(path, memory=512 << 20)
+    assert code == 0, err
+    assert doc["category"] == "OOM" and doc["first_failure"]["line"] == 2, doc
+    assert len(doc["first_failure"]["text"]) < 64 * 1024
+
+
+# ------------------------------------------------------------------------------ FIFOs, devices, sockets
+
+
+def test_a_fifo_in_a_directory_and_given_directly_is_skipped_never_opened(tmp_path: Path) -> None:
+    root = job_dir(tmp_path / "job")
+    os.mkfifo(root / "n0" / "pipe.log")
+    os.mkfifo(tmp_path / "direct.fifo")
+    code, doc, err = run_triage(root, tmp_path / "direct.fifo")
+    assert code == 0, err
+    assert doc["category"] == "OOM" and doc["first_failure"]["rank"] == 1
+    assert f"{root / 'n0' / 'pipe.log'}: FIFO" in doc["skipped"]
+    assert f"{tmp_path / 'direct.fifo'}: FIFO" in doc["skipped"]
+
+
+def test_character_devices_given_directly_are_skipped(tmp_path: Path) -> None:
+    root = job_dir(tmp_path / "job")
+    code, doc, err = run_triage(root, "/dev/zero", "/dev/null")  # /dev/zero would never end
+    assert code == 0, err
+    assert doc["skipped"] == ["/dev/zero: character device", "/dev/null: character device"]
+    assert doc["category"] == "OOM"
+
+
+def test_a_socket_in_a_directory_and_given_directly_is_skipped(tmp_path: Path) -> None:
+    root = job_dir(tmp_path / "job")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(root / "n1" / "agent.sock"))
+        code, doc, err = run_triage(root, root / "n1" / "agent.sock")
+    assert code == 0, err
+    assert doc["skipped"].count(f"{root / 'n1' / 'agent.sock'}: socket") == 2
+    assert doc["category"] == "OOM"
+
+
+def test_only_special_files_is_an_error_that_names_them_and_prints_no_category(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "only.fifo")
+    code, doc, err = run_triage(tmp_path / "only.fifo", "/dev/zero")
+    assert code == ExitCode.ERROR
+    assert "nothing could be read" in err and "only.fifo: FIFO" in err and "/dev/zero: character device" in err
+    assert "category" not in doc
+
+
+def test_symlinks_inside_a_directory_are_not_followed(tmp_path: Path) -> None:
+    outside = rank_log(tmp_path / "outside" / "rank5.log", 5, oom=True)
+    root = tmp_path / "job"
+    rank_log(root / "n0" / "rank0.log", 0, oom=False)
+    (root / "n0" / "rank5.log").symlink_to(outside)
+    report = triage([root])
+    assert report.category is Category.COMM_TIMEOUT
+    assert f"{root / 'n0' / 'rank5.log'}: symbolic link, not followed" in report.skipped
+
+
+def test_skipped_inputs_past_the_listing_cap_are_counted(tmp_path: Path) -> None:
+    root = job_dir(tmp_path / "job")
+    for i in range(LISTED + 7):
+        os.mkfifo(root / f"p{i:03d}")
+    report = triage([root])
+    assert len(report.skipped) == LISTED + 1 and report.skipped[-1] == "... and 7 more"
+
+
+# ------------------------------------------------------------------------------------- many small files
+
+
+def test_a_tar_gz_of_20000_small_files_gives_the_same_verdict_as_the_directory(tmp_path: Path) -> None:
+    root = tmp_path / "bundle"
+    for i in range(20_000):
+        node = f"n{i % 8}"
+        path = root / node / f"w{i}" / "worker.log"
+        path.parent.mkdir(parents=True)
+        if i == 12_345:
+            rank_log(path, 3, oom=True)
+        else:
+            path.write_text(f"[rank{i % 8}]: iteration {i} | lm loss: 2.1\n" + (TIMEOUT.format(r=i % 8) + "\n" if i % 997 == 0 else ""))
+    archive = tmp_path / "bundle.tar.gz"
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+        tar.add(root, arcname="bundle")
+    from_dir, from_tar = triage([root]), triage([archive])
+    assert from_dir.files_read == from_tar.files_read == 20_000
+    assert (from_tar.category, from_tar.rule, from_tar.culprit_node, from_tar.culprit_rank) == \
+        (from_dir.category, from_dir.rule, from_dir.culprit_node, from_dir.culprit_rank) == (Category.OOM, "own_error", "n1", 3)
+    assert from_tar.first_failure is not None and from_dir.first_failure is not None
+    assert from_tar.first_failure.text == from_dir.first_failure.text and from_tar.first_failure.line == from_dir.first_failure.line
+    assert len(from_tar.findings) == len(from_dir.findings)
+    assert from_tar.unreadable == from_dir.unreadable == ()
+
+
+# ------------------------------------------------------------------------------------ could not be read
+
+
+def test_a_corrupt_gzip_beside_good_logs_is_named_and_exits_3(tmp_path: Path) -> None:
+    root = job_dir(tmp_path / "job")
+    good = gzip.compress(b"[rank2]: iteration 1\n" * 1000)
+    (root / "n1" / "rank2.log.gz").write_bytes(good[:40] + b"\xff" * 64 + good[104:])
+    code, doc, err = run_triage(root)
+    assert code == ExitCode.CHECKS_FAILED, err
+    assert doc["category"] == "OOM" and doc["status"] == "partial"
+    assert [u.split(":")[0] for u in doc["unreadable"]] == [str(root / "n1" / "rank2.log.gz")]
+    assert doc["errors"][0]["code"] == "unreadable"
+    assert "could not be read" in doc["hints"][0]
+
+
+def test_only_a_corrupt_gzip_is_exit_1_with_no_category(tmp_path: Path) -> None:
+    path = tmp_path / "rank0.log.gz"
+    path.write_bytes(b"\x1f\x8b\x08\x00" + b"\x00" * 6 + b"not deflate data at all")
+    code, doc, err = run_triage(path)
+    assert code == ExitCode.ERROR
+    assert "nothing could be read" in err and "rank0.log.gz" in err
+    assert "category" not in doc
+
+
+def _tar_bytes(root: Path, compress: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=f"w:{compress}") as tar:
+        tar.add(root, arcname="bundle")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("compress", ["gz", "xz", "bz2"])
+def test_a_truncated_compressed_tar_is_named_and_exits_3(tmp_path: Path, compress: str) -> None:
+    root = job_dir(tmp_path / "job")
+    for i in range(40):  # incompressible filler, so that the cut lands after the first members
+        (root / "n0" / f"filler{i:02d}.log").write_bytes(os.urandom(4096).hex().encode())
+    data = _tar_bytes(root, compress)
+    archive = tmp_path / f"bundle.tar.{compress}"
+    archive.write_bytes(data[: len(data) * 2 // 3])
+    code, doc, err = run_triage(archive)
+    if compress == "bz2":  # one 900 kB bz2 block holds the whole archive: cut, nothing of it can be decompressed
+        assert code == ExitCode.ERROR and f"{archive}: not a readable archive" in err and "category" not in doc
+        return
+    assert code == ExitCode.CHECKS_FAILED, err
+    assert len(doc["unreadable"]) >= 1 and all(u.startswith(str(archive)) or u.startswith(archive.name) for u in doc["unreadable"])
+    assert doc["files_read"] >= 1
+
+
+@pytest.mark.parametrize("cut", ["member boundary", "inside a header", "inside member data"])
+def test_a_truncated_plain_tar_is_named_and_exits_3(tmp_path: Path, cut: str) -> None:
+    root = job_dir(tmp_path / "job")
+    data = _tar_bytes(root, "")
+    # members: dirs bundle, bundle/n0, file n0/rank0.log, bundle/n1, file n1/rank1.log; each file is 512 + 512
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        offsets = [m.offset for m in tar.getmembers()]
+    end = {"member boundary": offsets[-1], "inside a header": offsets[-1] + 100, "inside member data": offsets[-2] + 600}[cut]
+    archive = tmp_path / "bundle.tar"
+    archive.write_bytes(data[:end])
+    code, doc, err = run_triage(archive)
+    assert code == ExitCode.CHECKS_FAILED, err
+    assert [u.split(":")[0] for u in doc["unreadable"]] == [str(archive)], doc["unreadable"]
+
+
+def test_a_file_we_may_not_read_is_named_and_exits_3(tmp_path: Path) -> None:
+    shared = Path(tempfile.mkdtemp(prefix="asct-triage-perm-"))  # pytest's tmp_path is closed to other users
+    try:
+        shared.chmod(0o755)
+        root = job_dir(shared / "job")
+        for directory in (root, root / "n0", root / "n1"):
+            directory.chmod(0o755)
+        for log in root.rglob("*.log"):
+            log.chmod(0o644)
+        secret = rank_log(root / "n0" / "rank7.log", 7, oom=True)
+        secret.chmod(0o600)  # root's: `nobody` may not read it
+        code, doc, err = run_triage(root, user=65534)
+        assert code == ExitCode.CHECKS_FAILED, err
+        assert doc["unreadable"] == [f"{secret}: Permission denied"]
+        assert doc["category"] == "OOM" and doc["first_failure"]["rank"] == 1
+    finally:
+        shutil.rmtree(shared)
+
+
+def test_grep_dying_falls_back_to_python_and_the_verdict_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = job_dir(tmp_path / "job")
+    expected = triage([root]).to_dict()
+    dying = tmp_path / "grep"
+    dying.write_text("#!/bin/sh\nkill -KILL $$\n")
+    dying.chmod(0o755)
+    monkeypatch.setattr(reader, "_GREP", str(dying))
+    assert triage([root]).to_dict() == expected
+
+
+def test_an_unlistable_directory_is_named(tmp_path: Path) -> None:
+    shared = Path(tempfile.mkdtemp(prefix="asct-triage-perm-"))
+    try:
+        shared.chmod(0o755)
+        root = job_dir(shared / "job")
+        for path in [root, *root.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        (root / "n1").chmod(0o700)
+        code, doc, err = run_triage(root, user=65534)
+        assert code == ExitCode.CHECKS_FAILED, err
+        assert doc["unreadable"] == [f"{root / 'n1'}: Permission denied"]
+        assert doc["category"] == "COMM_TIMEOUT"
+    finally:
+        shutil.rmtree(shared)
+
+
+# ----------------------------------------------------------------------------------- hostile archives
+
+
+def _member(tar: tarfile.TarFile, name: str, data: bytes = b"", kind: bytes = tarfile.REGTYPE, link: str = "") -> None:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.size = kind, link, len(data)
+    tar.addfile(info, io.BytesIO(data) if data else None)
+
+
+def test_hostile_archive_members_are_skipped_with_their_reason_and_never_followed(tmp_path: Path) -> None:
+    oom = (OOM.format(r=9, s=0) + "\n").encode()
+    archive = tmp_path / "bundle.tar.gz"
+    work = tmp_path / "work"
+    work.mkdir()
+    with tarfile.open(archive, "w:gz") as tar:
+        _member(tar, "bundle/n0/rank0.log", (TIMEOUT.format(r=0) + "\n").encode())
+        _member(tar, "/etc/rank9.log", oom)
+        _member(tar, "bundle/../../escape/rank9.log", oom)
+        _member(tar, "bundle/n0/passwd.log", kind=tarfile.SYMTYPE, link="/etc/passwd")
+        _member(tar, "bundle/n0/hard.log", kind=tarfile.LNKTYPE, link="/etc/shadow")
+        _member(tar, "bundle/n0/fifo.log", kind=tarfile.FIFOTYPE)
+        _member(tar, "bundle/n0/zero.log", kind=tarfile.CHRTYPE)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    report = triage([archive])
+    assert report.category is Category.COMM_TIMEOUT  # the OOM lines live only in members that were not read
+    assert set(report.skipped) == {
+        "bundle.tar.gz:/etc/rank9.log: absolute path",
+        "bundle.tar.gz:bundle/../../escape/rank9.log: name leads outside the bundle (..)",
+        "bundle.tar.gz:bundle/n0/passwd.log: link to '/etc/passwd', not followed",
+        "bundle.tar.gz:bundle/n0/hard.log: link to '/etc/shadow', not followed",
+        "bundle.tar.gz:bundle/n0/fifo.log: special file",
+        "bundle.tar.gz:bundle/n0/zero.log: special file",
+    }
+    assert report.exit_code == ExitCode.OK and report.files_read == 1
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written anywhere
+
+
+def test_an_archive_past_the_member_cap_is_read_up_to_it_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "many.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        _member(tar, "many/n0/rank0.log", (TIMEOUT.format(r=0) + "\n").encode())
+        for i in range(150):
+            _member(tar, f"many/n0/empty{i}.log")
+    monkeypatch.setattr(reader, "MAX_MEMBERS", 100)
+    report = triage([archive])
+    assert report.unreadable == (f"{archive}: more than 100 archive members: the rest was not read",)
+    assert report.exit_code == ExitCode.CHECKS_FAILED and report.category is Category.COMM_TIMEOUT
+
+
+def test_a_gzipped_log_named_like_an_archive_is_read_as_a_log(tmp_path: Path) -> None:
+    path = tmp_path / "rank1.tgz"
+    path.write_bytes(gzip.compress((OOM.format(r=1, s=1) + "\n").encode()))
+    report = triage([path])
+    assert report.category is Category.OOM and report.unreadable == ()
+
+
+def test_nothing_readable_raises_rather_than_a_verdict(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "p")
+    with pytest.raises(AscendctlError, match="nothing could be read"):
+        triage([tmp_path])
+    assert stat.S_ISFIFO((tmp_path / "p").stat().st_mode)
