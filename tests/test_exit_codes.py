@@ -79,17 +79,21 @@ def test_nodes_unreachable_wins_over_checks_failed(write_inventory) -> None:  # 
 
 
 def test_interrupted_is_130_and_names_incomplete_nodes(tmp_path: Path) -> None:
+    pause = f"30.{os.getpid()}"  # a duration no other process on the machine sleeps: pgrep finds only ours
     env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).resolve().parents[1])}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ascendctl", "exec", "--", "sleep 30"],
+        [sys.executable, "-m", "ascendctl", "exec", "--", f"sleep {pause}"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    time.sleep(1.5)
+    deadline = time.monotonic() + 60  # a hang guard on a loaded machine, not a speed assertion
+    while subprocess.run(["pgrep", "-f", f"^sleep {pause}$"], capture_output=True).returncode != 0:
+        assert time.monotonic() < deadline and proc.poll() is None, "the command never started"
+        time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=10)
+    out, err = proc.communicate(timeout=30)
     assert proc.returncode == ExitCode.INTERRUPTED == 130
     assert "ascendctl: error: interrupted: " in err and "did not complete" in err
-    assert subprocess.run(["pgrep", "-f", "^sleep 30$"], capture_output=True).returncode == 1
+    assert subprocess.run(["pgrep", "-f", f"^sleep {pause}$"], capture_output=True).returncode == 1
 
 
 def test_job_failed_is_5_when_the_training_job_ran_and_failed(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ from ..outcome import Outcome, exit_code_for
 from ..preflight import PreflightReport
 from ..summaries import MsprofSummary
 from ..triage import TriageReport
-from .views import Report, devices_view, performance_view, preflight_view, timeline_view, verdict_view
+from .views import (NetworkView, Report, devices_view, network_view, performance_view, preflight_view, timeline_view,
+                    verdict_view)
 
 MAX_DOCUMENT = 512 * 1024**2  # a --json document larger than this is not one ascendctl wrote
 TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar")
@@ -89,6 +90,7 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
     meta: dict[str, bytes] = {}
     triage_docs: list[TriageReport] = []
     preflight_docs: list[PreflightReport] = []
+    network: NetworkView | None = None
     sources: list[str] = []
     for given in paths:
         path = Path(given)
@@ -109,8 +111,15 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
             triage_docs.append(_triage_of(path, data))
         elif "checks" in data and "nodes" in data:
             preflight_docs.append(_preflight_of(path, data))
+        elif "matrix" in data and "verdict" in data:
+            if network is not None:
+                raise UsageError("give at most one netcheck document")
+            try:
+                network = network_view(data)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise _bad(path, f"a netcheck document with bad content ({type(exc).__name__}: {exc})") from None
         else:
-            raise _bad(path, "a JSON document, but neither `triage --json` nor `preflight --json` output")
+            raise _bad(path, "a JSON document, but not `triage --json`, `preflight --json` or `netcheck --json` output")
     if len(triage_docs) + (triage is not None) > 1 or len(preflight_docs) + (preflight is not None) > 1:
         raise UsageError("give at most one triage document and one preflight document",
                          hint="several bundles may be given: triage reads them together")
@@ -133,6 +142,7 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
         preflight_view(checks) if checks else None,
         devices_view(meta, summary if isinstance(summary, Mapping) else None) if bundles else None,
         performance_view(msprof) if msprof else None,
+        network,
     )
 
 

@@ -213,6 +213,32 @@ class PerformanceView:
 
 
 @dataclass(frozen=True, slots=True)
+class HeatCell:
+    x: int
+    y: int
+    fill: str  # a CSS colour: the pair's bandwidth against the cluster median, or grey when not measured
+    title: str
+    status: str  # ok | slow | broken | unmeasured
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkView:
+    """netcheck's pair matrix as a heat map: one cell per measured pair, slow nodes and links named."""
+
+    nodes: tuple[str, ...]
+    cells: tuple[HeatCell, ...]
+    size: int  # px of the square grid
+    cell: int  # px per cell
+    median: str
+    threshold: str
+    backend: str
+    slow_nodes: tuple[str, ...]
+    slow_links: tuple[str, ...]
+    broken: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """Everything the page shows; a view is None when its data was not given."""
 
@@ -223,22 +249,24 @@ class Report:
     preflight: PreflightView | None
     devices: DevicesView | None
     performance: PerformanceView | None
+    network: NetworkView | None = None
 
     @property
     def views(self) -> tuple[str, ...]:
-        return tuple(name for name in ("verdict", "timeline", "preflight", "devices", "performance")
+        return tuple(name for name in ("verdict", "timeline", "preflight", "devices", "performance", "network")
                      if getattr(self, name) is not None)
 
     @property
     def sections(self) -> tuple[str, ...]:
         """The page's sections in order (the verdict's evidence and per-rank table follow the timeline)."""
-        return tuple(name for name in ("verdict", "timeline", "evidence", "preflight", "devices", "performance")
+        return tuple(name for name in ("verdict", "timeline", "evidence", "preflight", "devices", "performance", "network")
                      if getattr(self, "verdict" if name == "evidence" else name) is not None)
 
     @property
     def notes(self) -> tuple[str, ...]:
         """What was folded or left out, over every view."""
-        return tuple(n for v in (self.timeline, self.preflight, self.devices, self.performance) if v is not None for n in v.notes)
+        return tuple(n for v in (self.timeline, self.preflight, self.devices, self.performance, self.network)
+                     if v is not None for n in v.notes)
 
 
 # --- verdict ------------------------------------------------------------------------------------------
@@ -645,3 +673,69 @@ def performance_view(summary: MsprofSummary) -> PerformanceView | None:
                            tuple(r.rank for r in summary.ranks if r.straggler),
                            tuple(r.rank for r in summary.ranks if r.comm_flag), tuple(notes))
 
+
+
+# --- network (netcheck) --------------------------------------------------------------------------------
+
+MAX_HEAT_NODES = 128  # beyond this the grid is unreadable: the slow and broken nodes plus a sample are drawn
+
+
+def _heat_fill(ratio: float | None) -> str:
+    """Red below the threshold side, green at or above the median: a colour a person reads without a legend."""
+    if ratio is None:
+        return "#bdbdbd"
+    r = max(0.0, min(1.0, ratio))
+    red, green = int(220 - 170 * r), int(60 + 140 * r)
+    return f"rgb({red},{green},70)"
+
+
+def network_view(doc: Mapping[str, Any]) -> NetworkView | None:
+    """The pair matrix of a `netcheck --json` document; ValueError/KeyError/TypeError on garbage."""
+    verdict = doc["verdict"]
+    median = verdict.get("median_gbps")
+    threshold = float(verdict["threshold"])
+    pairs: dict[tuple[str, str], tuple[float | None, str | None]] = {}
+    names: list[str] = []
+    for m in doc["matrix"]:
+        a, b = str(m["a"]), str(m["b"])
+        for n in (a, b):
+            if n not in names:
+                names.append(n)
+        values = [v for v in (m.get("a_to_b_gbps"), m.get("b_to_a_gbps")) if isinstance(v, (int, float))]
+        pairs[(a, b)] = (min(values) if values else None, m.get("error"))
+    if not names:
+        return None
+    slow_nodes = tuple(str(n) for n in verdict.get("slow_nodes", ()))
+    broken_nodes = tuple(str(n) for n in verdict.get("broken_nodes", ()))
+    slow_links = {tuple(sorted((str(p[0]), str(p[1])))) for p in verdict.get("slow_links", ())}
+    notes = []
+    if len(names) > MAX_HEAT_NODES:
+        marked = [n for n in names if n in slow_nodes or n in broken_nodes or any(n in link for link in slow_links)]
+        rest = [n for n in names if n not in marked]
+        step = max(1, len(rest) // max(1, MAX_HEAT_NODES - len(marked)))
+        keep = set(marked[:MAX_HEAT_NODES] + rest[::step][:max(0, MAX_HEAT_NODES - len(marked))])
+        notes.append(f"network: {len(names)} nodes; drawn: the slow and broken ones and every {step}th other, {len(keep)} in all")
+        names = [n for n in names if n in keep]
+    index = {n: i for i, n in enumerate(names)}
+    cell = max(6, min(28, 560 // max(1, len(names))))
+    cells = []
+    for (a, b), (value, error) in pairs.items():
+        if a not in index or b not in index:
+            continue
+        key = tuple(sorted((a, b)))
+        if error:
+            status, ratio, what = "broken", 0.0, f"failed: {error}"
+        elif value is None:
+            status, ratio, what = "unmeasured", None, "not measured"
+        else:
+            ratio = value / median if median else None
+            slow = key in slow_links or a in slow_nodes or b in slow_nodes or (ratio is not None and ratio < threshold)
+            status, what = ("slow" if slow else "ok"), f"{value:.2f} Gbit/s (slower direction)" + (
+                f", {ratio:.0%} of the median" if ratio is not None else "")
+        for x, y in ((index[a], index[b]), (index[b], index[a])):
+            cells.append(HeatCell(x * cell, y * cell, _heat_fill(ratio), f"{a} <-> {b}: {what}", status))
+    return NetworkView(tuple(names), tuple(cells), len(names) * cell, cell,
+                       f"{median:.2f} Gbit/s" if isinstance(median, (int, float)) else "-", f"{threshold:g}",
+                       str(doc.get("backend", "?")), slow_nodes, tuple(f"{a} <-> {b}" for a, b in sorted(slow_links)),
+                       tuple(broken_nodes) + tuple(f"{x['a']} <-> {x['b']}" for x in verdict.get("broken_links", ())),
+                       tuple(notes))
