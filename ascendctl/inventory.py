@@ -25,11 +25,13 @@ from .hostfile import FORMS, is_hostfile, parse_hostfile
 from .models import Resolved
 from .nodeset import list_size, range_size
 from .paths import name_problem
-from .slurm import Allocation
+from .slurm import Allocation, SubmitSettings
 from .settings import (CLUSTER_SETTINGS, PreflightConfig, DEFAULTS_SETTINGS, NODE_ONLY_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, SettingError,
                        env_var_name, resolve_settings, shown)
 
-TOP_LEVEL_KEYS = ("defaults", "nodes", "groups")
+TOP_LEVEL_KEYS = ("defaults", "nodes", "groups", "backend", "slurm")
+BACKENDS = ("ssh", "slurm")
+SLURM_KEYS = ("partition", "account", "time", "nodes")  # the `slurm:` section (submit mode)
 # libyaml's loader is ~4x faster on 1,000-node files and keeps the marks we need for line numbers.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 NODE_ONLY_KEYS = ("host", "name")
@@ -98,6 +100,8 @@ class Inventory:
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
     allocation: Allocation | None = None  # the Slurm job the nodes came from: commands run as its srun steps
     groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)  # `@name` -> node names
+    backend: str = "ssh"  # `backend: slurm`: the nodes are a Slurm allocation's; outside one, `launch` submits
+    slurm: SubmitSettings | None = None  # the `slurm:` section (sbatch options for submit mode)
 
     @property
     def names(self) -> list[str]:
@@ -141,11 +145,13 @@ def builtin_inventory(*, flags: Mapping[str, Any] | None = None, environ: Mappin
     )
 
 
-def allocation_inventory(*, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Inventory:
+def allocation_inventory(*, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
+                         defaults: Mapping[str, Any] | None = None, file: str | None = None) -> Inventory:
     """The nodes of the Slurm allocation we run in: names from its node list, addresses from `scontrol show node`.
 
     Slots come from the allocation (SLURM_NTASKS_PER_NODE, else SLURM_GPUS_ON_NODE), else the usual default.
-    Every node is reached through srun steps of the allocation (`transport: slurm`), not SSH.
+    Every node is reached through srun steps of the allocation (`transport: slurm`), not SSH. `defaults` are an
+    inventory file's (`backend: slurm`, named by `file`); its explicit `slots` wins over the allocation's.
     """
     from .slurm import allocation_from_environ, show_nodes
 
@@ -153,17 +159,17 @@ def allocation_inventory(*, flags: Mapping[str, Any] | None = None, environ: Map
     allocation = allocation_from_environ(env)
     assert allocation is not None
     info = show_nodes(allocation.nodes, environ=env)
-    defaults: dict[str, Any] = {}
+    given = dict(defaults or {})
     slots_source = None
     for var in ("SLURM_NTASKS_PER_NODE", "SLURM_GPUS_ON_NODE"):
         value = env.get(var, "").split("(")[0].split(",")[0]
-        if value.isdigit() and int(value) > 0:
-            defaults["slots"], slots_source = int(value), f"Slurm allocation ({var}={value})"
+        if "slots" not in given and value.isdigit() and int(value) > 0:
+            given["slots"], slots_source = int(value), f"Slurm allocation ({var}={value})"
             break
     raw = [({"host": info[name].addr if name in info else name, "name": name}, f"nodes[{i}]")
            for i, name in enumerate(allocation.nodes)]
-    source = f"<Slurm job {allocation.job_id}>"
-    built = _build(source, defaults=defaults, raw_nodes=raw, flags=flags, environ=env, errors=[], where=lambda p: f"{source}: {p}")
+    source = f"<Slurm job {allocation.job_id}>" if file is None else f"{file} (backend: slurm, Slurm job {allocation.job_id})"
+    built = _build(source, defaults=given, raw_nodes=raw, flags=flags, environ=env, errors=[], where=lambda p: f"{source}: {p}")
     nodes = []
     for node in built.nodes:
         sources = dict(node.sources)
@@ -172,7 +178,7 @@ def allocation_inventory(*, flags: Mapping[str, Any] | None = None, environ: Map
         if slots_source and sources.get("slots") == "inventory":
             sources["slots"] = slots_source
         nodes.append(replace(node, transport="slurm", sources=sources))
-    return replace(built, nodes=tuple(nodes), allocation=allocation)
+    return replace(built, nodes=tuple(nodes), allocation=allocation, backend="slurm")
 
 
 def find_inventory(explicit: str | None, environ: Mapping[str, str] | None = None) -> str | None:
@@ -192,10 +198,12 @@ def load_inventory(
     *,
     flags: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    submit: bool = False,
 ) -> Inventory:
     """Load, validate and expand an inventory; None means the built-in one-node default.
 
-    `flags` are command-line overrides (the highest precedence).
+    `flags` are command-line overrides (the highest precedence). A `backend: slurm` file outside an allocation
+    has no nodes: only `submit=True` (launch's submit mode) accepts it.
     """
     env = os.environ if environ is None else environ
     located = find_inventory(None if path is None else os.fspath(path), env)
@@ -214,7 +222,7 @@ def load_inventory(
         raise InventoryError([f"{name}: file not found"], hint="pass -i FILE or set ASCENDCTL_INVENTORY") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InventoryError([f"{name}: cannot read: {exc}"]) from None
-    return parse_inventory(text, source=name, flags=flags, environ=env)
+    return parse_inventory(text, source=name, flags=flags, environ=env, submit=submit)
 
 
 def _too_big(source: str) -> str:
@@ -244,12 +252,13 @@ def parse_inventory(
     source: str = "<string>",
     flags: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    submit: bool = False,
 ) -> Inventory:
     """Parse inventory YAML text, or a hostfile (hostfile.py); raise InventoryError listing every problem."""
     if is_hostfile(text):
         return _parse_hostfile(text, source=source, flags=flags, environ=environ)
     with _gc_paused():
-        return _parse(text, source=source, flags=flags, environ=environ)
+        return _parse(text, source=source, flags=flags, environ=environ, submit=submit)
 
 
 def _parse_hostfile(text: str, *, source: str, flags: Mapping[str, Any] | None, environ: Mapping[str, str] | None) -> Inventory:
@@ -275,7 +284,8 @@ def _parse_hostfile(text: str, *, source: str, flags: Mapping[str, Any] | None, 
         raise InventoryError(sorted(exc.problems, key=line_of.__getitem__), hint=exc.hint) from None
 
 
-def _parse(text: str, *, source: str, flags: Mapping[str, Any] | None, environ: Mapping[str, str] | None) -> Inventory:
+def _parse(text: str, *, source: str, flags: Mapping[str, Any] | None, environ: Mapping[str, str] | None,
+           submit: bool = False) -> Inventory:
     data, lines = _load_yaml(text, source)
     errors: list[str] = []
 
@@ -299,6 +309,15 @@ def _parse(text: str, *, source: str, flags: Mapping[str, Any] | None, environ: 
         defaults_raw = {}
     defaults = _validate_settings(defaults_raw, "defaults", DEFAULTS_SETTINGS, where, errors)
 
+    backend = data.get("backend", "ssh")
+    if backend not in BACKENDS:
+        errors.append(f"{where('backend')}: expected one of: {', '.join(BACKENDS)} (got {shown(backend)})")
+        backend = "ssh"
+    slurm = _slurm_section(data["slurm"], where, errors) if "slurm" in data else None
+    if backend == "slurm":
+        return _slurm_backend(data, source=source, defaults=defaults, slurm=slurm, flags=flags, environ=environ,
+                              submit=submit, where=where, errors=errors)
+
     raw_nodes: list[tuple[dict[str, Any], str]] = []
     nodes_raw = data.get("nodes")
     if nodes_raw is None or nodes_raw == []:
@@ -319,7 +338,55 @@ def _parse(text: str, *, source: str, flags: Mapping[str, Any] | None, environ: 
     groups_raw = data.get("groups") or {}
     inventory = _build(source, defaults=defaults, raw_nodes=raw_nodes, flags=flags, environ=environ, errors=errors, where=where,
                        validate_more=lambda nodes: _groups_from(groups_raw, nodes, where, errors))
-    return inventory
+    return replace(inventory, slurm=slurm) if slurm is not None else inventory
+
+
+def _slurm_section(raw: Any, where: Any, errors: list[str]) -> SubmitSettings | None:
+    """`slurm: {partition, account, time, nodes}`: sbatch's options for submit mode, checked like settings."""
+    if not isinstance(raw, dict):
+        errors.append(f"{where('slurm')}: expected a mapping like {{partition: debug, nodes: 4}}")
+        return None
+    _check_unknown(raw, SLURM_KEYS, "slurm", where, errors)
+    values: dict[str, Any] = {}
+    for key in ("partition", "account", "time"):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip() \
+                or not re.fullmatch(r"[A-Za-z0-9_.:,+-]+", str(value)):
+            what = "a time limit like 2:00:00, 1-00:00:00 or minutes" if key == "time" else "a Slurm name"
+            errors.append(f"{where('slurm.' + key)}: expected {what} (got {shown(value)})")
+            continue
+        values[key] = str(value)
+    count = raw.get("nodes")
+    if count is not None:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            errors.append(f"{where('slurm.nodes')}: expected a node count, an integer >= 1 (got {shown(count)})")
+        else:
+            values["nodes"] = count
+    return SubmitSettings(**values)
+
+
+def _slurm_backend(data: dict[str, Any], *, source: str, defaults: dict[str, Any], slurm: SubmitSettings | None,
+                   flags: Mapping[str, Any] | None, environ: Mapping[str, str] | None, submit: bool, where: Any,
+                   errors: list[str]) -> Inventory:
+    """`backend: slurm`: the nodes are the allocation's (with this file's defaults); outside one, none (submit mode)."""
+    env = os.environ if environ is None else environ
+    for key in ("nodes", "groups"):
+        if key in data:
+            errors.append(f"{where(key)}: with `backend: slurm` the nodes are the Slurm allocation's: drop `{key}:`"
+                          + (" (a node count for submit mode is `slurm.nodes`)" if key == "nodes" else ""))
+    if errors:
+        raise InventoryError(errors)
+    if env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID"):
+        inventory = allocation_inventory(flags=flags, environ=env, defaults=defaults, file=source)
+        return replace(inventory, slurm=slurm)
+    if not submit:
+        raise InventoryError([f"{source}: `backend: slurm`: the nodes come from a Slurm allocation, and this is not "
+                              "inside one (SLURM_JOB_ID is not set)"],
+                             hint="run it inside salloc/sbatch, or `ascendctl launch` to submit a batch job")
+    built = _build(source, defaults=defaults, raw_nodes=[], flags=flags, environ=environ, errors=errors, where=where)
+    return replace(built, backend="slurm", slurm=slurm)
 
 
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")

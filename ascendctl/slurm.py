@@ -64,6 +64,16 @@ class SlurmNode:
         return f"Slurm reports node {self.name} {word} ({self.state})" + (f": {self.reason}" if self.reason else "")
 
 
+@dataclass(frozen=True, slots=True)
+class SubmitSettings:
+    """An inventory's `slurm:` section: what sbatch is asked for in submit mode (flags win)."""
+
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    nodes: int | None = None
+
+
 def clean_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """`environ` without step-scoped SLURM_* variables: what an inner srun/scontrol must see."""
     env = dict(os.environ if environ is None else environ)

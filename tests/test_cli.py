@@ -130,3 +130,29 @@ def test_cli_errors_lets_typer_exit_through() -> None:
     with pytest.raises(typer.Exit) as info:
         exits()
     assert info.value.exit_code == 3
+
+
+def test_shell_completion_is_on_and_completes_commands_and_options() -> None:
+    """`--show-completion` prints a script, and the completion protocol it calls answers with our commands."""
+    import os
+    import subprocess
+    import sys
+
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).with_name("ascendctl"))  # the installed console script, as a shell would run it
+    script = subprocess.run([exe, "--show-completion", "bash"], capture_output=True, text=True)
+    assert script.returncode == 0 and "_ascendctl_completion" in script.stdout and "complete " in script.stdout
+    env = {**os.environ, "_ASCENDCTL_COMPLETE": "complete_bash", "COMP_WORDS": "ascendctl pre", "COMP_CWORD": "1"}
+    words = subprocess.run([exe], env=env, capture_output=True, text=True).stdout.split()
+    assert "preflight" in words and "exec" not in words
+    env.update(COMP_WORDS="ascendctl exec --no", COMP_CWORD="2")
+    words = subprocess.run([exe], env=env, capture_output=True, text=True).stdout.split()
+    assert "--nodes" in words
+
+
+def test_verbosity_flags_are_accepted_after_the_command() -> None:
+    for flags in (["-v"], ["-vv"], ["-q"], ["--debug"]):
+        result = runner.invoke(app, ["inventory", "validate", *flags])
+        assert result.exit_code == 0, (flags, result.output)
+    assert runner.invoke(app, ["inventory", "validate", "-v", "2"]).exit_code == 2  # -v counts; it takes no value

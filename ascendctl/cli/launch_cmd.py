@@ -11,7 +11,7 @@ import typer
 from . import app
 from ..errors import ExitCode, UsageError
 from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, ExcludeOpt, FanoutOpt, InventoryOpt, JsonOpt, NodesOpt,
-                     argv_now, cli_errors, examples, flags_of, load_selected)
+                     argv_now, cli_errors, examples, flags_of)
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
 GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
@@ -68,15 +68,18 @@ def launch(
 
     options = LaunchOptions(launcher.value, tuple(script), nproc_per_node, master_addr, master_port, log_dir, tuple(env or ()),
                             rank_table, rdzv, cluster_timeout, grace)
-    if backend == Backend.slurm and not os.environ.get("SLURM_JOB_ID"):
-        from ..jobs import submit_job
-        from ..jobs.submit import SubmitOptions, render_submission
+    from ..inventory import load_inventory
+    from ..selection import select_nodes
 
-        # submit mode: -w/--nodes is how many nodes to ask sbatch for
-        if nodes is None or not nodes.isdigit() or int(nodes) < 1:
-            raise UsageError("--backend slurm outside an allocation needs --nodes N (a node count)",
-                             hint="or run inside salloc/sbatch")
-        wanted = SubmitOptions(int(nodes), partition, time_limit, account)
+    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
+                     accept_new_host_keys=accept_new_host_keys)
+    whole = load_inventory(inventory, flags=flags, submit=True)
+    if (backend == Backend.slurm or (backend is None and whole.backend == "slurm")) and not os.environ.get("SLURM_JOB_ID"):
+        from ..jobs import submit_job
+        from ..jobs.submit import render_submission, submit_options
+
+        # submit mode: -w/--nodes is how many nodes to ask sbatch for (else the inventory's slurm.nodes)
+        wanted = submit_options(whole, nodes, partition, time_limit, account)
         if dry_run:
             if as_json:
                 raise UsageError("--dry-run of a submission prints its batch script, which is not JSON", hint="drop --json")
@@ -90,9 +93,10 @@ def launch(
         else:
             launch_view.show_outcome(outcome)
         raise typer.Exit(int(outcome.exit_code))
-    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
-                     accept_new_host_keys=accept_new_host_keys)
-    inv = load_selected(inventory, nodes, exclude, flags)
+    if not whole.nodes:
+        raise UsageError(f"{whole.source}: `backend: slurm` outside an allocation: nothing to launch on with --backend ssh",
+                         hint="drop --backend ssh to submit, or run inside salloc/sbatch")
+    inv = select_nodes(whole, nodes, exclude)
     if dry_run:
         launch_view.show_plan(plan_only(inv, options), as_json=as_json, argv=argv_now())
         raise typer.Exit(int(ExitCode.OK))

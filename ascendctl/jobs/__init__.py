@@ -302,8 +302,9 @@ def _with_states(record: JobRecord, states: dict[str, str]) -> JobRecord:
         if value.startswith("exit "):
             code = value.split()[1]
             record = record.with_node(replace(entry, exit_code=int(code) if code.lstrip("-").isdigit() else None))
-        elif value == "gone" and entry.exit_code is None and entry.signal is None:
-            record = record.with_node(replace(entry, error=entry.error or "launcher gone without an exit status"))
+        elif value.split(":")[0] == "gone" and entry.exit_code is None and entry.signal is None:
+            why = value.partition(": ")[2] or "launcher gone without an exit status"
+            record = record.with_node(replace(entry, error=entry.error or why))
     return record
 
 

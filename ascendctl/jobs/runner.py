@@ -65,7 +65,7 @@ class Runner(Protocol):
         ...
 
     def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
-        """Per node: `exit <rc>`, `running` or `gone`."""
+        """Per node: `exit <rc>`, `running` or `gone` (`gone: <why>` where the runner knows why)."""
         ...
 
     def leftovers(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[tuple[int, ...]]:

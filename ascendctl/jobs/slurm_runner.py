@@ -23,9 +23,9 @@ from typing import Sequence
 
 from ..errors import AscendctlError
 from ..inventory import Node
-from ..models import NodeResults
+from ..models import NodeResult, NodeResults
 from ..shell import script
-from ..slurm import clean_environ, find_step, run_tool, step_argv, tool
+from ..slurm import clean_environ, find_step, job_state, run_tool, step_argv, tool
 from ..transport import Transport
 from .plan import LaunchPlan
 from .record import FirstFailure, JobRecord, save_job, state_dir
@@ -116,6 +116,20 @@ class SlurmRunner(SSHRunner):
                 break
             time.sleep(0.3)
         return pids
+
+    def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
+        """As over SSH; a node that cannot answer because the Slurm job ended (scancel, salloc left, time limit) is
+        `gone` with Slurm's state, not `running` for ever."""
+        results = super().states(record, nodes)
+        if all(r.value is not None for r in results) or not record.slurm_job:
+            return results
+        from .submit import ENDED_STATES
+
+        state = job_state(record.slurm_job)["state"]
+        if state not in ENDED_STATES:
+            return results
+        why = f"gone: Slurm job {record.slurm_job} ended ({state}) before the launcher wrote its exit status"
+        return NodeResults(tuple(r if r.value is not None else NodeResult(r.node, why, None, r.duration) for r in results))
 
     def stop(self, record: JobRecord, nodes: Sequence[str], *, grace: float) -> NodeResults[str]:
         """scancel the launch step (TERM, KILL after Slurm's KillWait), then make sure nothing of the job is left."""

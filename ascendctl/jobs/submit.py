@@ -14,15 +14,19 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
 
 from ..environment import parse_env_assignments
-from ..errors import AscendctlError
+from ..errors import AscendctlError, UsageError
 from ..render import load_template, render_template
-from ..slurm import clean_environ, job_state, tool
+from ..slurm import SubmitSettings, clean_environ, job_state, tool
 from .plan import LaunchOptions
 from .record import JobError, load_job, state_dir
 from .runner import NoticeSink
+
+if TYPE_CHECKING:
+    from ..inventory import Inventory
 
 SUBMITTED_ENV = "ASCENDCTL_SLURM_SUBMITTED"
 ENDED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
@@ -37,6 +41,7 @@ class SubmitOptions:
     partition: str | None = None
     time: str | None = None
     account: str | None = None
+    inventory: str | None = None  # a `backend: slurm` inventory file: the launch inside the allocation reads its defaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +53,25 @@ class Submission:
     environment: Mapping[str, str]
 
 
-def inner_launch_args(options: LaunchOptions, job_id: str, *, preflight: bool) -> list[str]:
+def submit_options(inventory: "Inventory", nodes: str | None, partition: str | None, time: str | None,
+                   account: str | None) -> SubmitOptions:
+    """What to ask sbatch for: the flags, else the inventory's `slurm:` section; a node count is required."""
+    section = inventory.slurm or SubmitSettings()
+    if nodes is not None and (not nodes.isdigit() or int(nodes) < 1):
+        raise UsageError(f"-w/--nodes {nodes}: in submit mode this is a node count (an integer >= 1)",
+                         hint="or run inside salloc/sbatch to pick nodes by name")
+    count = int(nodes) if nodes is not None else section.nodes
+    if count is None:
+        raise UsageError("submit mode needs a node count: --nodes N, or `slurm: {nodes: N}` in the inventory",
+                         hint="or run inside salloc/sbatch")
+    return SubmitOptions(count, partition or section.partition, time or section.time, account or section.account,
+                         inventory=inventory.source if inventory.backend == "slurm" else None)
+
+
+def inner_launch_args(options: LaunchOptions, job_id: str, *, preflight: bool, inventory: str | None = None) -> list[str]:
     """`ascendctl launch` arguments for inside the allocation (env names only: values come from the environment)."""
-    args = ["--launcher", options.launcher, "--job-id", job_id, "--cluster-timeout", str(options.cluster_timeout),
+    args = ["-i", str(Path(inventory).absolute())] if inventory else []
+    args += ["--launcher", options.launcher, "--job-id", job_id, "--cluster-timeout", str(options.cluster_timeout),
             "--grace", f"{options.grace:g}"]
     for flag, value in (("--nproc-per-node", options.nproc_per_node), ("--master-addr", options.master_addr),
                         ("--master-port", options.master_port), ("--log-dir", options.log_dir), ("--rank-table", options.rank_table)):
@@ -73,7 +94,7 @@ def render_submission(options: LaunchOptions, submit: SubmitOptions, *, job_id: 
     values = {
         "job_name": f"ascendctl-{job_id}", "nodes": submit.nodes, "output": f"{state_dir()}/slurm/{job_id}.out",
         "sbatch_options": "\n".join(extra), "ascendctl": shlex.join([sys.executable, "-m", "ascendctl"]),
-        "launch_args": shlex.join(inner_launch_args(options, job_id, preflight=preflight)),
+        "launch_args": shlex.join(inner_launch_args(options, job_id, preflight=preflight, inventory=submit.inventory)),
     }
     script = render_template(load_template("sbatch.tmpl", templates), values)
     return Submission(job_id, script, dict(parse_env_assignments(options.env)))

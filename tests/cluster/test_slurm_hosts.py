@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.cluster.harness import Cluster, HostSpec, build_cluster
-from tests.cluster.slurm_harness import SlurmCluster, leftover_job_processes, start_slurm
+from tests.cluster.slurm_harness import PARTITION, SlurmCluster, leftover_job_processes, start_slurm
 
 JOBS = Path(__file__).resolve().parent.parent / "jobs"
 ASCENDCTL = [sys.executable, "-m", "ascendctl"]
@@ -135,10 +135,10 @@ def job_python() -> str:
 
 
 def launch(slurm: SlurmCluster, job: str, tmp_path: Path, *extra: str, env: dict[str, str] | None = None,
-           timeout: float = 180) -> subprocess.CompletedProcess[str]:
+           timeout: float = 180, launcher: str = "torchrun", script: str = "allreduce_torch.py") -> subprocess.CompletedProcess[str]:
     job_env = [f"--env={k}={v}" for k, v in {**(env or {}), "PYTHONUNBUFFERED": "1", "JOB_TIMEOUT": "60"}.items()]
-    return ascendctl(slurm, job, "launch", "--launcher", "torchrun", "--log-dir", str(tmp_path / "logs"), "--grace", "3",
-                     *job_env, *extra, "--", str(JOBS / "allreduce_torch.py"), timeout=timeout,
+    return ascendctl(slurm, job, "launch", "--launcher", launcher, "--log-dir", str(tmp_path / "logs"), "--grace", "3",
+                     *job_env, *extra, "--", str(JOBS / script), timeout=timeout,
                      extra_env={"SLURM_NTASKS_PER_NODE": "2", "ASCENDCTL_PYTHON": job_python(),
                                 "XDG_STATE_HOME": str(tmp_path / "state")})
 
@@ -212,3 +212,142 @@ def test_submit_mode_end_to_end(slurm: SlurmCluster, tmp_path: Path) -> None:
     assert job["slurm_job"] and f"Slurm job {job['slurm_job']}" in proc.stderr
     slurm.jobs.append(job["slurm_job"])
     assert len(job["nodes"]) == 2 and leftover_job_processes(job["id"]) == []
+
+
+def test_msrun_job_inside_the_allocation(slurm: SlurmCluster, allocation: str, tmp_path: Path) -> None:
+    proc = launch(slurm, allocation, tmp_path, "--no-preflight", "--cluster-timeout", "90", launcher="msrun",
+                  script="allreduce_ms.py", env={"GLOG_v": "3"}, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for node_rank, host in enumerate(slurm.hosts):  # 3 nodes x 2 slots: every rank sums 0..5
+        for rank in (2 * node_rank, 2 * node_rank + 1):
+            log = (tmp_path / "logs" / host.name / "workers" / f"worker_{rank}.log").read_text()
+            assert f"rank {rank}: allreduce sum 15 expected 15" in log, log[-2000:]
+    job = job_record(tmp_path)
+    assert job["runner"] == "slurm" and job["launcher"] == "msrun" and job["slurm_step"].startswith(f"{allocation}.")
+    assert job["status"] == "succeeded" and [n["exit_code"] for n in job["nodes"]] == [0, 0, 0]
+    assert job["master_addr"] == slurm.hosts[0].ip and job["master_port"] == 29500 + int(allocation) % 1000
+    assert leftover_job_processes(job["id"]) == []
+
+
+def test_collect_inside_the_allocation_has_every_node_and_names_a_drained_one(slurm: SlurmCluster, allocation: str,
+                                                                              tmp_path: Path) -> None:
+    proc = launch(slurm, allocation, tmp_path, "--no-preflight", script="hello.py")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    state = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    bundle = tmp_path / "bundle"
+    collected = ascendctl(slurm, allocation, "collect", "last", "--json", "-o", str(bundle), extra_env=state)
+    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    by_name = {n["name"]: n for n in manifest["nodes"]}
+    assert list(by_name) == ["h01", "h02", "h03"] and manifest["unreachable"] == []
+    job = job_record(tmp_path)
+    for rank, name in enumerate(by_name):
+        assert by_name[name]["status"] == "ok", by_name[name]
+        # each node's own facts (its UTS namespace's hostname) and its own launcher log, through srun steps
+        assert json.loads((bundle / name / "facts.json").read_text())["hostname"] == name
+        log = next(f for f in by_name[name]["files"] if f["path"] == f"{tmp_path}/logs/{name}/launcher.log")
+        assert log["category"] == "launcher"
+        assert f"[rank{2 * rank}]:hello {2 * rank} " in (bundle / log["file"]).read_text()  # 2 slots a node
+    assert json.loads((bundle / "job.json").read_text())["id"] == job["id"]
+
+    slurm.run(["scontrol", "update", "nodename=h02", "state=drain", "reason=PSU 1 lost"])
+    drained = tmp_path / "drained"
+    proc = ascendctl(slurm, allocation, "collect", "last", "--json", "-o", str(drained), extra_env=state)
+    assert proc.returncode == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
+    manifest = json.loads((drained / "manifest.json").read_text())
+    by_name = {n["name"]: n for n in manifest["nodes"]}
+    assert manifest["unreachable"] == ["h02"]
+    assert by_name["h02"]["status"] == "unreachable"
+    assert "Slurm reports node h02 drained" in by_name["h02"]["error"] and "PSU 1 lost" in by_name["h02"]["error"]
+    assert by_name["h01"]["status"] == "ok" and by_name["h03"]["status"] == "ok"
+    assert (drained / "h03" / "facts.json").is_file()
+
+
+def test_launch_dry_run_inside_the_allocation(slurm: SlurmCluster, allocation: str, tmp_path: Path) -> None:
+    proc = launch(slurm, allocation, tmp_path, "--dry-run", "--json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)["plan"]
+    nodes = plan["nodes"]
+    assert [n["name"] for n in nodes] == ["h01", "h02", "h03"] and [n["node_rank"] for n in nodes] == [0, 1, 2]
+    assert [n["host"] for n in nodes] == [h.ip for h in slurm.hosts] and plan["world_size"] == 6
+    # the head node's address from the allocation, the port from the Slurm job id, as the real launch uses
+    assert plan["master_addr"] == slurm.hosts[0].ip and plan["master_port"] == 29500 + int(allocation) % 1000
+    assert [n["cluster_address"] for n in nodes] == [h.ip for h in slurm.hosts]
+    assert all("torchrun" in n["command"] and "allreduce_torch.py" in n["command"] for n in nodes)
+    text = launch(slurm, allocation, tmp_path, "--dry-run")
+    assert text.returncode == 0 and "h03" in text.stdout, text.stderr
+    assert not (tmp_path / "logs").exists()  # nothing started
+    assert not (tmp_path / "state" / "ascendctl" / "jobs").exists() or job_records(tmp_path) == []
+
+
+def job_records(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "state" / "ascendctl" / "jobs").glob("*.json"))
+
+
+def test_scancel_of_the_allocation_leaves_no_process_of_the_job(slurm: SlurmCluster, tmp_path: Path) -> None:
+    job_alloc = slurm.hold(3)
+    proc = launch(slurm, job_alloc, tmp_path, "--detach", "--no-preflight", env={"JOB_SLEEP": "600"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    job = job_record(tmp_path)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(leftover_job_processes(job["id"])) < 3 * 3:
+        time.sleep(0.5)  # wrapper, torchrun and 2 workers per node: the job is up
+    assert len(leftover_job_processes(job["id"])) >= 3 * 3
+    slurm.cancel(job_alloc)
+    deadline = time.monotonic() + 60  # Slurm sends TERM, then KILL after KillWait (5 s)
+    while time.monotonic() < deadline and leftover_job_processes(job["id"]):
+        time.sleep(0.5)
+    assert leftover_job_processes(job["id"]) == []
+    status = ascendctl(slurm, None, "status", job["id"], "--json", extra_env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert status.returncode in (4, 5), status.stdout + status.stderr  # the job did not succeed, and says so
+    job_now = json.loads(status.stdout)["job"]
+    assert job_now["status"] == "failed", job_now
+    assert all(f"Slurm job {job_alloc} ended (CANCELLED)" in n["error"] for n in job_now["nodes"]), job_now["nodes"]
+
+
+def test_exec_from_inside_an_srun_step_reaches_every_node(slurm: SlurmCluster, allocation: str) -> None:
+    # a one-task step on h02, as a batch script's `srun -N1 ascendctl exec ...` would be: its step-scoped SLURM_*
+    # variables (SLURM_NNODES=1, SLURM_NODELIST=h02, SLURM_STEP_ID, ...) must not narrow or break the inner steps
+    inner = [*ASCENDCTL, "exec", "--json", "--", 'echo "$(hostname) $SLURM_STEP_ID"']
+    proc = subprocess.run(["srun", f"--jobid={allocation}", "--overlap", "-N1", "-n1", "--nodelist=h02", "--quiet", *inner],
+                          capture_output=True, text=True, timeout=120, env=slurm.allocation_env(allocation),
+                          cwd=slurm.workdir)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    nodes = {n["name"]: n for n in json.loads(proc.stdout)["nodes"]}
+    assert list(nodes) == ["h01", "h02", "h03"]
+    answers = {name: n["stdout"].split() for name, n in nodes.items()}
+    assert {name: a[0] for name, a in answers.items()} == {"h01": "h01", "h02": "h02", "h03": "h03"}
+    assert len({a[1] for a in answers.values()}) == 1  # one inner step, on all 3 nodes
+
+
+def test_an_inventory_saying_backend_slurm_submits_and_lends_its_defaults(slurm: SlurmCluster, tmp_path: Path) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"backend: slurm\nslurm:\n  partition: {PARTITION}\n  time: 10\n  nodes: 2\n"
+                   f"defaults:\n  slots: 1\n  python: {job_python()}\n  env:\n    HELLO_FROM: inventory\n")
+    # inside an allocation: the allocation's nodes, with the file's defaults
+    allocation = slurm.hold(3)
+    shown = ascendctl(slurm, allocation, "inventory", "show", "-i", str(inv), "--json")
+    slurm.cancel(allocation)  # its nodes are needed for the submitted job
+    slurm.wait_state(allocation, "CANCELLED")
+    assert shown.returncode == 0, shown.stderr
+    nodes = json.loads(shown.stdout)["nodes"]
+    assert [n["name"] for n in nodes] == ["h01", "h02", "h03"]
+    assert {n["settings"]["slots"]["value"] for n in nodes} == {1} and nodes[0]["settings"]["transport"]["value"] == "slurm"
+    # outside: `launch` submits (no --backend), sbatch options from the `slurm:` section
+    state = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    args = ["launch", "-i", str(inv), "--launcher", "torchrun", "--log-dir", str(tmp_path / "logs"), "--grace", "3",
+            "--", str(JOBS / "hello.py")]
+    dry = ascendctl(slurm, None, *args[:1], "--dry-run", *args[1:], extra_env=state)
+    assert dry.returncode == 0, dry.stderr
+    assert "#SBATCH --nodes=2\n" in dry.stdout and f"#SBATCH --partition={PARTITION}\n" in dry.stdout
+    assert "#SBATCH --time=10\n" in dry.stdout and f"launch -i {inv} " in dry.stdout
+    proc = ascendctl(slurm, None, *args, extra_env=state, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    job = job_record(tmp_path)
+    slurm.jobs.append(job["slurm_job"])
+    assert job["slurm_submitted"] is True and job["runner"] == "slurm" and len(job["nodes"]) == 2
+    assert job["nodes"][0]["env"]["HELLO_FROM"] == "inventory"
+    assert "hello 0 " in proc.stdout and "hello 1 " in proc.stdout and "hello 2 " not in proc.stdout  # 1 slot a node
+    # other commands refuse such a file outside an allocation, with the key and a hint
+    refused = ascendctl(slurm, None, "exec", "-i", str(inv), "--", "true")
+    assert refused.returncode == 2 and "backend: slurm" in refused.stderr and "hint:" in refused.stderr
