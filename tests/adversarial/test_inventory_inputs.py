@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from ascendctl import inventory as inventory_module
 from ascendctl.cli import app
 from ascendctl.errors import ExitCode, InventoryError, PathEscapeError
-from ascendctl.inventory import MAX_NODES, MAX_YAML_ALIASES, Inventory, Node, load_inventory, parse_inventory
+from ascendctl.inventory import MAX_NODES, MAX_YAML_ALIASES, TOP_LEVEL_KEYS, Inventory, Node, load_inventory, parse_inventory
 from ascendctl.paths import child, name_problem
 
 MEMORY_CAP = 1 << 30  # 1 GiB of address space: a billion laughs needs tens of GB, a good inventory far less
@@ -87,7 +87,7 @@ def test_aliases_within_bounds_still_work_and_name_lines() -> None:
     text = ("defaults: {slots: 4}\ncommon: &c {slots: 2, port: 2222}\n"
             "nodes:\n  - {<<: *c, host: a}\n  - {<<: *c, host: b, port: 22}\n")
     problems = problems_of(text)  # `common` is not an inventory key; everything else is fine
-    assert problems == ["inv.yaml:2: common: unknown key (expected one of: defaults, nodes, groups)"]
+    assert problems == [f"inv.yaml:2: common: unknown key (expected one of: {', '.join(TOP_LEVEL_KEYS)})"]
     good = "defaults: &d {slots: 2, port: 2222}\nnodes:\n  - {<<: *d, host: a}\n  - {<<: *d, host: b, port: 22}\n"
     a, b = parse_inventory(good, environ={}).nodes
     assert (a.slots, a.port, b.slots, b.port) == (2, 2222, 2, 22)
