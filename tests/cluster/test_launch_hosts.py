@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,29 @@ def start(inv: Path, tmp_path: Path, launcher: str, script: str, *extra: str, en
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 150) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err
+    """Wait for `proc` and return its exit code and the rest of its output.
+
+    Not `communicate()`: it reads the raw pipes, so lines that `wait_for_lines`' readline() had already
+    buffered in the file objects would be lost (seen as a flaky "rank 3 did not get ..." in the secrets test).
+    """
+    texts: dict[str, str] = {}
+
+    def drain(name: str, stream: Any) -> None:
+        texts[name] = stream.read()
+
+    readers = [threading.Thread(target=drain, args=(name, stream), daemon=True)
+               for name, stream in (("out", proc.stdout), ("err", proc.stderr))]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    for reader in readers:
+        reader.join(timeout=30)
+    return proc.returncode, texts.get("out", ""), texts.get("err", "")
 
 
 def last_job() -> dict[str, Any]:

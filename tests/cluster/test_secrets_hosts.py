@@ -102,7 +102,7 @@ def test_no_secret_leaves_the_job(cluster_factory: Any, tmp_path: Path) -> None:
         cmdlines = cluster.run_on(host, "cat /proc/[0-9]*/cmdline 2>/dev/null", text=False)
         leaks.scan(f"/proc/*/cmdline on {host.name}", cmdlines.stdout)
     code, out, err = finish(proc)
-    output = "\n".join(seen) + out + err
+    output = "\n".join(seen) + "\n" + out + err
     assert code == 0, output[-3000:]
     leaks.scan("`ascendctl launch` output", output)
     for rank in range(4):
