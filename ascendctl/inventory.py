@@ -16,7 +16,7 @@ import socket
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import yaml
 
@@ -392,6 +392,24 @@ def _slurm_backend(data: dict[str, Any], *, source: str, defaults: dict[str, Any
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
 
 
+def node_names(nodes: Sequence[Node], items: Iterable[str]) -> tuple[set[str], list[str]]:
+    """The node names `items` stand for, each a node's name or its host, and the items that are neither."""
+    names = {node.name for node in nodes}
+    by_host: dict[str, list[str]] = {}
+    for node in nodes:
+        by_host.setdefault(node.host, []).append(node.name)
+    found: set[str] = set()
+    missing: list[str] = []
+    for item in items:
+        if item in names:
+            found.add(item)
+        elif item in by_host:
+            found.update(by_host[item])
+        else:
+            missing.append(item)
+    return found, missing
+
+
 def _groups_from(raw: Any, nodes: list[Node], where: Any, errors: list[str]) -> dict[str, tuple[str, ...]]:
     """`groups: {rack1: 'n[01-16]', login: [n01, n02]}`: each group's members, as node names in inventory order."""
     from .nodeset import fold
@@ -399,7 +417,6 @@ def _groups_from(raw: Any, nodes: list[Node], where: Any, errors: list[str]) -> 
     if not isinstance(raw, dict):
         errors.append(f"{where('groups')}: expected a mapping like {{rack1: 'n[01-16]'}}")
         return {}
-    by_host = {node.host: node.name for node in nodes}
     order = {node.name: i for i, node in enumerate(nodes)}
     groups: dict[str, tuple[str, ...]] = {}
     for name, members in raw.items():
@@ -432,13 +449,9 @@ def _groups_from(raw: Any, nodes: list[Node], where: Any, errors: list[str]) -> 
             except NodeSetException as exc:
                 errors.append(f"{where(key_path)}: bad node set {pattern!r}: {exc}")
                 continue
-            for item in items:
-                if item in order:
-                    names.add(item)
-                elif item in by_host:
-                    names.add(by_host[item])
-                else:
-                    unknown.append(item)
+            found, missing = node_names(nodes, items)
+            names.update(found)
+            unknown += missing
         if unknown:
             errors.append(f"{where(key_path)}: {fold(unknown)}: no such node")
         groups[name] = tuple(sorted(names, key=order.__getitem__))

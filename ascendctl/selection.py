@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Collection, Iterable, Mapping
 
 from .errors import UsageError
-from .inventory import MAX_NODES, Inventory
+from .inventory import MAX_NODES, Inventory, node_names
 from .nodeset import range_size
 
 _GROUP_REF = re.compile(r"@([^,!&^\[\]\s]+)")
@@ -77,19 +77,7 @@ def select_nodes(inventory: Inventory, nodes: str | None = None, exclude: str | 
 
 def _matching(inventory: Inventory, items: Iterable[str], pattern: str) -> set[str]:
     """Node names for `items` (each a name or a host); UsageError naming what matched nothing."""
-    by_host: dict[str, list[str]] = {}
-    for node in inventory.nodes:
-        by_host.setdefault(node.host, []).append(node.name)
-    names = set(inventory.names)
-    found: set[str] = set()
-    missing: list[str] = []
-    for item in items:
-        if item in names:
-            found.add(item)
-        elif item in by_host:
-            found.update(by_host[item])
-        else:
-            missing.append(item)
+    found, missing = node_names(inventory.nodes, items)
     if missing:
         from .nodeset import fold
 

@@ -28,9 +28,9 @@ from ..shell import script
 from ..slurm import clean_environ, find_step, job_state, run_tool, step_argv, tool
 from ..transport import Transport
 from .plan import LaunchPlan
-from .record import FirstFailure, JobRecord, save_job, state_dir
+from .record import JobRecord, save_job, state_dir
 from .runner import NoticeSink
-from .ssh_runner import SSHRunner, start_payload, with_stop_results
+from .ssh_runner import SSHRunner, start_payload
 
 log = logging.getLogger(__name__)
 
@@ -85,15 +85,7 @@ class SlurmRunner(SSHRunner):
                 record = record.with_node(replace(entry, error=f"not started: {why}", ended=started))
         step = find_step(allocation.job_id, step_name(plan.job_id)) if proc.poll() is None else None
         record = replace(record, slurm_step=step)
-        bad = [n for n in record.nodes if n.pid is None]
-        if bad:
-            notice(f"{', '.join(n.name for n in bad)}: could not start; stopping the others")
-            record = replace(record, first_failure=FirstFailure(str(bad[0].error), node=bad[0].name, category="LAUNCH",
-                                                                headline=f"LAUNCH on node {bad[0].name}", rule="not_started"),
-                             teardown_started=time.time())
-            record = with_stop_results(record, self.stop(record, [n.name for n in record.nodes if n.pid is not None],
-                                                         grace=plan.grace))
-            record = replace(record, status="failed", ended=time.time())
+        record = self._stop_if_not_all_started(record, plan, notice)
         save_job(record)
         return record
 

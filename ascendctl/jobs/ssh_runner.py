@@ -157,16 +157,19 @@ class SSHRunner:
             else:
                 assert result.error is not None
                 record = record.with_node(replace(entry, error=f"not started: {result.error.message}", ended=started))
+        return self._stop_if_not_all_started(record, plan, notice)
+
+    def _stop_if_not_all_started(self, record: JobRecord, plan: LaunchPlan, notice: NoticeSink) -> JobRecord:
+        """A node whose launcher did not start fails the job: the others are stopped, the first such node is blamed."""
         bad = [n for n in record.nodes if n.pid is None]
-        if bad:
-            notice(f"{', '.join(n.name for n in bad)}: could not start; stopping the others")
-            record = replace(record, first_failure=FirstFailure(str(bad[0].error), node=bad[0].name, category="LAUNCH",
-                                                                headline=f"LAUNCH on node {bad[0].name}", rule="not_started"),
-                             teardown_started=time.time())
-            stopped = self.stop(record, [n.name for n in record.nodes if n.pid is not None], grace=plan.grace)
-            record = with_stop_results(record, stopped)
-            record = replace(record, status="failed", ended=time.time())
-        return record
+        if not bad:
+            return record
+        notice(f"{', '.join(n.name for n in bad)}: could not start; stopping the others")
+        record = replace(record, first_failure=FirstFailure(str(bad[0].error), node=bad[0].name, category="LAUNCH",
+                                                            headline=f"LAUNCH on node {bad[0].name}", rule="not_started"),
+                         teardown_started=time.time())
+        stopped = self.stop(record, [n.name for n in record.nodes if n.pid is not None], grace=plan.grace)
+        return replace(with_stop_results(record, stopped), status="failed", ended=time.time())
 
     # -- follow ------------------------------------------------------------------------------
     def follow(self, record: JobRecord, node: str) -> SSHNodeStream:
