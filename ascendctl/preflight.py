@@ -1,8 +1,8 @@
 """`ascendctl preflight`: is this cluster ready to train?
 
-Connects to every node once and reuses the connection for each round: a clock reading,
-one probe that gathers every fact the selected checks need, then (for path MTU and the
-master port) one cross-node round. Evaluation is pure (see checks/). Must not import
+Connects to every node once and reuses the connection for each round: one probe that reads
+the clock and gathers every fact the selected checks need (on the master it also starts the
+port test's listener), then (for path MTU and the master port) one cross-node round. Evaluation is pure (see checks/). Must not import
 typer or rich.
 """
 
@@ -22,7 +22,7 @@ from .outcome import Outcome, exit_code_for
 from .fanout import node_error
 from .group import NodeGroup
 from .inventory import Inventory, Node
-from .models import EventSink, NodeError
+from .models import EventSink, NodeError, NodeResult
 from .nodeset import generic, group_by
 from .network import NET_SECTIONS
 from .parsers import ParseError
@@ -33,6 +33,8 @@ FACT_BUILDERS: dict[str, Callable[[Node, ProbeContext], str | Mapping[str, str] 
     **network.FACTS, **clock.FACTS, **npu.FACTS, **system.FACTS,
 }
 LISTENER_SECONDS = 15.0
+# probe sections of the master_port test's listener: started last in the master's probe, stopped in its cross-node round
+LISTENER_SECTION, LISTENER_STOP_SECTION = "listener", "listener.stop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,11 +172,11 @@ def run_preflight(
     own_group = group is None
     nodes = group or NodeGroup(inventory)
 
+    start_listener = any(c.id == "master_port" for c in cluster_checks) and any(c.phase2 for c in cluster_checks)
+
     def phase1(node: Node, transport: Transport) -> _Probed:
         offset = uncertainty = None
         try:
-            if want_clock:
-                offset, uncertainty = measure_clock(transport)
             scripts: dict[str, str] = {}
             expected: dict[str, tuple[str, ...]] = {}
             for fact in needs:
@@ -185,10 +187,21 @@ def run_preflight(
                 elif built is not None:
                     scripts.update(built)
                     expected[fact] = tuple(built)
+            if start_listener and node.name == inventory.master.name:
+                # last, after `ports` saw the port as the job would find it: the cross-node round connects to it
+                scripts[LISTENER_SECTION] = network.listener_command(ctx.config.master_port, LISTENER_SECONDS,
+                                                                     expect=len(inventory.nodes))
             sections: dict[str, Section] = {}
             if scripts:
-                sections = ask(transport, scripts, section_timeout=ctx.config.section_timeout,
-                               timeout=node.command_timeout).sections
+                answer = ask(transport, scripts, section_timeout=ctx.config.section_timeout,
+                             timeout=node.command_timeout, clock=want_clock)
+                sections = answer.sections
+                if answer.clock is not None:
+                    offset, uncertainty = clock_offset(answer.clock.remote, answer.clock.sent, answer.clock.received)
+            if want_clock and (uncertainty is None or uncertainty > ctx.config.warn_clock_skew):
+                # no reading, or one as uncertain as the whole probe (a transport that answers only at the end):
+                # a reading of its own, as short a round trip as there is
+                offset, uncertainty = measure_clock(transport)
             return _Probed(NodeFacts(node, sections, offset, uncertainty, expected=expected))
         except TransportError as exc:
             return _Probed(NodeFacts(node), failure=node_error(exc))
@@ -227,12 +240,16 @@ def run_preflight(
 
 
 def measure_clock(transport: Transport) -> tuple[float | None, float | None]:
-    """The node's clock minus ours, compensated by half the round trip (the reading's uncertainty)."""
+    """A clock reading of its own (one round trip): the node's clock minus ours, and its uncertainty."""
     sent = time.time()
     output = transport.run(clock.CLOCK_COMMAND, timeout=10).stdout
-    received = time.time()
+    return clock_offset(output, sent, time.time())
+
+
+def clock_offset(remote_text: str, sent: float, received: float) -> tuple[float | None, float | None]:
+    """The node's clock minus ours, compensated by half the round trip (the reading's uncertainty)."""
     try:
-        remote = clock.parse_clock(output)
+        remote = clock.parse_clock(remote_text)
     except ParseError:
         return None, None
     half_rtt = (received - sent) / 2
@@ -245,7 +262,7 @@ def _phase2(
     ctx: ProbeContext,
     group: NodeGroup,
 ) -> list[NodeFacts]:
-    """Cross-node round: start a listener on the master, then every node pings and connects."""
+    """Cross-node round: every node pings its targets and connects to the listener the master's probe started."""
     want_path = any(c.id == "path_mtu" for c in cluster_checks)
     want_port = any(c.id == "master_port" for c in cluster_checks)
     master = next((f for f in reachable if f.node.name == ctx.inventory.master.name), None)
@@ -255,14 +272,9 @@ def _phase2(
         master_address = network.node_address(master)
         free, _ = network.master_port_free(master, ctx.config.master_port)
         if free:
-            try:
-                answer = group.transport(master.node).run(network.listener_command(ctx.config.master_port, LISTENER_SECONDS)).stdout.split()
-            except TransportError:
-                answer = []
-            if len(answer) == 2 and answer[0] == "listener" and answer[1].isdigit():
-                listener_pid = answer[1]
+            listener_pid = network.listener_pid(master.sections.get(LISTENER_SECTION))
         else:
-            want_port = False  # the master_port check reports the busy port itself
+            want_port = False  # the master_port check reports the busy port itself (and the listener could not bind)
 
     def phase2(node: Node, transport: Transport) -> NodeFacts:
         facts = next(f for f in reachable if f.node.name == node.name)
@@ -275,10 +287,13 @@ def _phase2(
         except TransportError:
             return facts  # no answer: the checks say "no answer from the port test"
 
+    results: Sequence[NodeResult[NodeFacts]] = ()
     try:
-        results = group.run(phase2, nodes=[f.node for f in reachable])
+        results = tuple(group.run(phase2, nodes=[f.node for f in reachable]))
     finally:
-        if listener_pid is not None and master is not None:
+        connected = {r.node for r in results if r.value is not None and network.port_connected(r.value.phase2)}
+        # the listener ends by itself once every node connected; otherwise it is still there: stop it
+        if listener_pid is not None and master is not None and len(connected) < len(ctx.inventory.nodes):
             try:
                 group.transport(master.node).run(f"kill {listener_pid} 2>/dev/null; true", timeout=10)
             except TransportError:

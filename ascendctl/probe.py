@@ -12,6 +12,7 @@ import math
 import re
 import secrets
 import shlex
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
@@ -42,8 +43,12 @@ TIMED_OUT = (124, 137)
 TOOL_PATH = "/usr/local/Ascend/driver/tools:/usr/local/sbin:/usr/local/bin:/usr/sbin:/sbin"
 
 
-def build_probe(sections: Mapping[str, str], *, nonce: str, section_timeout: float, budget: float | None = None) -> str:
+def build_probe(sections: Mapping[str, str], *, nonce: str, section_timeout: float, budget: float | None = None,
+                clock: bool = False) -> str:
     """One shell script that runs every section and frames its output with markers.
+
+    With `clock`, the node's clock is read first of all (`date +%s.%N` in a marker line of its own), so the
+    reading reaches us before any section has run: `ask` times its arrival (see ClockReading).
 
     With a `budget` (seconds), the probe as a whole ends within it: each section gets at most what is
     left, and once it is spent the remaining sections are not run (exit status NOT_RUN). So a tool that
@@ -59,6 +64,7 @@ def build_probe(sections: Mapping[str, str], *, nonce: str, section_timeout: flo
     else:
         limit, seconds, start = "", f"{section_timeout:g}", []
     lines = [
+        *([f"printf '@@{nonce} clock %s@@\\n' \"$(date +%s.%N)\""] if clock else []),
         f'PATH="$PATH:{TOOL_PATH}"; export PATH; LC_ALL=C; export LC_ALL',
         *start,
         "if command -v timeout >/dev/null 2>&1; then",
@@ -97,6 +103,24 @@ def parse_probe(text: str, *, nonce: str) -> dict[str, Section]:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockReading:
+    """The node's clock as the probe read it, and when we sent the probe and received the reading (our clock)."""
+
+    remote: str  # what `date +%s.%N` printed
+    sent: float
+    received: float
+
+
+def _clock_reading(raw: bytes, arrivals: list[tuple[float, int]], *, nonce: str, sent: float) -> ClockReading | None:
+    """The clock line of a probe's raw output and the time the chunk that completed it arrived."""
+    match = re.search(rb"@@" + nonce.encode() + rb" clock (\S*)@@\n", raw)
+    if match is None:
+        return None
+    received = next((at for at, upto in arrivals if upto >= match.end()), arrivals[-1][0] if arrivals else sent)
+    return ClockReading(match.group(1).decode("ascii", "replace"), sent, received)
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeAnswer:
     """A node's answer to one probe: its sections, and how the probe as a whole ended."""
 
@@ -106,6 +130,7 @@ class ProbeAnswer:
     stderr: str = ""
     section_timeout: float = 0.0
     unfinished: tuple[str, ...] = field(default=())
+    clock: ClockReading | None = None  # asked for with ask(..., clock=True)
 
     @property
     def complete(self) -> bool:
@@ -123,19 +148,40 @@ class ProbeAnswer:
 
 
 def ask(transport: Transport, sections: Mapping[str, str], *, section_timeout: float,
-        timeout: float | None = None) -> ProbeAnswer:
+        timeout: float | None = None, clock: bool = False) -> ProbeAnswer:
     """Run `sections` on one node in one round trip (a fresh nonce each time) and split the answer.
 
     With `timeout` (the command limit), the probe budgets itself to answer before it: sections that would
-    run past it are reported NOT_RUN instead of the whole node timing out.
+    run past it are reported NOT_RUN instead of the whole node timing out. With `clock`, the answer also
+    carries the node's clock read at the start of the probe, timed by the arrival of its output chunk (a
+    transport that hands over its output only at the end gives a reading as uncertain as the whole probe).
     """
 
     nonce = secrets.token_hex(6)
     budget = None if timeout is None else max(1.0, timeout - KILL_GRACE - 2)
-    output = transport.run(build_probe(sections, nonce=nonce, section_timeout=section_timeout, budget=budget), timeout=timeout)
-    answers = parse_probe(output.stdout, nonce=nonce)
+    script = build_probe(sections, nonce=nonce, section_timeout=section_timeout, budget=budget, clock=clock)
+    chunks: list[bytes] = []
+    arrivals: list[tuple[float, int]] = []  # (our time, bytes received so far)
+    received = 0
+
+    def on_stdout(chunk: bytes) -> None:
+        nonlocal received
+        received += len(chunk)
+        if not arrivals or arrivals[-1][1] < _CLOCK_LINE_WITHIN:
+            arrivals.append((time.time(), received))
+        chunks.append(chunk)
+
+    sent = time.time()
+    output = transport.stream(script, on_stdout=on_stdout, timeout=timeout)
+    raw = b"".join(chunks)
+    answers = parse_probe(raw.decode("utf-8", "replace"), nonce=nonce)
     unfinished = tuple(name for name in sections if name not in answers or answers[name].exit_code is None)
-    return ProbeAnswer(answers, tuple(sections), output.exit_code, output.stderr, section_timeout, unfinished)
+    reading = _clock_reading(raw[:_CLOCK_LINE_WITHIN], arrivals, nonce=nonce, sent=sent) if clock else None
+    return ProbeAnswer(answers, tuple(sections), output.exit_code, output.stderr, section_timeout, unfinished, reading)
+
+
+# the clock line is the first thing a probe prints (a login banner or profile noise may come before it)
+_CLOCK_LINE_WITHIN = 64 * 1024
 
 
 def _strip_framing(lines: list[str]) -> str:

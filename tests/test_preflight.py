@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -278,3 +280,57 @@ def test_unknown_check_id_is_a_usage_error() -> None:
     with pytest.raises(UsageError) as info:
         select_checks(["ntp,mtuu"])
     assert info.value.exit_code == ExitCode.USAGE and "mtuu" in info.value.message and "path_mtu" in (info.value.hint or "")
+
+
+# -- one round trip: the clock read by the probe itself -------------------------------------------
+def test_the_probe_reads_the_clock_first_and_times_its_arrival() -> None:
+    """A real shell (local transport): the clock line comes before any section ran, timed by its own chunk."""
+    from ascendctl.probe import ask
+    from ascendctl.transport.local import LocalTransport
+
+    node = inv("nodes: [a]\n").nodes[0]
+    before = time.time()
+    answer = ask(LocalTransport(node), {"slow": "sleep 1; echo done"}, section_timeout=5, clock=True)
+    after = time.time()
+    assert answer.sections["slow"] == Section("done", 0) and answer.clock is not None
+    assert before <= answer.clock.sent <= answer.clock.received <= after
+    # the reading arrived before the one-second section finished, not with the whole answer
+    assert answer.clock.received - answer.clock.sent < 0.9 < after - before
+    assert abs(float(answer.clock.remote) - answer.clock.received) < 0.9
+
+
+def test_a_forged_clock_line_in_a_section_is_not_the_reading() -> None:
+    from ascendctl.probe import ask
+    from ascendctl.transport.local import LocalTransport
+
+    node = inv("nodes: [a]\n").nodes[0]
+    answer = ask(LocalTransport(node), {"x": "echo '@@0123 clock 1.0@@'"}, section_timeout=5)
+    assert answer.clock is None  # not asked for: a section's text is never a reading
+    asked = ask(LocalTransport(node), {"x": "echo '@@0123 clock 1.0@@'"}, section_timeout=5, clock=True)
+    assert asked.clock is not None and float(asked.clock.remote) > 1e9
+
+
+def test_preflight_phase_one_is_one_round_trip_when_the_clock_comes_early() -> None:
+    """With a streaming transport the clock needs no command of its own; a reading as late as the whole answer
+    (a transport that hands everything over at the end, after a slow probe) is taken again on its own."""
+    inventory = inv("nodes: [a]\n")
+
+    def probe_with_clock(delay: float) -> Callable[[str], CommandResult]:
+        def reply(command: str) -> CommandResult:
+            nonce = re.search(r"@@(\w+) clock", command)
+            assert nonce, "the probe asks for the clock"
+            time.sleep(delay)
+            rest = answer_probe({"ntp": "daemon none"})(command)  # type: ignore[operator]
+            return CommandResult(command, 0, f"@@{nonce.group(1)} clock {time.time():.6f}@@\n" + rest.stdout, "", 0.0)
+        return reply
+
+    for delay, separate in ((0.0, False), (1.5, True)):
+        now = (lambda cmd: CommandResult(cmd, 0, f"{time.time():.6f}\n", "", 0.0))
+        factory = FakeFactory(inventory, default=[(r"^date", now), (r"@@", probe_with_clock(delay))])
+        group = NodeGroup(inventory, factory=factory)
+        report = run_preflight(inventory, select_checks(["ntp", "clock_skew"]), group=group)
+        calls = factory.transports["a"].calls
+        assert sum(1 for c in calls if c.startswith("date")) == (1 if separate else 0), calls
+        assert sum(1 for c in calls if "@@" in c) == 1
+        skew = next(c for c in report.nodes[0].checks if c.check == "clock_skew")
+        assert skew.status == Status.PASS, skew

@@ -51,6 +51,12 @@ def test_healthy_cluster_passes(cluster_factory: Any, tmp_path: Path) -> None:
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None
     assert suite.get("tests") == str(4 * 14 + 5) and suite.get("failures") == "0" and suite.get("errors") == "0"
+    # the port test's listener (started by the master's probe) is gone once every node connected: the job can bind
+    port = doc["cluster"][[c["id"] for c in doc["cluster"]].index("master_port")]
+    assert port["status"] == "pass"
+    master = cluster.hosts[0]
+    listening = cluster.run_on(master, "ss -Hltn")  # in the master's own network namespace
+    assert listening.returncode == 0 and ":29500 " not in listening.stdout, listening.stdout
 
 
 def test_each_fault_fails_exactly_its_check(cluster_factory: Any, tmp_path: Path) -> None:

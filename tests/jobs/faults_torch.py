@@ -3,7 +3,8 @@
 Every rank logs `rank R: step S loss: X` after each step's all-reduce, so triage can see where
 progress stopped. JOB_FAULT picks what goes wrong, on rank JOB_FAULT_RANK at step JOB_FAULT_STEP
 (default 2):
-  exit    the rank calls sys.exit(7) without printing anything
+  exit    the rank exits with code 7 without printing anything (os._exit: sys.exit(7) with a live gloo group
+          sometimes aborts in the interpreter's teardown, SIGABRT instead of 7, which is another case)
   raise   the rank raises RuntimeError in the middle of training (JOB_FAULT_TEXT is appended to its message)
   hang    the rank stops calling collectives (sleeps) while the others wait in the all-reduce
   nan     every rank's loss becomes NaN at that step (a diverged model): each logs it and exits 1
@@ -36,7 +37,9 @@ x, y = torch.randn(64, 4), torch.randn(64)
 for step in range(1, 6):
     if step == fault_step and target:
         if fault == "exit":
-            sys.exit(7)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(7)
         if fault == "raise":
             raise RuntimeError(f"rank {rank}: bad batch at step {step}" + os.environ.get("JOB_FAULT_TEXT", ""))
         if fault == "hang":
