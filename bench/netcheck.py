@@ -3,7 +3,9 @@
 1. Schedule only (simulated): 16 and 64 nodes, one of them slow (10% bandwidth), every pair's bandwidth
    simulated; a round costs the time its slowest pair needs to move --size at its bandwidth (healthy 100 Gbit/s).
    For --pairs (default), --all-pairs and --quick: rounds, simulated wall time, and whether exactly the slow node
-   was named (the same verdict code as the command).
+   was named (the same verdict code as the command). --quick twice: `quick` with a pairwise backend (tcp/torch:
+   every ring link has its own rate) and `quick-mpi` with an aggregate one (hccl_test/nccl-tests: one figure per
+   group, its all-reduce's bus bandwidth), both through schedule.QuickSearch as the command runs it.
 2. Real: 8 test hosts (tests/cluster/harness.py, root needed), eth1 shaped to 400 Mbit, one to 40 Mbit;
    `ascendctl netcheck --backend tcp --size 6M` in each mode: rounds, wall time, verdict.
 
@@ -22,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ascendctl.netcheck.schedule import confirmation_rounds, pair_rounds, ring_round  # noqa: E402
+from ascendctl.netcheck.schedule import GroupResult, QuickSearch, pair_rounds, ring_links  # noqa: E402
 from ascendctl.netcheck.verdict import Measurement, judge  # noqa: E402
 
 HEALTHY_GBPS, SIZE_BYTES = 100.0, 64 * 2**20
@@ -45,18 +47,26 @@ def simulate(n: int, slow: int, mode: str) -> tuple[int, float, list[str], float
         measured.extend(Measurement(names[a], names[b], bw(a, b), bw(a, b), len(rounds)) for a, b in pairs)
 
     started = time.perf_counter()
-    if mode == "quick":
-        ring = ring_round(n)
-        run(ring)
-        first = judge(names, measured)
-        if not first.clean:
-            bad = {x for key in first.slow_links for x in key} | set(first.slow_nodes)
-            for pairs in confirmation_rounds(n, [i for i, x in enumerate(names) if x in bad], {frozenset(p) for p in ring}):
-                run(pairs)
+    reference, vouched = None, []
+    if mode.startswith("quick"):
+        per_link = mode == "quick"
+        search = QuickSearch(n, per_link=per_link)
+        while (groups := search.next_round()) is not None:
+            results = []
+            for g in groups:
+                links = [(link, bw(*link)) for link in ring_links(g)]
+                if per_link or len(g) == 2:
+                    measured.extend(Measurement(names[a], names[b], v, v, len(rounds)) for (a, b), v in links)
+                results.append(GroupResult(g, min(v for _, v in links), tuple(links) if per_link else ()))
+            # a round lasts as long as its slowest group's ring: SIZE over its slowest link
+            wall += max(SIZE_BYTES * 8 / (r.gbps * 1e9) for r in results if r.gbps)
+            rounds.append([link for g in groups for link in ring_links(g)])
+            search.record(results)
+        reference, vouched = search.reference, [names[i] for i in search.cleared]
     else:
         for pairs in pair_rounds(n, all_pairs=mode == "all-pairs"):
             run(pairs)
-    verdict = judge(names, measured)
+    verdict = judge(names, measured, reference=reference, vouched=vouched)
     return len(rounds), wall, list(verdict.slow_nodes) + [f"{a}-{b}" for a, b in verdict.slow_links], time.perf_counter() - started
 
 
@@ -91,10 +101,12 @@ def main() -> None:
     parser.add_argument("--real", action="store_true", help="also run on 8 real test hosts (root)")
     args = parser.parse_args()
     for n in (16, 64):
-        for mode in ("pairs", "all-pairs", "quick"):
+        for mode in ("pairs", "all-pairs", "quick", "quick-mpi"):
             rounds, wall, named, cpu = simulate(n, slow=n // 3, mode=mode)
             print(f"simulated {n:3d} nodes {mode:10s} rounds {rounds:3d}  simulated wall {wall:6.2f}s "
                   f"(64 MiB, 100 Gbit/s, slow node 10 Gbit/s)  named {named}  schedule+verdict {cpu * 1000:.1f} ms")
+        rounds, wall, named, cpu = simulate(n, slow=-1, mode="quick-mpi")
+        print(f"simulated {n:3d} nodes {'healthy':10s} quick-mpi rounds {rounds:3d}  simulated wall {wall:6.2f}s  named {named}")
     if args.real:
         real()
 

@@ -78,6 +78,7 @@ CASES = [
     ("launch-dry-run", "launch -i {local} --launcher torchrun --dry-run --json -- train.py --epochs 3", 0),
     ("launch-dry-run", "launch -i {local} --launcher msrun --env HCCL_TOKEN=s3cret --dry-run --json -- train.py", 0),
     ("netcheck", "netcheck -i {local} --backend tcp --size 1M --json", 0),
+    ("netcheck", "netcheck -i {local} --backend tcp --size 1M --quick --json", 0),  # groups: the ring of two
     ("netcheck", "netcheck -i {unreach} --backend tcp --size 1M --json", 4),
     ("triage", f"triage {TRIAGE_CASE} --json", 0),
     ("collect", "collect -i {local} -o {tmp}/bundle.tar.gz --json", 0),

@@ -10,8 +10,8 @@ import pytest
 
 from ascendctl.netcheck import backends
 from ascendctl.netcheck.run import choose_backend
-from ascendctl.netcheck.schedule import (circle_round, confirmation_rounds, default_round_count, pair_rounds,
-                                         partners_promised, ring_round, rounds_for_all_pairs)
+from ascendctl.netcheck.schedule import (Group, Pair, circle_round, default_round_count, pair_rounds, partners_promised,
+                                         quick_search_rounds, ring_links, ring_round, rounds_for_all_pairs)
 from ascendctl.netcheck.verdict import Measurement, judge
 
 
@@ -68,21 +68,82 @@ def test_ring_round_each_node_serves_once_and_connects_once() -> None:
         assert sorted(a for a, _ in ring) == list(range(n)) and sorted(b for _, b in ring) == list(range(n))
 
 
-def test_confirmation_rounds_pair_suspects_with_new_clean_partners() -> None:
-    n = 8
-    ring = ring_round(n)
-    met = {frozenset(p) for p in ring}
-    rounds = confirmation_rounds(n, [3, 4], met)
-    met_now = partners(n, rounds)
-    for s in (3, 4):
-        assert len(met_now[s]) == 2 and not met_now[s] & {2, 3, 4, 5}  # clean, and not a ring neighbour again
-    assert len(rounds) == 2
+def simulated_quick(n: int, *, per_link: bool, slow_nodes: tuple[int, ...] = (), slow_links: tuple[Pair, ...] = (),
+                    healthy: float = 100.0) -> tuple[list[list[Group]], list[Measurement], object]:
+    """--quick over simulated bandwidths (slow: 10%); returns the rounds, the pairs measured, and the verdict."""
+    names = [f"n{i:04d}" for i in range(n)]
+    bad_links = {frozenset(link) for link in slow_links}
+    pairs: list[Measurement] = []
+
+    def bw(a: int, b: int) -> float:
+        slow = a in slow_nodes or b in slow_nodes or frozenset((a, b)) in bad_links
+        return healthy * (0.1 if slow else 1.0) * (1 + 0.01 * ((a * 7 + b) % 5))  # a little spread
+
+    def figure(group: Group) -> tuple[float | None, tuple[tuple[Pair, float | None], ...]]:
+        links = tuple((link, bw(*link)) for link in ring_links(group))
+        if per_link or len(group) == 2:
+            pairs.extend(Measurement(names[a], names[b], v, v, 0) for (a, b), v in links)
+        return min(v for _, v in links), (links if per_link else ())
+
+    search, rounds = quick_search_rounds(n, figure, per_link=per_link)
+    verdict = judge(names, pairs, reference=search.reference, vouched=[names[i] for i in search.cleared])
+    return rounds, pairs, verdict
 
 
-def test_confirmation_rounds_stop_when_no_clean_node_is_left() -> None:
-    assert confirmation_rounds(3, [0, 1, 2], set()) == []
-    rounds = confirmation_rounds(3, [0, 1], {frozenset((0, 2))})
-    assert rounds == [[(2, 1)]]
+@pytest.mark.parametrize("per_link", [True, False], ids=["links", "aggregate"])
+def test_quick_healthy_cluster_stops_after_the_ring_or_the_halves(per_link: bool) -> None:
+    for n in [*range(2, 40), 63, 64, 65, 127, 128, 1023, 1024]:
+        rounds, _, verdict = simulated_quick(n, per_link=per_link)
+        assert len(rounds) == (1 if per_link or n == 2 else 2), n
+        assert rounds[0] == [tuple(range(n))]
+        assert verdict.clean and all(v.status == "ok" for v in verdict.nodes), n  # nodes cleared by a group are ok
+
+
+@pytest.mark.parametrize("per_link", [True, False], ids=["links", "aggregate"])
+def test_quick_isolates_one_slow_node_in_about_log2_n_plus_2_rounds(per_link: bool) -> None:
+    for n in [*range(4, 40), 63, 64, 65, 127, 128, 1000, 1023, 1024]:
+        for slow in sorted({0, 1, n // 3, n // 2, n - 1}):
+            rounds, _, verdict = simulated_quick(n, per_link=per_link, slow_nodes=(slow,))
+            name = f"n{slow:04d}"
+            assert verdict.slow_nodes == (name,), (n, slow, verdict.slow_nodes, verdict.slow_links)
+            assert verdict.slow_links == () and verdict.broken_links == ()
+            assert len(rounds) <= math.ceil(math.log2(n)) + 2, (n, slow, len(rounds))
+            for groups in rounds:  # the groups of a round are disjoint
+                members = [x for g in groups for x in g]
+                assert len(members) == len(set(members))
+
+
+@pytest.mark.parametrize("per_link", [True, False], ids=["links", "aggregate"])
+def test_quick_names_a_slow_link_as_a_link(per_link: bool) -> None:
+    for n in [4, 5, 7, 8, 9, 16, 33, 64, 1024]:
+        for link in sorted({(0, 1), (n // 2 - 1, n // 2), (n - 1, 0)}):
+            rounds, _, verdict = simulated_quick(n, per_link=per_link, slow_links=(link,))
+            named = tuple(sorted((f"n{link[0]:04d}", f"n{link[1]:04d}")))
+            assert verdict.slow_links == (named,) and verdict.slow_nodes == (), (n, link, verdict)
+            assert len(rounds) <= math.ceil(math.log2(n)) + 2, (n, link, len(rounds))
+
+
+def test_quick_bisection_halves_are_measured_at_the_same_time_and_the_slow_one_is_split() -> None:
+    rounds, _, verdict = simulated_quick(8, per_link=False, slow_nodes=(5,))
+    assert rounds[0] == [tuple(range(8))]
+    assert rounds[1] == [(0, 1, 2, 3), (4, 5, 6, 7)]  # the halves: each the other's reference
+    assert rounds[2] == [(4, 5), (6, 7)]  # the slow half, split
+    assert [set(g) & {4, 5} for g in rounds[3]] == [{4}, {5}]  # each alone with a healthy helper
+    assert verdict.slow_nodes == ("n0005",)
+
+
+def test_quick_with_links_localises_from_the_ring_without_splitting_the_cluster() -> None:
+    rounds, _, verdict = simulated_quick(64, per_link=True, slow_nodes=(20,))
+    assert len(rounds) == 3 and all(len(g) <= 2 for groups in rounds[1:] for g in groups)
+    assert verdict.slow_nodes == ("n0020",)
+
+
+def test_quick_cannot_judge_three_nodes_by_a_median_when_one_of_them_is_slow() -> None:
+    """With three nodes one slow node slows two links of three: the median is slow, and nothing stands out (as with --all-pairs)."""
+    _, _, verdict = simulated_quick(3, per_link=True, slow_nodes=(1,))
+    assert verdict.clean
+    _, _, verdict = simulated_quick(4, per_link=True, slow_nodes=(1,))
+    assert verdict.slow_nodes == ("n0001",)
 
 
 def m(a: str, b: str, ab: float | None, ba: float | None = None, error: str | None = None) -> Measurement:
@@ -171,14 +232,48 @@ def test_torch_command_lines_name_the_cluster_interface_for_gloo() -> None:
         backends.server_command("hccl_test", python="p", bind_ip="i", ifname=None, size=1, timeout=1)
 
 
+def test_ring_bus_factor_makes_rings_of_any_size_compare_with_a_pair() -> None:
+    assert backends.ring_bus_factor(2) == 1.0 and backends.ring_bus_factor(4) == 1.5
+    # an all-reduce ring of k nodes on links of rate L runs at an algorithm bandwidth of L k / 2(k-1)
+    for k in (2, 3, 8, 1024):
+        assert L_k(k) * backends.ring_bus_factor(k) == pytest.approx(10.0)
+
+
+def L_k(k: int, link: float = 10.0) -> float:
+    return link * k / (2 * (k - 1))
+
+
 def test_mpi_backend_command_lines() -> None:
     nccl = backends.nccl_tests_command(hosts=("10.0.0.1", "10.0.0.2"), size=64 << 20, ifname="ib0")
     assert shlex.split(nccl) == ["mpirun", "--allow-run-as-root", "-np", "2", "-H", "10.0.0.1:1,10.0.0.2:1",
                                  "-x", "NCCL_SOCKET_IFNAME=ib0", "sendrecv_perf", "-b", "67108864", "-e", "67108864",
                                  "-g", "1", "-n", "20"]
-    hccl = backends.hccl_test_command(hosts=("a", "b"), size=1024, devices_per_node=8)
-    assert hccl.startswith("mpirun -n 16 -hosts a,b \"${ASCEND_TOOLKIT_HOME:-/usr/local/Ascend/ascend-toolkit/latest}"
-                           "/tools/hccl_test/bin\"/all_reduce_test -b 1024 -e 1024 -f 2 -d fp32 -o sum -p 8")
+    ring = backends.nccl_tests_command(hosts=("a", "b", "c"), size=8, ifname=None)
+    assert shlex.split(ring)[:7] == ["mpirun", "--allow-run-as-root", "-np", "3", "-H", "a:1,b:1,c:1", "all_reduce_perf"]
+
+
+def test_hccl_test_command_line_each_mpi_form() -> None:
+    hccl = backends.hccl_test_command(hosts=("10.0.0.1", "10.0.0.2"), size=1024, npus=8, ifname="eth1")
+    program = ("\"${ASCEND_TOOLKIT_HOME:-/usr/local/Ascend/ascend-toolkit/latest}/tools/hccl_test/bin\"/all_reduce_test "
+               "-p 8 -b 1024 -e 1024 -f 2 -d fp32 -o sum -n 20")
+    assert hccl == ("if mpirun --version 2>&1 | grep -q 'Open MPI'; then "
+                    "HCCL_SOCKET_IFNAME==eth1 exec mpirun --allow-run-as-root -n 16 -H 10.0.0.1:8,10.0.0.2:8 "
+                    f"-x HCCL_SOCKET_IFNAME -x LD_LIBRARY_PATH {program}; "
+                    f"else HCCL_SOCKET_IFNAME==eth1 exec mpirun -n 16 -hosts 10.0.0.1:8,10.0.0.2:8 {program}; fi")
+    three = backends.hccl_test_command(hosts=("a", "b", "c"), size=64 << 20, npus=4)
+    assert "-n 12 -hosts a:4,b:4,c:4 " in three and "-p 4 -b 67108864 -e 67108864" in three and "HCCL_SOCKET" not in three
+
+
+def test_hccl_test_command_quotes_hostile_host_names_and_interfaces(tmp_path: Path) -> None:
+    import subprocess
+
+    hostile = ("a;touch " + str(tmp_path / "pwned"), "$(touch " + str(tmp_path / "pwned2") + ")")
+    command = backends.hccl_test_command(hosts=hostile, size=8, npus=1, ifname="e;x", mpirun=str(tmp_path / "mpirun"))
+    (tmp_path / "mpirun").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    (tmp_path / "mpirun").chmod(0o755)
+    argv = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert argv[:4] == ["-n", "2", "-hosts", f"{hostile[0]}:1,{hostile[1]}:1"]  # one argument, as given
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
 
 
 def test_port_and_result_lines() -> None:
@@ -208,7 +303,9 @@ def test_auto_backend_takes_the_first_every_node_has() -> None:
     assert choose_backend("auto", [frozenset({"tcp", "torch"}), frozenset({"tcp", "torch", "nccl-tests"})]) == \
         ("torch", "auto: every node has torch")
     assert choose_backend("auto", [frozenset({"tcp", "torch", "nccl-tests"})] * 2) == ("nccl-tests", "auto: every node has nccl-tests")
-    assert choose_backend("auto", [frozenset({"tcp", "hccl_test"}), frozenset({"tcp", "hccl_test"})])[0] == "tcp"
+    assert choose_backend("auto", [frozenset({"tcp", "torch", "nccl-tests", "hccl_test"})] * 2) == \
+        ("hccl_test", "auto: every node has hccl_test")  # the Ascend device plane first
+    assert choose_backend("auto", [frozenset({"tcp", "hccl_test"}), frozenset({"tcp"})])[0] == "tcp"
     assert choose_backend("auto", [frozenset({"tcp"}), frozenset()])[0] == "tcp"
     assert choose_backend("torch", [frozenset()]) == ("torch", "asked for")
 
@@ -223,7 +320,6 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("args,message", [(["--quick", "--all-pairs"], "choose one of"), (["--size", "lots"], "not a size"),
-                                          (["--backend", "hccl_test"], "not run by this version"),
                                           (["--backend", "ib_write_bw"], "unknown backend")])
 def test_usage_errors_exit_2_with_a_message(args: list[str], message: str, tmp_path: object) -> None:
     code, out, err = run_cli(*args)

@@ -1,4 +1,4 @@
-"""nccl-tests / rccl-tests tables as people posted them (tests/data/netcheck/INDEX.md names each source)."""
+"""nccl-tests / rccl-tests tables as people posted them, and hccl_test's as its vendor documents it (tests/data/netcheck/INDEX.md names each source)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ascendctl.parsers import ParseError
-from ascendctl.parsers.perftests import PerfRow, gbit_per_s, parse_nccl_tests
+from ascendctl.parsers.perftests import HcclRow, PerfRow, gbit_per_s, parse_hccl_test, parse_nccl_tests
 
 DATA = Path(__file__).parent / "data" / "netcheck"
 
@@ -56,3 +56,81 @@ def test_garbage_row_is_an_error() -> None:
     header = "#       size         count      type     time   algbw   busbw  error\n"
     with pytest.raises(ParseError):
         parse_nccl_tests(header + "    1024   256   float   x.y   1.0\n")
+
+
+# hccl_test: the vendor's documented output (tests/data/netcheck/INDEX.md) and mutations of it made here, each
+# in a way the binary's print code (hccl_opbase_rootinfo_base) can print
+
+HCCL = DATA / "hccl_test" / "all_reduce_test.doc.txt"
+
+
+def hccl_doc() -> str:
+    return HCCL.read_text()
+
+
+def test_hccl_test_table_as_documented() -> None:
+    table = parse_hccl_test(hccl_doc())
+    assert len(table.rows) == 14 and table.failed_ranks == ()
+    assert table.rows[0] == HcclRow(8192, 764.55, 0.00998, "success")
+    assert table.largest == HcclRow(67108864, 2630.20, 23.76245, "success")
+    assert table.at_size(1048576) == HcclRow(1048576, 1778.30, 0.54916, "success")
+    assert gbit_per_s(table.rows[-1].algbw) == pytest.approx(190.0996)
+
+
+def test_hccl_test_header_as_the_binary_prints_it() -> None:
+    """The binary's header printf: "%-15s | %-12s | %-18s | %s" with `aveg_time(us):` (the docs show `avg_time`)."""
+    header = "%-15s | %-12s | %-18s | %s" % ("data_size(Bytes):", "aveg_time(us):", "alg_bandwidth(GB/s):", "check_result:")
+    row = "%-17d | %-14.2f | %-20.5f | success" % (67108864, 2630.20, 23.76245)
+    table = parse_hccl_test(f"{header}\n{row}\n")
+    assert table.rows == (HcclRow(67108864, 2630.2, 23.76245, "success"),)
+
+
+def test_hccl_test_unchecked_rows_and_the_overflow_warning() -> None:
+    text = hccl_doc().replace("| success", "| NULL")
+    text = "Warning: The calculation result overflows, No verification is performed.\n" + text
+    table = parse_hccl_test(text)
+    assert {r.check for r in table.rows} == {"NULL"} and len(table.rows) == 14
+
+
+def test_hccl_test_failed_checks_are_failures_naming_the_rank() -> None:
+    from ascendctl.netcheck.backends import BackendOutputError, parse_hccl_test_gbps
+
+    lines = hccl_doc().splitlines()
+    failed_row = lines[-1].replace("success", "failed")
+    table = parse_hccl_test("\n".join([*lines[:-1], failed_row]))
+    assert table.rows[-1].check == "failed"
+    with pytest.raises(BackendOutputError, match="result check failed at 67108864 bytes"):
+        parse_hccl_test_gbps("\n".join([*lines[:-1], failed_row]), 67108864)
+    rank_line = "local rank_id 3, check result failed, %-17d | %-14.2f | %-20.5f | failed" % (67108864, 2630.20, 23.76245)
+    text = "\n".join([lines[0], rank_line, *lines[1:]])
+    assert parse_hccl_test(text).failed_ranks == ((3, 67108864),)
+    with pytest.raises(BackendOutputError, match="result check failed on rank 3"):
+        parse_hccl_test_gbps(text, 67108864)
+    # only the failing rank's own line, the root's table cut off by the failure
+    assert parse_hccl_test(rank_line + "\n").failed_ranks == ((3, 67108864),)
+
+
+def test_hccl_test_gbps_at_the_size_asked_else_the_largest() -> None:
+    from ascendctl.netcheck.backends import parse_hccl_test_gbps
+
+    assert parse_hccl_test_gbps(hccl_doc(), 1048576) == pytest.approx(0.54916 * 8)
+    assert parse_hccl_test_gbps(hccl_doc(), 12345) == pytest.approx(23.76245 * 8)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("", "no hccl_test table header"),
+    ("mpirun: all_reduce_test: No such file or directory\n", "no hccl_test table header"),
+    ("the minbytes is 8192, maxbytes is 67108864, iters is 20, warmup_iters is 5\n"
+     "data_size(Bytes): |   avg_time(us): | alg_bandwidth(GB/s): | check_result:\n", "has no rows"),
+    ("data_size(Bytes): |   avg_time(us): | alg_bandwidth(GB/s): | check_result:\n8192   |  764.5", "hccl_test row '8192   |  764.5'"),
+    ("data_size(Bytes): |   avg_time(us): | alg_bandwidth(GB/s): | check_result:\n8192 | x | 0.1 | success\n", "hccl_test row"),
+    ("\x00\xff garbage | | |\n", "no hccl_test table header"),
+])
+def test_hccl_test_not_a_table_is_a_parse_error(text: str, message: str) -> None:
+    with pytest.raises(ParseError, match=message.replace("(", r"\(").replace("|", r"\|")):
+        parse_hccl_test(text)
+
+
+def test_a_truncated_hccl_test_table_keeps_the_rows_it_has() -> None:
+    lines = hccl_doc().splitlines()
+    assert [r.size for r in parse_hccl_test("\n".join(lines[:5])).rows] == [8192, 16384, 32768]

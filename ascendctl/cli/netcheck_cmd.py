@@ -15,7 +15,7 @@ from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, Fanout
 @cli_errors
 def netcheck(
     inventory: InventoryOpt = None,
-    quick: Annotated[bool, typer.Option("--quick", help="One ring across all nodes; only if slow, re-measure the suspects.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="One ring across all nodes; only if it is slow, bisection to the slow node or link.")] = False,
     pairs: Annotated[bool, typer.Option("--pairs", help="Rounds of disjoint pairs: every node meets ceil(log2 N)+1 partners (default).")] = False,
     all_pairs: Annotated[bool, typer.Option("--all-pairs", help="Every pair once (N-1 rounds, circle method).")] = False,
     size: Annotated[str, typer.Option("--size", help="Bytes each way per pair (64M, 512K, 1G).")] = "64M",
@@ -29,7 +29,7 @@ def netcheck(
     fanout: FanoutOpt = None,
     accept_new_host_keys: AcceptKeysOpt = False,
 ) -> None:
-    """Measure point-to-point bandwidth between pairs of nodes and name the slow nodes and links."""
+    """Measure bandwidth between pairs (or, --quick, rings) of nodes and name the slow nodes and links."""
     from ..errors import AscendctlError, ExitCode
     from ..inventory import load_inventory
     from ..netcheck import NetcheckOptions, run_netcheck

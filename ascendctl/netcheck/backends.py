@@ -3,8 +3,9 @@
 `tcp` (python3 standard library) and `torch` (gloo on CPU) ship a program in ascendctl/netcheck/programs/ that
 reaches the node on stdin (`python3 - ARGS`), like the packaged shell programs: nothing is installed. A pair
 is a server (binds the cluster address, prints `PORT <n>`) and a client; each prints one JSON line with what it
-received. `nccl-tests` and `hccl_test` are MPI programs started from the pair's first node; their command lines
-are built here and their tables parsed in parsers/perftests.py. Every value that reaches a shell is quoted.
+received. `hccl_test` and `nccl-tests` are MPI programs started once per measured group (a pair is a group of two)
+from its first node; their command lines are built here (the MPI table) and their tables parsed in
+parsers/perftests.py. Every value that reaches a shell is quoted.
 Pure; must not import typer or rich.
 """
 
@@ -16,17 +17,20 @@ import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
+from typing import Callable, Sequence
 
 BACKENDS = ("hccl_test", "nccl-tests", "torch", "tcp")
-# run pair by pair, in the order `auto` prefers them; hccl_test has a command line only (no real output to test a parser on)
-RUNNABLE = ("nccl-tests", "torch", "tcp")
-MPI_BACKENDS = ("nccl-tests",)  # started once per pair, from the pair's first node, by mpirun
+# the order `auto` prefers them: the Ascend device plane (hccl_test), the GPU one (nccl-tests), then the host network
+RUNNABLE = BACKENDS
+MPI_BACKENDS = ("hccl_test", "nccl-tests")  # one mpirun per measured group (a pair is a group of two), from its first node
+HCCL_TEST_DIR = "${ASCEND_TOOLKIT_HOME:-/usr/local/Ascend/ascend-toolkit/latest}/tools/hccl_test/bin"
 # probe sections: does the node have what the MPI backends need (exit 0 when it does)
 HAS_SECTIONS = {
-    "nccl-tests": "command -v mpirun >/dev/null 2>&1 && command -v sendrecv_perf >/dev/null 2>&1",
+    "hccl_test": f'command -v mpirun >/dev/null 2>&1 && test -x "{HCCL_TEST_DIR}/all_reduce_test"',
+    "nccl-tests": "command -v mpirun >/dev/null 2>&1 && command -v sendrecv_perf >/dev/null 2>&1"
+                  " && command -v all_reduce_perf >/dev/null 2>&1",
 }
 PROGRAMS = {"tcp": "tcp_bw.py", "torch": "torch_bw.py"}
-HCCL_TEST_DIR = "${ASCEND_TOOLKIT_HOME:-/usr/local/Ascend/ascend-toolkit/latest}/tools/hccl_test/bin"
 
 _PORT = re.compile(r"^PORT (\d+)\s*$", re.MULTILINE)
 
@@ -109,23 +113,28 @@ def parse_received(text: str) -> Received:
     raise BackendOutputError(f"no result line ({tail[0][:120]})")
 
 
-def nccl_tests_command(*, mpirun: str = "mpirun", binary: str = "sendrecv_perf", hosts: tuple[str, str], size: int,
+def nccl_tests_command(*, mpirun: str = "mpirun", binary: str | None = None, hosts: Sequence[str], size: int,
                        ifname: str | None, iters: int = 20) -> str:
-    """nccl-tests over two nodes, one GPU each (`sendrecv_perf` measures point-to-point, `all_reduce_perf` a ring).
+    """nccl-tests over the nodes `hosts`, one GPU each: `sendrecv_perf` for two (point-to-point), else `all_reduce_perf` (a ring).
 
     `-b`/`-e` at one size, `-g 1` GPU per process, NCCL_SOCKET_IFNAME for the bootstrap/socket transport.
     """
     q = shlex.quote
+    program = binary or ("sendrecv_perf" if len(hosts) == 2 else "all_reduce_perf")
     env = f"-x NCCL_SOCKET_IFNAME={q(ifname)} " if ifname else ""
-    return (f"{q(mpirun)} --allow-run-as-root -np 2 -H {q(hosts[0] + ':1,' + hosts[1] + ':1')} "
-            f"{env}{q(binary)} -b {int(size)} -e {int(size)} -g 1 -n {int(iters)}")
+    return (f"{q(mpirun)} --allow-run-as-root -np {len(hosts)} -H {q(','.join(h + ':1' for h in hosts))} "
+            f"{env}{q(program)} -b {int(size)} -e {int(size)} -g 1 -n {int(iters)}")
+
+
+def _tail(text: str) -> str:
+    return (text.strip().splitlines()[-1:] or ["no output"])[0][:120]
 
 
 def parse_nccl_tests_gbps(text: str, size: int) -> float:
-    """The pair's Gbit/s from a `sendrecv_perf` table: the out-of-place algbw at `size` (else the largest row).
+    """The run's Gbit/s from a nccl-tests table: the out-of-place algbw at `size` (else the largest row).
 
-    sendrecv over two ranks sends both ways at once, so this is each direction's rate. BackendOutputError when
-    there is no table.
+    sendrecv over two ranks sends both ways at once, so for a pair this is each direction's rate. BackendOutputError
+    when there is no table.
     """
     from ..parsers import ParseError
     from ..parsers.perftests import gbit_per_s, parse_nccl_tests
@@ -133,24 +142,85 @@ def parse_nccl_tests_gbps(text: str, size: int) -> float:
     try:
         table = parse_nccl_tests(text)
     except ParseError as exc:
-        tail = text.strip().splitlines()[-1:] or ["no output"]
-        raise BackendOutputError(f"{exc} ({tail[0][:120]})") from None
+        raise BackendOutputError(f"{exc} ({_tail(text)})") from None
     row = table.at_size(size) or table.largest
     assert row is not None  # parse_nccl_tests refuses a table without rows
     return gbit_per_s(row.algbw)
 
 
-def hccl_test_command(*, mpirun: str = "mpirun", binary: str = "all_reduce_test", hosts: tuple[str, str], size: int,
-                      devices_per_node: int = 8, iters: int = 20) -> str:
-    """CANN's hccl_test over two nodes: `-p` NPUs per node, one size (`-b`/`-e`), `-n` iterations.
+def hccl_test_command(*, mpirun: str = "mpirun", binary: str = "all_reduce_test", hosts: Sequence[str], size: int,
+                      npus: int = 8, ifname: str | None = None, iters: int = 20) -> str:
+    """CANN's hccl_test all-reduce over the nodes `hosts`, `npus` NPUs each, at one size (`-b S -e S`).
 
-    The binary lives in the toolkit's tools/hccl_test/bin (HCCL_TEST_DIR, expanded on the node).
+    `-n` on mpirun is the NPUs in all (nodes x npus), `-p` the NPUs per node; the binary is the toolkit's
+    tools/hccl_test/bin/all_reduce_test (HCCL_TEST_DIR, expanded on the node). The node's mpirun decides the form
+    (hccl_test builds against either): MPICH (hydra) takes `-hosts a:P,b:P` and passes the environment on by
+    itself; Open MPI takes `-H a:P,b:P`, `-x` for each variable and `--allow-run-as-root`. HCCL_SOCKET_IFNAME
+    `=<if>` (exact match) puts HCCL's host-side bootstrap on the cluster interface. The result check stays on (its
+    default, `-c 1`): a `failed` check is a broken measurement, not a bandwidth.
     """
     q = shlex.quote
-    np = 2 * int(devices_per_node)
-    path = f'"{HCCL_TEST_DIR}"/{q(binary)}'
-    return (f"{q(mpirun)} -n {np} -hosts {q(hosts[0] + ',' + hosts[1])} {path} "
-            f"-b {int(size)} -e {int(size)} -f 2 -d fp32 -o sum -p {int(devices_per_node)} -n {int(iters)}")
+    per_node = int(npus)
+    placement = q(",".join(f"{h}:{per_node}" for h in hosts))
+    program = (f'"{HCCL_TEST_DIR}"/{q(binary)} -p {per_node} -b {int(size)} -e {int(size)} -f 2 -d fp32 -o sum '
+               f"-n {int(iters)}")
+    env = f"HCCL_SOCKET_IFNAME={q('=' + ifname)} " if ifname else ""
+    forward = "-x HCCL_SOCKET_IFNAME " if ifname else ""
+    total = len(hosts) * per_node
+    openmpi = (f"{env}exec {q(mpirun)} --allow-run-as-root -n {total} -H {placement} {forward}-x LD_LIBRARY_PATH "
+               f"{program}")
+    mpich = f"{env}exec {q(mpirun)} -n {total} -hosts {placement} {program}"
+    return f"if {q(mpirun)} --version 2>&1 | grep -q 'Open MPI'; then {openmpi}; else {mpich}; fi"
+
+
+def parse_hccl_test_gbps(text: str, size: int) -> float:
+    """The run's Gbit/s from an hccl_test table: alg_bandwidth (GB/s) at `size` (else the largest row) x 8.
+
+    A failed result check (a `failed` row, or a `local rank_id N, check result failed` line) is a
+    BackendOutputError naming the ranks: the data did not arrive intact, so its speed means nothing.
+    """
+    from ..parsers import ParseError
+    from ..parsers.perftests import gbit_per_s, parse_hccl_test
+
+    try:
+        table = parse_hccl_test(text)
+    except ParseError as exc:
+        raise BackendOutputError(f"{exc} ({_tail(text)})") from None
+    if table.failed_ranks:
+        ranks = ", ".join(str(r) for r in sorted({rank for rank, _ in table.failed_ranks}))
+        raise BackendOutputError(f"hccl_test: result check failed on rank {ranks}")
+    row = table.at_size(size) or table.largest
+    if row is None:
+        raise BackendOutputError(f"hccl_test table has no rows ({_tail(text)})")
+    if row.check == "failed":
+        raise BackendOutputError(f"hccl_test: result check failed at {row.size} bytes")
+    return gbit_per_s(row.algbw)
+
+
+def ring_bus_factor(nodes: int) -> float:
+    """2(k-1)/k: an all-reduce ring over k nodes moves that many times the data over each node's link.
+
+    An all-reduce's algorithm bandwidth falls as its ring grows (k/2(k-1) of the link rate); times this factor it is
+    the link's rate (nccl-tests' `busbw`), so rings of different sizes, and pairs (factor 1), compare.
+    """
+    return 2 * (nodes - 1) / nodes if nodes > 1 else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class MpiBackend:
+    """How an MPI backend measures a group of nodes: the command started on its first node and the parser of its output."""
+
+    command: Callable[[Sequence[str], int, str | None, int], str]  # (hosts, size, ifname, npus per node)
+    gbps: Callable[[str, int], float]  # (output, size) -> the run's algorithm bandwidth in Gbit/s
+
+
+MPI = {
+    "hccl_test": MpiBackend(lambda hosts, size, ifname, npus: hccl_test_command(hosts=hosts, size=size, npus=npus,
+                                                                                ifname=ifname),
+                            parse_hccl_test_gbps),
+    "nccl-tests": MpiBackend(lambda hosts, size, ifname, npus: nccl_tests_command(hosts=hosts, size=size, ifname=ifname),
+                             parse_nccl_tests_gbps),
+}
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)i?[bB]?\s*$")

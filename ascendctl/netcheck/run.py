@@ -24,8 +24,8 @@ from ..probe import ask
 from ..transport import KILL_GRACE, ANSWER_SLACK, Spawned, Transport, node_bounded
 from . import backends
 from .device_ping import HCCN_TOOL_CHECK, HCCN_TOOL_SECTION, DeviceVerdict, run_device_pings
-from .schedule import Pair, confirmation_rounds, pair_rounds, ring_round
-from .verdict import Measurement, Verdict, judge
+from .schedule import GroupResult, Pair, QuickSearch, pair_rounds, ring_links
+from .verdict import Measurement, Verdict, is_slow, judge
 
 MODES = ("pairs", "all-pairs", "quick")
 TORCH = "netcheck.torch"
@@ -66,6 +66,7 @@ class NetcheckReport:
     problems: tuple[NodeProblem, ...] = field(default=())
     seconds: float = 0.0
     devices: DeviceVerdict = field(default=DeviceVerdict(skipped="not asked"))
+    groups: tuple["GroupMeasurement", ...] = field(default=())
 
     @property
     def outcomes(self) -> list[Outcome]:
@@ -87,6 +88,7 @@ class NetcheckReport:
             "endpoints": {name: {"interface": e.ifname, "ip": e.ip} for name, e in self.endpoints.items()},
             "rounds": [[list(pair) for pair in r] for r in self.rounds],
             "matrix": [m.to_dict() for m in self.measurements],
+            "groups": [g.to_dict() for g in self.groups],
             "verdict": self.verdict.to_dict(),
             "problems": [p.to_dict() for p in self.problems],
             "devices": self.devices.to_dict(),
@@ -139,7 +141,7 @@ def _has(sections: dict[str, Any]) -> frozenset[str]:
 
 
 def choose_backend(requested: str, has: Sequence[frozenset[str]]) -> tuple[str, str]:
-    """(backend, why): `auto` takes the first of the backends this version runs (nccl-tests, torch, tcp) that every node can run."""
+    """(backend, why): `auto` takes the first of hccl_test, nccl-tests, torch, tcp that every node can run."""
     if requested != "auto":
         return requested, "asked for"
     for name in backends.RUNNABLE:
@@ -155,11 +157,6 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
         raise AscendctlError(f"unknown mode {options.mode!r} (one of {', '.join(MODES)})", exit_code=ExitCode.USAGE)
     if options.backend not in ("auto", *backends.BACKENDS):
         raise AscendctlError(f"unknown backend {options.backend!r} (one of auto, {', '.join(backends.BACKENDS)})",
-                             exit_code=ExitCode.USAGE)
-    if options.backend not in ("auto", *backends.RUNNABLE):
-        raise AscendctlError(f"the {options.backend} backend is not run by this version of netcheck",
-                             hint="its command line exists, but no real output was found to test a parser on (docs/netcheck.md); "
-                                  "use --backend nccl-tests, torch or tcp",
                              exit_code=ExitCode.USAGE)
     started = time.monotonic()
     with NodeGroup(inventory, factory=factory) as group:
@@ -185,13 +182,15 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
             problems.append(NodeProblem(n.name, NodeStatus.ERROR.value, f"cannot run the {backend} backend"))
         nodes = [n for n in nodes if n not in lacking]
         endpoints = {n.name: known[n.name].endpoint for n in nodes}
-        pair_runner: PairRunner | MpiPairRunner = (MpiPairRunner(group, endpoints, backend, options)
-                                                   if backend in backends.MPI_BACKENDS else PairRunner(group, endpoints, backend, options))
-        measurements, rounds = _measure(nodes, options, pair_runner)
-        verdict = judge([n.name for n in nodes], measurements, threshold=options.threshold)
-        devices = _device_pings(group, inventory, options, nodes, rounds, {n.name: known[n.name] for n in nodes})
-    return NetcheckReport(options.mode, backend, why, options.size, endpoints, rounds, tuple(measurements), verdict,
-                          tuple(problems), time.monotonic() - started, devices)
+        runner: PairRunner | MpiRunner = (MpiRunner(group, endpoints, backend, options)
+                                          if backend in backends.MPI_BACKENDS else PairRunner(group, endpoints, backend, options))
+        done = _measure(nodes, options, runner)
+        verdict = judge([n.name for n in nodes], done.measurements, threshold=options.threshold, reference=done.reference,
+                        vouched=done.vouched)
+        devices = _device_pings(group, inventory, options, nodes, done.rounds, {n.name: known[n.name] for n in nodes})
+    groups = tuple(g.judged(done.reference, options.threshold) for g in done.groups)
+    return NetcheckReport(options.mode, backend, why, options.size, endpoints, done.rounds, tuple(done.measurements), verdict,
+                          tuple(problems), time.monotonic() - started, devices, groups)
 
 
 def _device_pings(group: NodeGroup, inventory: Inventory, options: NetcheckOptions, nodes: list[Node],
@@ -203,40 +202,83 @@ def _device_pings(group: NodeGroup, inventory: Inventory, options: NetcheckOptio
     if options.device_ping is None and (without or not nodes):
         return DeviceVerdict(skipped="not every node has hccn_tool")
     devices = {name: f.devices for name, f in facts.items() if f.devices is not None}
-    return run_device_pings(group, inventory, [pair for r in rounds for pair in r], devices)
+    pairs: dict[frozenset[str], tuple[str, str]] = {}
+    for r in rounds:  # a pair measured twice (--quick re-measures suspects) is pinged once
+        for pair in r:
+            pairs.setdefault(frozenset(pair), pair)
+    return run_device_pings(group, inventory, list(pairs.values()), devices)
 
 
-def _measure(nodes: list[Node], options: NetcheckOptions, runner: "PairRunner | MpiPairRunner") -> tuple[list[Measurement], tuple[tuple[tuple[str, str], ...], ...]]:
+@dataclass(frozen=True, slots=True)
+class GroupMeasurement:
+    """A group measured as a ring in one round (`--quick`): its figure in Gbit/s (a pairwise backend: its slowest
+    link; an MPI backend: the all-reduce's algorithm bandwidth x 2(k-1)/k), or why it failed; `slow` once judged."""
+
+    round: int
+    nodes: tuple[str, ...]
+    gbps: float | None
+    error: str | None = None
+    slow: bool | None = None
+
+    def judged(self, reference: float | None, threshold: float) -> "GroupMeasurement":
+        slow = True if self.gbps is None else None if reference is None else is_slow(self.gbps, reference, threshold)
+        return GroupMeasurement(self.round, self.nodes, self.gbps, self.error, slow)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"round": self.round, "nodes": list(self.nodes), "gbps": self.gbps, "error": self.error, "slow": self.slow}
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """What the rounds measured: pairs (the matrix), groups (`--quick`), the rounds' pairs, and what to judge them by."""
+
+    measurements: list[Measurement]
+    rounds: tuple[tuple[tuple[str, str], ...], ...]
+    groups: list[GroupMeasurement]
+    reference: float | None = None
+    vouched: frozenset[str] = frozenset()
+
+
+def _measure(nodes: list[Node], options: NetcheckOptions, runner: "PairRunner | MpiRunner") -> Measured:
     n = len(nodes)
-    names = [node.name for node in nodes]
     measured: list[Measurement] = []
+    groups: list[GroupMeasurement] = []
     done: list[tuple[tuple[str, str], ...]] = []
-
-    def measure(pairs: list[Pair], both_ways: bool) -> None:
-        named = [(nodes[a], nodes[b]) for a, b in pairs]
-        measured.extend(runner.round(named, len(done), both_ways=both_ways))
-        done.append(tuple((a.name, b.name) for a, b in named))
-
-    if options.mode == "quick":
-        ring = ring_round(n)
-        # the ring carries one direction per pair (client to server): each NIC sends once and receives once, as in a pair round
-        measure(ring, both_ways=n == 2)
-        first = judge(names, measured, threshold=options.threshold)
-        if not first.clean:
-            bad = {x for key in first.slow_links for x in key} | set(first.slow_nodes) | set(first.broken_nodes)
-            bad |= {x for a, b, _ in first.broken_links for x in (a, b)}
-            suspects = [i for i, name in enumerate(names) if name in bad]
-            met = {frozenset(pair) for pair in ring}
-            for pairs in confirmation_rounds(n, suspects, met):
-                measure(pairs, both_ways=True)
-    else:
+    if options.mode != "quick":
         for pairs in pair_rounds(n, all_pairs=options.mode == "all-pairs"):
-            measure(pairs, both_ways=True)
-    return measured, tuple(done)
+            named = [(nodes[a], nodes[b]) for a, b in pairs]
+            measured.extend(runner.round(named, len(done), both_ways=True))
+            done.append(tuple((a.name, b.name) for a, b in named))
+        return Measured(measured, tuple(done), groups)
+    search = QuickSearch(n, threshold=options.threshold, per_link=runner.per_link)
+    while (round_groups := search.next_round()) is not None:
+        named_groups = [[nodes[i] for i in g] for g in round_groups]
+        got, figures = runner.groups(named_groups, len(done))
+        measured.extend(got)
+        groups.extend(figures)
+        done.append(tuple((nodes[a].name, nodes[b].name) for g in round_groups for a, b in ring_links(g)))
+        index = {node.name: i for i, node in enumerate(nodes)}
+        search.record([GroupResult(g, f.gbps, tuple(((index[m.a], index[m.b]), m.gbps) for m in link))
+                       for g, f, link in zip(round_groups, figures, _links_of(got, named_groups, runner.per_link))])
+    vouched = frozenset(nodes[i].name for i in search.cleared)
+    return Measured(measured, tuple(done), groups, search.reference, vouched)
+
+
+def _links_of(pairs: list[Measurement], groups: list[list[Node]], per_link: bool) -> list[list[Measurement]]:
+    """Each group's ring-link measurements (pairwise backends; MPI backends give a group one figure)."""
+    if not per_link:
+        return [[] for _ in groups]
+    where = {node.name: k for k, g in enumerate(groups) for node in g}
+    out: list[list[Measurement]] = [[] for _ in groups]
+    for m in pairs:
+        out[where[m.a]].append(m)
+    return out
 
 
 class PairRunner:
     """Runs one round of pairs with a server/client backend over the group's connections."""
+
+    per_link = True  # a ring of pairs: every link has its own rate
 
     def __init__(self, group: NodeGroup, endpoints: dict[str, Endpoint], backend: str, options: NetcheckOptions) -> None:
         self.group = group
@@ -247,9 +289,29 @@ class PairRunner:
     def _limit(self, node: Node) -> float:
         return self.options.timeout if self.options.timeout is not None else node.command_timeout
 
-    def round(self, pairs: list[tuple[Node, Node]], index: int, *, both_ways: bool) -> list[Measurement]:
-        """Every pair of the round at once: servers first (each announces its port), then the clients."""
+    def groups(self, groups: list[list[Node]], index: int) -> tuple[list[Measurement], list[GroupMeasurement]]:
+        """Disjoint groups at once, each as a ring of pairs (i sends to i+1; a group of two: both ways); a group's
+        figure is its slowest link, as a ring all-reduce runs at its slowest link."""
+        pairs = [(g[a], g[b]) for g in groups for a, b in ring_links(range(len(g)))]
+        ways = [len(g) == 2 for g in groups for _ in ring_links(range(len(g)))]
+        measured = self.round(pairs, index, both_ways=ways)
+        figures: list[GroupMeasurement] = []
+        for g in groups:
+            names = {node.name for node in g}
+            mine = [m for m in measured if m.a in names]
+            errors = [m.error for m in mine if m.error is not None]
+            values = [m.gbps for m in mine]
+            figure = None if errors or any(v is None for v in values) else min(v for v in values if v is not None)
+            figures.append(GroupMeasurement(index, tuple(node.name for node in g), figure, errors[0] if errors else None))
+        return measured, figures
+
+    def round(self, pairs: list[tuple[Node, Node]], index: int, *, both_ways: bool | Sequence[bool]) -> list[Measurement]:
+        """Every pair of the round at once: servers first (each announces its port), then the clients.
+
+        `both_ways`: for every pair, or one per pair; one way, the client sends and the server receives."""
+        ways = {b.name: (both_ways if isinstance(both_ways, bool) else both_ways[k]) for k, (_, b) in enumerate(pairs)}
         by_client = {b.name: a for a, b in pairs}
+        by_server = {a.name: b.name for a, b in pairs}
         program = backends.program(self.backend)
         started: dict[str, tuple[Spawned, str, int]] = {}
 
@@ -257,7 +319,7 @@ class PairRunner:
             ep = self.endpoints[node.name]
             limit = self._limit(node)
             command = backends.server_command(self.backend, python=node.python, bind_ip=ep.ip, ifname=ep.ifname,
-                                              size=self.options.size, timeout=limit, both_ways=both_ways)
+                                              size=self.options.size, timeout=limit, both_ways=ways[by_server[node.name]])
             handle = transport.spawn(node_bounded(command, limit + SERVER_START), stdin=program)
             text, port = _read_until(handle, backends.parse_port, time.monotonic() + SERVER_START)
             if port is None:
@@ -280,7 +342,7 @@ class PairRunner:
             limit = self._limit(node)
             command = backends.client_command(self.backend, python=node.python, server_ip=sep.ip, port=started[server.name][2],
                                               source_ip=ep.ip, ifname=ep.ifname, size=self.options.size, timeout=limit,
-                                              both_ways=both_ways)
+                                              both_ways=ways[node.name])
             result = transport.run(node_bounded(command, limit), timeout=limit + KILL_GRACE + ANSWER_SLACK, stdin=program)
             if result.exit_code != 0:
                 raise AscendctlError(f"{node.name}: {self.backend} client exited {result.exit_code}: "
@@ -301,7 +363,7 @@ class PairRunner:
                 out.append(Measurement(a.name, b.name, None, None, index, client.error.message))
                 continue
             try:
-                a_to_b = backends.parse_received(client.value or "").gbps if both_ways else None
+                a_to_b = backends.parse_received(client.value or "").gbps if ways[b.name] else None
                 b_to_a = backends.parse_received(server_text).gbps
             except backends.BackendOutputError as exc:
                 out.append(Measurement(a.name, b.name, None, None, index, f"{a.name}-{b.name}: {exc}"))
@@ -310,39 +372,54 @@ class PairRunner:
         return out
 
 
-class MpiPairRunner:
-    """Runs one round of pairs with an MPI backend (nccl-tests): mpirun on each pair's first node, all pairs at once."""
+class MpiRunner:
+    """Runs a round with an MPI backend (backends.MPI: hccl_test, nccl-tests): one mpirun per pair or group, from its
+    first node, all at once."""
+
+    per_link = False  # one figure per group
 
     def __init__(self, group: NodeGroup, endpoints: dict[str, Endpoint], backend: str, options: NetcheckOptions) -> None:
         self.group = group
         self.endpoints = endpoints
         self.backend = backend
+        self.spec = backends.MPI[backend]
         self.options = options
 
-    def round(self, pairs: list[tuple[Node, Node]], index: int, *, both_ways: bool) -> list[Measurement]:
-        """sendrecv_perf between each pair's two nodes (one GPU each); its algbw is each direction's rate."""
-        partner = {a.name: b for a, b in pairs}
+    def round(self, pairs: list[tuple[Node, Node]], index: int, *, both_ways: bool | Sequence[bool]) -> list[Measurement]:
+        """Each pair as a group of two: its figure is each direction's rate (sendrecv both ways; an all-reduce of two)."""
+        measured, _ = self.groups([[a, b] for a, b in pairs], index)
+        return measured
 
-        def run_pair(node: Node, transport: Transport) -> float:
-            peer = partner[node.name]
+    def groups(self, groups: list[list[Node]], index: int) -> tuple[list[Measurement], list[GroupMeasurement]]:
+        """One mpirun per group over its nodes' hosts; a group's figure is the run's algorithm bandwidth x 2(k-1)/k
+        (backends.ring_bus_factor: 1 for a pair, which is also a pair measurement)."""
+        members = {g[0].name: g for g in groups}
+
+        def run_group(node: Node, transport: Transport) -> float:
+            nodes = members[node.name]
             limit = self.options.timeout if self.options.timeout is not None else node.command_timeout
-            command = backends.nccl_tests_command(hosts=(node.host, peer.host), size=self.options.size,
-                                                  ifname=self.endpoints[node.name].ifname)
+            npus = min(n.slots for n in nodes)
+            command = self.spec.command([n.host for n in nodes], self.options.size, self.endpoints[node.name].ifname, npus)
             result = transport.run(node_bounded(command, limit), timeout=limit + KILL_GRACE + ANSWER_SLACK)
             if result.exit_code != 0:
                 last = (result.stderr.strip() or result.stdout.strip()).splitlines() or ["no output"]
                 raise AscendctlError(f"{node.name}: {self.backend} exited {result.exit_code}: {last[-1][:200]}")
-            return backends.parse_nccl_tests_gbps(result.stdout, self.options.size)
+            try:
+                return self.spec.gbps(result.stdout, self.options.size) * backends.ring_bus_factor(len(nodes))
+            except backends.BackendOutputError as exc:
+                raise AscendctlError(f"{node.name}: {exc}") from None
 
-        results = self.group.run(run_pair, nodes=[a for a, _ in pairs]).by_node()
-        out: list[Measurement] = []
-        for a, b in pairs:
-            r = results[a.name]
-            if r.error is not None or r.value is None:
-                out.append(Measurement(a.name, b.name, None, None, index, r.error.message if r.error else "no result"))
-            else:
-                out.append(Measurement(a.name, b.name, r.value, r.value, index))
-        return out
+        results = self.group.run(run_group, nodes=[g[0] for g in groups]).by_node()
+        pairs: list[Measurement] = []
+        figures: list[GroupMeasurement] = []
+        for g in groups:
+            r = results[g[0].name]
+            error = r.error.message if r.error is not None else None if r.value is not None else "no result"
+            value = r.value if error is None else None
+            figures.append(GroupMeasurement(index, tuple(n.name for n in g), value, error))
+            if len(g) == 2:
+                pairs.append(Measurement(g[0].name, g[1].name, value, value, index, error))
+        return pairs, figures
 
 
 def _read_until(handle: Spawned, found: Callable[[str], int | None], deadline: float) -> tuple[str, int | None]:

@@ -1,12 +1,17 @@
-"""Which nodes measure with which, round by round: the circle-method pair schedule and the quick ring.
+"""Which nodes measure with which, round by round: the circle-method pair schedule and `--quick`'s bisection.
 
-Pure: node indexes in, rounds of pairs out. A round is a list of pairs measured at the same time; in a
-pair round every node is in at most one pair. Must not import typer or rich.
+Pure: node indexes in, rounds of pairs (or of groups) out. A round is measured all at once; in a pair round
+every node is in at most one pair, in a group round in at most one group. Must not import typer or rich.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from .verdict import is_slow
 
 Pair = tuple[int, int]  # (server index, client index); the client is the one that connects
 
@@ -59,41 +64,251 @@ def pair_rounds(n: int, *, all_pairs: bool = False) -> list[list[Pair]]:
     return [circle_round(n, r) for r in range(count)]
 
 
-def ring_round(n: int) -> list[Pair]:
-    """`--quick`'s first round: node i with node i+1 (and the last with the first), all at once."""
-    if n < 2:
+Group = tuple[int, ...]
+
+
+def ring_links(group: Sequence[int]) -> list[Pair]:
+    """The links of a ring over `group`, (g[i], g[i+1]) as (server, client); two nodes are one pair (both ways)."""
+    k = len(group)
+    if k < 2:
         return []
-    if n == 2:
-        return [(0, 1)]
-    return [(i, (i + 1) % n) for i in range(n)]
+    if k == 2:
+        return [(group[0], group[1])]
+    return [(group[i], group[(i + 1) % k]) for i in range(k)]
 
 
-def confirmation_rounds(n: int, suspects: list[int], met: set[frozenset[int]], *, partners: int = 2) -> list[list[Pair]]:
-    """After a slow ring: rounds of disjoint pairs giving each suspect `partners` clean nodes it has not met.
+def ring_round(n: int) -> list[Pair]:
+    """The links of one ring over every node: node i with node i+1 (and the last with the first)."""
+    return ring_links(range(n))
 
-    Clean nodes are the ones not suspected; a suspect with no clean node left to meet gets what there is.
-    Each round pairs every remaining suspect with a distinct clean node, so a round costs one pair round.
+
+@dataclass(frozen=True, slots=True)
+class GroupResult:
+    """A group measured as a ring: its figure (Gbit/s, None when it failed) and, for pairwise backends, each link's."""
+
+    nodes: Group
+    gbps: float | None
+    links: tuple[tuple[Pair, float | None], ...] = ()
+
+
+@dataclass(slots=True)
+class _Item:
+    """One open question of the bisection: `split` a suspect set, `single` (a node against healthy helpers), `cross`."""
+
+    kind: str
+    nodes: Group
+    evidence: tuple[Pair, ...] = ()  # the links that made `nodes` suspect (split)
+    slow: bool | None = True  # whether `nodes` together were measured slow (None: not known yet)
+    groups: list[Group] = field(default_factory=list)  # what this round measures for it
+
+
+class QuickSearch:
+    """`--quick`: one ring over every node, then, only if it is slow, bisection down to the slow node or link.
+
+    Round 1 measures every node as one ring. With a pairwise backend (per_link: tcp, torch) every ring link has its
+    own rate and the reference is the median link: no link below threshold x reference, and the search stops; else
+    the nodes on slow links are the suspects. With an aggregate backend (an all-reduce per group: hccl_test,
+    nccl-tests) round 2 measures both halves at once and the reference is the median of the figures of rounds 1-2
+    within threshold of their best: ring and halves all healthy, and it stops.
+    A suspect set is split into halves measured at the same time (a half of one node is measured with a healthy
+    helper as a pair): a slow half is split again, a healthy one is cleared (it and the other half are each other's
+    reference); when both halves are healthy but their union was slow, the fault is a link between them, and the
+    union's links that cross the halves are measured as pairs. A node alone in a slow pair is measured with a second
+    healthy helper, unless it already has two slow pairs, so that the verdict (verdict.judge) has two partners to call
+    it a slow node. Groups of one round are disjoint. `next_round()` gives the groups to measure, `record()` takes
+    their results in the same order; `next_round()` is None when done.
     """
-    clean = [i for i in range(n) if i not in set(suspects)]
-    seen = set(met)
-    wanted = {s: partners for s in suspects}
-    rounds: list[list[Pair]] = []
-    while any(wanted.values()):
+
+    def __init__(self, n: int, *, threshold: float = 0.8, per_link: bool = True) -> None:
+        self.n = n
+        self.threshold = threshold
+        self.per_link = per_link
+        self.reference: float | None = None
+        self.cleared: set[int] = set()
+        self.rounds = 0
+        self.max_rounds = 4 * math.ceil(math.log2(max(n, 2))) + 8  # a guard; the search needs about log2(n)+2
+        self._items: list[_Item] = []
+        self._scheduled: list[_Item] = []
+        self._figures: list[float] = []  # aggregate: the figures of rounds 1-2, for the reference
+        self._ring: GroupResult | None = None
+        self._slow_with: dict[int, set[int]] = {i: set() for i in range(n)}  # pair partners a node was slow with
+        self._met: dict[int, set[int]] = {i: set() for i in range(n)}
+
+    def _suspects(self) -> set[int]:
+        return {x for item in self._items for x in item.nodes}
+
+    def next_round(self) -> list[Group] | None:
+        """The groups to measure now (disjoint), or None when the search is over."""
+        if self.n < 2 or self.rounds >= self.max_rounds:
+            return None
+        if self.rounds == 0:
+            return [tuple(range(self.n))]
         busy: set[int] = set()
-        pairs: list[Pair] = []
-        for s in suspects:
-            if not wanted[s]:
+        suspects = self._suspects()
+        helpers = [i for i in range(self.n) if i in self.cleared and i not in suspects]
+        self._scheduled = []
+        # a lone suspect that has met every healthy node has nothing left to learn
+        self._items = [item for item in self._items if item.kind != "single"
+                       or any(h not in self._met[item.nodes[0]] for h in helpers)]
+        for item in self._items:
+            groups = self._plan(item, busy, helpers)
+            if groups is None:
                 continue
-            partner = next((c for c in clean if c not in busy and frozenset((s, c)) not in seen), None)
-            if partner is None:
-                if not any(frozenset((s, c)) not in seen for c in clean):
-                    wanted[s] = 0  # met every clean node already
+            item.groups = groups
+            busy.update(x for g in groups for x in g)
+            self._scheduled.append(item)
+        if not self._scheduled:
+            self._items = []  # nothing left that can be measured (no healthy helper): stop with what is known
+            return None
+        return [g for item in self._scheduled for g in item.groups]
+
+    def _plan(self, item: _Item, busy: set[int], helpers: list[int]) -> list[Group] | None:
+        """The groups an item needs this round, or None when they cannot all be had (it waits)."""
+        if set(item.nodes) & busy:
+            return None
+        if item.kind == "cross":
+            return [item.nodes]
+        taken: set[int] = set(busy)
+
+        def helper(x: int, *, new: bool = False) -> int | None:
+            found = next((h for h in helpers if h not in taken and h not in self._met[x] and h != x), None)
+            if found is None and not new:
+                found = next((h for h in helpers if h not in taken and h != x), None)
+            if found is not None:
+                taken.add(found)
+            return found
+
+        if item.kind == "single":  # a partner it has not met: a second opinion
+            h = helper(item.nodes[0], new=True)
+            return None if h is None else [(item.nodes[0], h)]
+        groups: list[Group] = []
+        for half in _halves(item.nodes):
+            if len(half) > 1:
+                groups.append(half)
                 continue
-            busy.add(partner)
-            seen.add(frozenset((s, partner)))
-            wanted[s] -= 1
-            pairs.append((partner, s))
-        if not pairs:
-            break
-        rounds.append(pairs)
-    return rounds
+            h = helper(half[0])
+            if h is not None:
+                groups.append((half[0], h))
+            elif item.slow is not None:
+                return None  # a known-slow set waits for a helper; the first aggregate split goes on without one
+        return groups
+
+    def record(self, results: Sequence[GroupResult]) -> None:
+        """The results of the groups `next_round()` gave, in its order."""
+        self.rounds += 1
+        if self.rounds == 1:
+            self._after_ring(results[0])
+            return
+        if self.reference is None and not self.per_link:
+            # the halves are the ring's reference, and the ring theirs: the healthy figures of rounds 1-2
+            self._figures += [r.gbps for r in results if r.gbps is not None]
+            best = max(self._figures, default=None)
+            healthy = [f for f in self._figures if not is_slow(f, best, self.threshold)]
+            self.reference = statistics.median(healthy) if healthy else None
+            assert self._ring is not None
+            self._note_pairs(self._ring)
+            for item in self._items:
+                if item.slow is None:
+                    item.slow = self._slow(self._ring)
+        for r in results:
+            self._note_pairs(r)
+        by_group = {r.nodes: r for r in results}
+        done = self._scheduled
+        self._items = [item for item in self._items if item not in done]
+        for item in done:
+            self._items += self._resolve(item, [by_group[g] for g in item.groups])
+
+    def _slow(self, r: GroupResult) -> bool:
+        return r.gbps is None or is_slow(r.gbps, self.reference, self.threshold)
+
+    def _note_pairs(self, r: GroupResult) -> None:
+        """Who met whom in a pair (a ring link, or a group of two) and whether that pair was slow."""
+        links = r.links
+        if not links and len(r.nodes) == 2:
+            links = (((r.nodes[0], r.nodes[1]), r.gbps),)
+        for (a, b), value in links:
+            self._met[a].add(b)
+            self._met[b].add(a)
+            if value is None or is_slow(value, self.reference, self.threshold):
+                self._slow_with[a].add(b)
+                self._slow_with[b].add(a)
+
+    def _after_ring(self, ring: GroupResult) -> None:
+        everyone = tuple(range(self.n))
+        if self.per_link:
+            values = [v for _, v in ring.links if v is not None]
+            self.reference = statistics.median(values) if values else None
+            self._note_pairs(ring)
+            slow = [link for link, v in ring.links if v is None or is_slow(v, self.reference, self.threshold)]
+            suspects = tuple(i for i in everyone if any(i in link for link in slow))
+            self.cleared = set(everyone) - set(suspects)
+            if suspects:
+                self._items = [_Item("split", suspects, tuple(slow))]
+            return
+        self._ring = ring
+        if ring.gbps is not None:
+            self._figures.append(ring.gbps)
+        if self.n == 2:  # one pair: nothing to compare it with
+            self._note_pairs(ring)
+            self.cleared = set(everyone) if ring.gbps is not None else set()
+            return
+        self._items = [_Item("split", everyone, tuple(ring_links(everyone)), slow=None if ring.gbps is not None else True)]
+
+    def _resolve(self, item: _Item, results: list[GroupResult]) -> list[_Item]:
+        """What a measured item leaves open."""
+        if item.kind == "cross":
+            if not self._slow(results[0]):
+                self.cleared.update(item.nodes)
+            return []
+        if item.kind == "single":
+            x = item.nodes[0]
+            if not self._slow(results[0]):
+                self.cleared.add(x)
+                return []
+            return [] if len(self._slow_with[x]) >= 2 else [item]
+        halves = _halves(item.nodes)
+        measured = {half: next((r for r in results if half[0] in r.nodes), None) for half in halves}
+        out: list[_Item] = []
+        quiet = True
+        for half, r in measured.items():
+            if r is None:  # a lone node without a helper (first aggregate split): a suspect when the set was slow
+                if item.slow:
+                    out.append(_Item("single", half))
+                    quiet = False
+                else:
+                    self.cleared.update(half)  # the ring it was in is healthy
+                continue
+            if not self._slow(r):
+                self.cleared.update(half)
+                continue
+            quiet = False
+            if len(half) == 1:
+                if len(self._slow_with[half[0]]) < 2:
+                    out.append(_Item("single", half))
+            else:
+                out.append(_Item("split", half, tuple(ring_links(half))))
+        if quiet and item.slow:
+            sides = {x: 0 for x in halves[0]} | {x: 1 for x in halves[1]}
+            crossing = [(a, b) for a, b in item.evidence if a in sides and b in sides and sides[a] != sides[b]]
+            seen: set[frozenset[int]] = set()
+            for a, b in crossing:
+                if frozenset((a, b)) not in seen:
+                    seen.add(frozenset((a, b)))
+                    out.append(_Item("cross", (a, b)))
+        return out
+
+
+def _halves(nodes: Group) -> tuple[Group, Group]:
+    middle = (len(nodes) + 1) // 2
+    return nodes[:middle], nodes[middle:]
+
+
+def quick_search_rounds(n: int, figure: Callable[[Group], tuple[float | None, tuple[tuple[Pair, float | None], ...]]],
+                        *, threshold: float = 0.8, per_link: bool = True) -> tuple[QuickSearch, list[list[Group]]]:
+    """Run a QuickSearch with `figure(group) -> (gbps, links)` standing for the measurement (simulations, tests)."""
+    search = QuickSearch(n, threshold=threshold, per_link=per_link)
+    rounds: list[list[Group]] = []
+    while (groups := search.next_round()) is not None:
+        rounds.append(groups)
+        search.record([GroupResult(g, *figure(g)) for g in groups])
+    return search, rounds

@@ -90,17 +90,28 @@ def pair_values(measurements: Iterable[Measurement]) -> dict[tuple[str, str], fl
     return {key: (statistics.median(values) if values else None) for key, values in seen.items()}
 
 
-def judge(nodes: Iterable[str], measurements: Iterable[Measurement], *, threshold: float = 0.8) -> Verdict:
-    """Slow nodes, slow links and broken pairs (see the module docstring for the rules)."""
+def is_slow(value: float | None, reference: float | None, threshold: float) -> bool:
+    """A measured value below `threshold` x `reference` (the rule behind every 'slow' in netcheck)."""
+    return value is not None and reference is not None and value < threshold * reference
+
+
+def judge(nodes: Iterable[str], measurements: Iterable[Measurement], *, threshold: float = 0.8,
+          reference: float | None = None, vouched: Iterable[str] = ()) -> Verdict:
+    """Slow nodes, slow links and broken pairs (see the module docstring for the rules).
+
+    `reference`: the healthy bandwidth to compare with, when the caller knows it better than the median of these
+    pairs (`--quick` measures mostly suspects after its first round); `vouched`: nodes a healthy group
+    measurement cleared, `ok` even when no pair of theirs was measured.
+    """
     ordered = list(nodes)
     measured = list(measurements)
+    cleared = set(vouched)
     values = pair_values(measured)
     good = [v for v in values.values() if v is not None]
-    median = statistics.median(good) if good else None
-    limit = None if median is None else threshold * median
+    median = reference if reference is not None else statistics.median(good) if good else None
 
     def slow(value: float | None) -> bool:
-        return value is not None and limit is not None and value < limit
+        return is_slow(value, median, threshold)
 
     verdicts: list[NodeVerdict] = []
     for name in ordered:
@@ -108,7 +119,7 @@ def judge(nodes: Iterable[str], measurements: Iterable[Measurement], *, threshol
         numbers = [v for v in mine if v is not None]
         slow_count = sum(1 for v in numbers if slow(v))
         if not mine:
-            status = "unmeasured"
+            status = "ok" if name in cleared else "unmeasured"
         elif not numbers:
             status = "broken"
         elif len(numbers) >= 2 and slow_count == len(numbers):

@@ -32,6 +32,14 @@ def show_netcheck(report: NetcheckReport, *, as_json: bool, argv: list[str]) -> 
         style = {"ok": "green", "slow": "red", "broken": "red"}.get(n.status, "yellow")
         nodes.add_row(escape(n.node), _gbps(n.median_gbps), str(n.partners), str(n.slow_partners), f"[{style}]{n.status}[/]")
     out.print(nodes)
+    if report.groups:
+        rings = Table(box=None, pad_edge=False, title="rings (--quick, Gbit/s)", title_justify="left")
+        for column in ("round", "nodes", "Gbit/s", "note"):
+            rings.add_column(column)
+        for g in report.groups:
+            note = g.error or ("slow" if g.slow else "")
+            rings.add_row(str(g.round + 1), escape(fold(list(g.nodes))), _gbps(g.gbps), escape(note))
+        out.print(rings)
     pairs = Table(box=None, pad_edge=False, title="pairs (Gbit/s)", title_justify="left")
     for column in ("round", "a", "b", "a->b", "b->a", "note"):
         pairs.add_column(column)

@@ -183,9 +183,9 @@ def test_a_dead_device_port_is_named_by_node_and_device_exit_3(cluster_factory: 
 
 def test_nccl_tests_backend_runs_sendrecv_perf_per_pair_and_names_the_slow_node(cluster_factory: Any, tmp_path: Path) -> None:
     """Simulated mpirun + sendrecv_perf (tests/sim/nccl_tests.py: the real capture, scaled) on every host; h02 at 0.1x."""
-    from tests.sim.nccl_tests import mpirun_script, sendrecv_perf_script
+    from tests.sim.nccl_tests import all_reduce_perf_script, mpirun_script, sendrecv_perf_script
 
-    placeholder = {"mpirun": mpirun_script(), "sendrecv_perf": sendrecv_perf_script({})}
+    placeholder = {"mpirun": mpirun_script(), "sendrecv_perf": sendrecv_perf_script({}), "all_reduce_perf": all_reduce_perf_script({})}
     cluster: Cluster = cluster_factory([HostSpec(f"h{k:02d}", cluster_nic=True, private_home=False, chrony="none",
                                                  tools=dict(placeholder)) for k in range(1, 5)], wait_chrony=False)
     rates = {cluster.host("h02").ip: 0.1}  # -H names the nodes by their inventory address, known once built
@@ -197,3 +197,71 @@ def test_nccl_tests_backend_runs_sendrecv_perf_per_pair_and_names_the_slow_node(
     assert doc["verdict"]["slow_nodes"] == ["h02"], (doc["verdict"], err)
     assert doc["verdict"]["slow_links"] == [] and all(m["error"] is None for m in doc["matrix"])
     assert {round(m["a_to_b_gbps"], 2) for m in doc["matrix"]} == {1.04, 0.08}  # 0.13 and 0.01 GB/s as Gbit/s
+
+
+def hccl_hosts(n: int) -> list[HostSpec]:
+    """Hosts with the simulated MPICH mpirun and hccl_test all_reduce_test (tests/sim/hccl_test.py) in their toolkit."""
+    from tests.sim.hccl_test import BINARY, TOOLKIT, all_reduce_test_script, mpirun_script
+
+    return [HostSpec(f"h{k:02d}", cluster_nic=True, private_home=False, chrony="none", tools={"mpirun": mpirun_script()},
+                     files={BINARY: all_reduce_test_script({})}, env={"ASCEND_TOOLKIT_HOME": TOOLKIT})
+            for k in range(1, n + 1)]
+
+
+def slow_hccl_host(cluster: Cluster, name: str) -> None:
+    """Every host's all_reduce_test replays the capture at 0.1x when `name` is among its hosts (known once built)."""
+    from tests.sim.hccl_test import BINARY, TOOLKIT, all_reduce_test_script
+
+    script = all_reduce_test_script({cluster.host(name).ip: 0.1})
+    for host in cluster.hosts:
+        (host.bin_dir / BINARY.removeprefix("/usr/local/sbin/")).write_text(script)
+    assert BINARY.startswith("/usr/local/sbin/") and TOOLKIT.startswith("/usr/local/sbin/")
+
+
+def test_hccl_test_backend_is_auto_on_ascend_nodes_and_names_the_slow_node(cluster_factory: Any, tmp_path: Path) -> None:
+    """Simulated hccl_test (tests/sim/hccl_test.py: it replays the vendor's documented all_reduce_test table, scaled
+    0.1x for runs that include h02). What is real: the probe finding mpirun and the toolkit's all_reduce_test, `auto`
+    choosing hccl_test, the mpirun command line that reaches the node (the simulator refuses a wrong -n/-p), the
+    parser, and the pair and bisection logic; no NPU and no HCCL traffic is involved."""
+    cluster: Cluster = cluster_factory(hccl_hosts(4), wait_chrony=False)
+    slow_hccl_host(cluster, "h02")
+    inv = inventory(cluster, tmp_path)
+    code, doc, err = netcheck(inv)
+    assert doc["backend"] == "hccl_test", doc["backend_reason"]  # auto: the Ascend device plane first
+    assert code == 3, err
+    assert doc["verdict"]["slow_nodes"] == ["h02"], (doc["verdict"], err)
+    assert doc["verdict"]["slow_links"] == [] and all(m["error"] is None for m in doc["matrix"])
+    # 8 MiB row of the capture: 4.41971 GB/s = 35.36 Gbit/s, and 0.1x of it
+    assert {round(m["a_to_b_gbps"], 2) for m in doc["matrix"]} == {35.36, 3.54}
+    code, doc, err = netcheck(inv, "--quick")
+    assert doc["backend"] == "hccl_test" and code == 3, err
+    assert doc["verdict"]["slow_nodes"] == ["h02"] and doc["verdict"]["slow_links"] == [], (doc["verdict"], doc["groups"])
+    assert doc["groups"][0]["nodes"] == ["h01", "h02", "h03", "h04"] and doc["groups"][0]["slow"] is True
+    assert [g["nodes"] for g in doc["groups"] if g["round"] == 1] == [["h01", "h02"], ["h03", "h04"]]  # the halves
+
+
+def test_quick_bisection_names_the_slow_node_of_8_and_no_other(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts(8), wait_chrony=False)
+    for host in cluster.hosts:
+        shape_host(cluster, host, SLOW if host.name == "h06" else HEALTHY)
+    code, doc, err = netcheck(inventory(cluster, tmp_path), "--backend", "tcp", "--quick")
+    verdict = doc["verdict"]
+    assert code == 3, err
+    assert verdict["slow_nodes"] == ["h06"], (verdict, doc["groups"], err)
+    assert verdict["slow_links"] == [] and verdict["broken_links"] == [] and verdict["broken_nodes"] == []
+    assert doc["groups"][0]["nodes"] == [h.name for h in cluster.hosts]  # round 1: one ring over all 8
+    assert all(n["status"] == "ok" for n in verdict["nodes"] if n["node"] != "h06")
+    assert len(doc["rounds"]) <= 5  # log2(8) + 2
+
+
+def test_quick_names_a_slow_ring_link_as_a_link(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts(6), wait_chrony=False)
+    for host in cluster.hosts:
+        shape_host(cluster, host, HEALTHY)
+    # the ring's link h04 -> h03 (h04 is the client of h03: it sends, h03 receives)
+    shape_link(cluster, cluster.host("h04"), cluster.host("h03"), SLOW)
+    code, doc, err = netcheck(inventory(cluster, tmp_path), "--backend", "tcp", "--quick")
+    verdict = doc["verdict"]
+    assert code == 3, err
+    assert verdict["slow_links"] == [["h03", "h04"]], (verdict, doc["groups"], err)
+    assert verdict["slow_nodes"] == []
