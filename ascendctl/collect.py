@@ -21,7 +21,7 @@ Bundle layout (a directory, packed into BUNDLE.tar.gz with the directory name as
 
 from __future__ import annotations
 
-import fcntl
+import errno
 import json
 import logging
 import os
@@ -31,6 +31,7 @@ import shutil
 import tarfile
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Mapping, Sequence
@@ -75,7 +76,7 @@ class CollectOptions:
     section_timeout: float = 30.0
     stream_timeout: float = 1800.0
     comm_limit: float = 0.15
-    max_streams: int = 16  # nodes sending their archive at once; bounds memory (SSH windows, buffers) at any node count
+    max_streams: int = 8  # nodes sending their archive at once; bounds memory (SSH windows, buffers) at any node count
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +375,241 @@ def _filter_reason(exc: Exception, member: tarfile.TarInfo) -> str:
     return str(exc)
 
 
+class SafeUnpacker:
+    """Writes a tar stream handed over chunk by chunk into `dest`: no thread, no pipe, no copy of the data.
+
+    Headers are parsed by the standard library (tarfile.TarInfo.frombuf: checksums, GNU base-256 sizes; GNU
+    long names and pax records are applied here) and every member is judged by tarfile's "data" extraction
+    filter (PEP 706), the same rules `tarfile.extract(filter="data")` applies: nothing lands or links outside
+    `dest`, no absolute links, no special files, no setuid bits. We also refuse absolute member names and hard
+    links, open files with O_NOFOLLOW, and stop at `limits`. Feeding after an error (a broken stream or a cap)
+    is a no-op; `result()` says what was written and refused and why the stream stopped, if it did.
+    """
+
+    def __init__(self, dest: Path, *, rename: Callable[[str], str | None] = lambda name: name,
+                 on_file: Callable[[str, int], None] | None = None, limits: UnpackLimits = UnpackLimits()) -> None:
+        if not hasattr(tarfile, "data_filter"):  # Python < 3.10.12 / 3.11.4: no extraction filters
+            raise UsageError("this Python has no tarfile extraction filters; use Python >= 3.11.4 (or 3.10.12)")
+        dest.mkdir(parents=True, exist_ok=True)
+        self.dest = dest
+        self._root = os.path.realpath(dest)
+        self.rename = rename
+        self.on_file = on_file
+        self.limits = limits
+        self.written: list[str] = []
+        self.refused: list[Refused] = []
+        self.error: str | None = None
+        self.finished = False  # the end-of-archive block was seen
+        self._members = 0
+        self._content = 0
+        self._header = bytearray()
+        self._left = 0  # bytes of the current member's data still to come
+        self._pad = 0  # padding after it
+        self._fd: int | None = None  # where they go (None: skipped)
+        self._meta: bytearray | None = None  # a GNU long name or pax header being read
+        self._meta_kind = b""
+        self._long: dict[str, str] = {}  # path / linkpath (and size, mtime) for the next member
+        self._current: tuple[str, str, float] | None = None  # (target, local path, mtime) of the file being written
+
+    def feed(self, chunk: bytes | memoryview) -> None:
+        view = memoryview(chunk)
+        try:
+            while view and self.error is None and not self.finished:
+                if self._left:
+                    take = min(self._left, len(view))
+                    self._data(view[:take])
+                    self._left -= take
+                    view = view[take:]
+                    if not self._left:
+                        self._end_of_data()
+                elif self._pad:
+                    take = min(self._pad, len(view))
+                    self._pad -= take
+                    view = view[take:]
+                else:
+                    take = min(BLOCK - len(self._header), len(view))
+                    self._header += view[:take]
+                    view = view[take:]
+                    if len(self._header) == BLOCK:
+                        block = bytes(self._header)
+                        self._header.clear()
+                        self._on_header(block)
+        except OSError as exc:
+            self._fail(f"cannot write the bundle: {exc.strerror or exc}")
+
+    def result(self) -> UnpackResult:
+        """What was written; a stream that ended inside a member (or without one) is reported as broken off."""
+        if self.error is None and not self.finished and (self._left or self._pad or self._header or self._meta is not None):
+            self._fail("archive stream broken off: unexpected end of data")
+        self._close_file()
+        return UnpackResult(tuple(self.written), tuple(self.refused), self.error)
+
+    # -- states
+
+    def _fail(self, why: str) -> None:
+        if self.error is None:
+            self.error = why
+        self._close_file()
+
+    def _data(self, piece: memoryview) -> None:
+        if self._meta is not None:
+            self._meta += piece
+        elif self._fd is not None:
+            while piece:
+                piece = piece[os.write(self._fd, piece):]
+
+    def _end_of_data(self) -> None:
+        if self._meta is not None:
+            self._apply_meta(bytes(self._meta))
+            self._meta = None
+            return
+        self._close_file()
+
+    def _close_file(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        os.close(fd)
+        if self._current is not None:
+            target, path, mtime = self._current
+            self._current = None
+            try:
+                os.utime(path, (mtime, mtime), follow_symlinks=False)
+            except OSError:
+                pass
+            if self._left == 0:
+                size = os.stat(path, follow_symlinks=False).st_size
+                self.written.append(target)
+                if self.on_file:
+                    self.on_file(target, size)
+
+    def _skip(self, size: int) -> None:
+        self._left, self._pad = size, -size % BLOCK
+        if not size:
+            self._end_of_data()
+
+    def _on_header(self, block: bytes) -> None:
+        if not block.strip(b"\0"):
+            self.finished = True  # end-of-archive marker (two zero blocks; the first is enough)
+            return
+        try:
+            info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+        except tarfile.HeaderError as exc:
+            self._fail(f"archive stream broken off: bad header ({exc})")
+            return
+        if info.type in (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE):
+            if info.size > META_LIMIT:
+                self._fail(f"archive stream broken off: a {info.size}-byte extended header")
+                return
+            self._meta, self._meta_kind = bytearray(), info.type
+            self._skip(info.size)
+            return
+        self._member(info)
+
+    def _apply_meta(self, data: bytes) -> None:
+        kind = self._meta_kind
+        if kind == tarfile.GNUTYPE_LONGNAME:
+            self._long["path"] = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        elif kind == tarfile.GNUTYPE_LONGLINK:
+            self._long["linkpath"] = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        elif kind == tarfile.XHDTYPE:
+            for key, value in _pax_records(data):
+                if key in ("path", "linkpath", "size", "mtime"):
+                    self._long[key] = value
+
+    def _member(self, info: tarfile.TarInfo) -> None:
+        overrides, self._long = self._long, {}
+        try:
+            if "path" in overrides:
+                info.name = overrides["path"]
+            if "linkpath" in overrides:
+                info.linkname = overrides["linkpath"]
+            if "size" in overrides:
+                info.size = int(overrides["size"])
+            if "mtime" in overrides:
+                info.mtime = float(overrides["mtime"])
+        except ValueError:
+            self._fail(f"archive stream broken off: bad pax record for {info.name!r}")
+            return
+        size = info.size if info.type in tarfile.REGULAR_TYPES else 0 if info.type in (
+            tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE) else info.size
+        self._members += 1
+        if self._members > self.limits.members:
+            self._fail(f"more than {self.limits.members} archive members: stopped there")
+            return
+        target = self.rename(info.name)
+        if target is None:
+            self._skip(size)
+            return
+        problem = ("absolute path" if info.name.startswith("/") or re.match(r"^[A-Za-z]:", info.name)
+                   else "hard link" if info.islnk()
+                   else "unsupported member type (GNU sparse)" if info.type == tarfile.GNUTYPE_SPARSE
+                   else "unsupported member type" if info.type not in (*tarfile.REGULAR_TYPES, tarfile.DIRTYPE, tarfile.SYMTYPE,
+                                                                       tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE)
+                   else None)
+        if problem is None and info.isfile():
+            self._content += info.size
+            if self._content > self.limits.bytes:
+                self._fail(f"archive content passes {self.limits.bytes} bytes: stopped at {info.name!r}")
+                return
+        if problem is None:
+            try:
+                filtered = tarfile.data_filter(info.replace(name=target, deep=False), self._root)
+                problem = self._create(filtered, info.mtime)
+            except tarfile.FilterError as exc:
+                problem = _filter_reason(exc, info)
+        if problem is not None:
+            log.warning("refused archive member %r: %s", info.name, problem)
+            self.refused.append(Refused(info.name, problem))
+            self._skip(size)
+            return
+        self._skip(size)
+
+    def _create(self, member: tarfile.TarInfo, mtime: float) -> str | None:
+        """Make the member (directory, link, or an open file for its data); a reason when it cannot be made."""
+        path = os.path.join(self._root, member.name)
+        try:
+            if member.isdir():
+                os.makedirs(path, exist_ok=True)
+                return None
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if member.issym():
+                os.symlink(member.linkname, path)
+                return None
+            mode = (member.mode or 0o644) & 0o777
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+            self._current = (member.name, path, mtime)
+        except (FileExistsError, IsADirectoryError, NotADirectoryError) as exc:
+            return f"clashes with what is already there ({exc.strerror})"
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return "clashes with what is already there (a link)"
+            raise
+        return None
+
+
+BLOCK = tarfile.BLOCKSIZE
+META_LIMIT = 1024 * 1024  # a GNU long name or pax header larger than this is not what tar writes
+
+
+def _pax_records(data: bytes) -> list[tuple[str, str]]:
+    """`LEN key=value\\n` records of a pax extended header (values as UTF-8, undecodable bytes kept)."""
+    records = []
+    pos = 0
+    while pos < len(data):
+        space = data.find(b" ", pos)
+        if space < 0 or not data[pos:space].isdigit():
+            break
+        length = int(data[pos:space])
+        record = data[space + 1:pos + length - 1]  # without the trailing newline
+        key, sep, value = record.partition(b"=")
+        if not sep or length <= 0:
+            break
+        records.append((key.decode("utf-8", "surrogateescape"), value.decode("utf-8", "surrogateescape")))
+        pos += length
+    return records
+
+
 def unpack_tar_stream(
     fileobj: IO[bytes],
     dest: Path,
@@ -382,55 +618,21 @@ def unpack_tar_stream(
     on_file: Callable[[str, int], None] | None = None,
     limits: UnpackLimits = UnpackLimits(),
 ) -> UnpackResult:
-    """Unpack a tar stream into `dest` with the standard library's "data" filter and our caps.
+    """Unpack a tar stream read from `fileobj` into `dest` (SafeUnpacker's rules), never all in memory.
 
-    The filter refuses anything that would land (or link) outside `dest`, absolute links and special
-    files; we also refuse absolute member names and hard links (the stream cannot seek back to them).
-    The stream is read sequentially (tar mode "r|"): never all in memory. A broken stream, or one
-    past `limits`, stops the unpacking and is reported in `error`, with what was written so far.
+    A broken stream, or one past `limits`, stops the unpacking and is reported in `error`, with what was
+    written so far.
     """
-    if not hasattr(tarfile, "data_filter"):  # Python < 3.10.12 / 3.11.4: no extraction filters
-        raise UsageError("this Python has no tarfile extraction filters; use Python >= 3.11.4 (or 3.10.12)")
-    dest.mkdir(parents=True, exist_ok=True)
-    written: list[str] = []
-    refused: list[Refused] = []
-    error = None
-    members = content = 0
+    unpacker = SafeUnpacker(dest, rename=rename, on_file=on_file, limits=limits)
     try:
-        # a large bufsize: the default 10 KiB records make the stream reader spend its time in Python calls
-        with tarfile.open(fileobj=fileobj, mode="r|", bufsize=CHUNK) as archive:
-            for member in archive:
-                members += 1
-                if members > limits.members:
-                    error = f"more than {limits.members} archive members: stopped there"
-                    break
-                target = rename(member.name)
-                if target is None:
-                    continue
-                problem = ("absolute path" if member.name.startswith("/") or re.match(r"^[A-Za-z]:", member.name)
-                           else "hard link" if member.islnk() else None)
-                if problem is None and member.isfile():
-                    content += member.size
-                    if content > limits.bytes:
-                        error = f"archive content passes {limits.bytes} bytes: stopped at {member.name!r}"
-                        break
-                if problem is None:
-                    try:
-                        archive.extract(member.replace(name=target, deep=False), dest, filter="data")
-                    except tarfile.FilterError as exc:
-                        problem = _filter_reason(exc, member)
-                    except (FileExistsError, IsADirectoryError, NotADirectoryError) as exc:
-                        problem = f"clashes with what is already there ({exc.strerror})"
-                if problem is not None:
-                    log.warning("refused archive member %r: %s", member.name, problem)
-                    refused.append(Refused(member.name, problem))
-                elif member.isfile():
-                    written.append(target)
-                    if on_file:
-                        on_file(target, member.size)
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        error = f"archive stream broken off: {exc}"
-    return UnpackResult(tuple(written), tuple(refused), error)
+        while unpacker.error is None and not unpacker.finished:
+            chunk = fileobj.read(CHUNK)
+            if not chunk:
+                break
+            unpacker.feed(chunk)
+    except (OSError, EOFError, zlib.error) as exc:
+        unpacker._fail(f"archive stream broken off: {exc}")
+    return unpacker.result()
 
 
 # --- fetching -----------------------------------------------------------------------------------------
@@ -461,26 +663,15 @@ def stream_slack(cap: int) -> int:
 
 def _fetch(transport: Transport, plan: NodePlan, node_dir: Path, cap: int, total: _Budget,
            timeout: float) -> tuple[UnpackResult, bool, str]:
-    """Run the collection script and unpack its stdout as it arrives; returns (unpacked, capped, stderr tail)."""
-    read_fd, write_fd = os.pipe()
-    try:  # a larger pipe: fewer wake-ups between the SSH reader and the unpacker thread
-        fcntl.fcntl(write_fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), CHUNK)
-    except OSError:
-        pass
-    result: list[UnpackResult] = []
+    """Run the collection script and write its tar stream into the node's directory as it arrives.
+
+    The unpacker runs in the reading thread on each chunk as the transport hands it over: no pipe, no
+    second thread, no copy of the data. Returns (unpacked, capped, stderr tail).
+    """
+    unpacker = SafeUnpacker(node_dir, rename=lambda name: member_target(name, plan.nonce))
     received = 0
     capped = False
     stderr = bytearray()
-
-    def consume() -> None:
-        with os.fdopen(read_fd, "rb", buffering=CHUNK) as reader:
-            result.append(unpack_tar_stream(reader, node_dir, rename=lambda name: member_target(name, plan.nonce)))
-            # keep draining so the writer never blocks on a full pipe after an early stop
-            while reader.read(CHUNK):
-                pass
-
-    consumer = threading.Thread(target=consume, name=f"unpack-{node_dir.name}", daemon=True)
-    consumer.start()
 
     def on_stdout(chunk: bytes) -> None:
         nonlocal received, capped
@@ -488,9 +679,7 @@ def _fetch(transport: Transport, plan: NodePlan, node_dir: Path, cap: int, total
         if received > cap + stream_slack(cap) or not total.take(len(chunk)):
             capped = True
             raise _CapReached()
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(write_fd, view):]
+        unpacker.feed(chunk)  # after an error (a refused stream, a full disk) it ignores the rest
 
     def on_stderr(chunk: bytes) -> None:
         stderr.extend(chunk)
@@ -501,11 +690,7 @@ def _fetch(transport: Transport, plan: NodePlan, node_dir: Path, cap: int, total
         transport.stream(command, on_stdout=on_stdout, on_stderr=on_stderr, timeout=timeout, stdin=script)
     except _CapReached:
         log.info("%s: stopped reading at the cap (%d bytes)", node_dir.name, received)
-    finally:
-        os.close(write_fd)
-        consumer.join()
-    unpacked = result[0] if result else UnpackResult((), (), "unpacker died")
-    return unpacked, capped, stderr.decode("utf-8", "replace")
+    return unpacker.result(), capped, stderr.decode("utf-8", "replace")
 
 
 def _read_tsv(path: Path) -> list[list[str]]:

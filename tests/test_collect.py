@@ -259,3 +259,91 @@ def test_our_side_stops_reading_a_node_past_its_cap(tmp_path: Path) -> None:
     [entry] = bundle.files
     assert entry.truncated and entry.reason == "stream cut at cap" and 0 < entry.bytes < 2**20 + stream_slack(2**20)
     assert bundle.commands[-1].name == "kernel"
+
+
+# -- the push unpacker: what the reading thread feeds chunk by chunk ------------------------------------
+
+def _gnu_tar_of(root: Path, *names: str, fmt: str = "gnu") -> bytes:
+    """A real GNU tar stream (as the nodes' collect_node.sh writes) of `names` under `root`."""
+    proc = subprocess.run(["tar", f"--format={fmt}", "-cf", "-", "-C", str(root), *names], capture_output=True, check=True)
+    return proc.stdout
+
+
+def _tree(root: Path) -> dict[str, bytes | str]:
+    out: dict[str, bytes | str] = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        out[rel] = ("link:" + os.readlink(p)) if p.is_symlink() else p.read_bytes() if p.is_file() else "dir"
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["gnu", "posix"])
+def test_the_push_unpacker_matches_tar_at_any_chunk_boundary(tmp_path: Path, fmt: str) -> None:
+    """Long names (GNU 'L' records, pax 'path'), non-ASCII names, empty files, a relative link inside, mtimes:
+    fed in one piece, byte by byte around headers, and in odd-sized chunks, the result is what GNU tar extracts."""
+    import random
+
+    from ascendctl.collect import SafeUnpacker
+
+    src = tmp_path / "src"
+    deep = src / ("d" * 90) / ("e" * 90)
+    deep.mkdir(parents=True)
+    (deep / ("plog-" + "x" * 120 + ".log")).write_bytes(os.urandom(70000))
+    (src / "empty.log").write_bytes(b"")
+    (src / "naïve-日志.log").write_bytes(b"utf8 name\n")
+    (src / "link").symlink_to("empty.log")
+    os.utime(src / "empty.log", (1_700_000_000, 1_700_000_000))
+    data = _gnu_tar_of(src, ".", fmt=fmt)
+    expected_dir = tmp_path / "tar-x"
+    expected_dir.mkdir()
+    subprocess.run(["tar", "-xf", "-", "-C", str(expected_dir)], input=data, check=True)
+    expected = _tree(expected_dir)
+    rng = random.Random(7)
+    splits = {"whole": [len(data)], "bytes": [1] * 4096 + [len(data)], "odd": [rng.randint(1, 3000) for _ in range(400)] + [len(data)]}
+    for how, sizes in splits.items():
+        dest = tmp_path / how
+        unpacker = SafeUnpacker(dest)
+        pos = 0
+        for size in sizes:
+            if pos >= len(data):
+                break
+            unpacker.feed(data[pos:pos + size])
+            pos += size
+        result = unpacker.result()
+        assert result.error is None and not result.refused, (how, result)
+        assert _tree(dest) == expected, how
+        assert (dest / "empty.log").stat().st_mtime == 1_700_000_000
+        assert len(result.written) == 3
+
+
+def test_the_push_unpacker_strips_setuid_and_refuses_sparse_and_reports_garbage(tmp_path: Path) -> None:
+    from ascendctl.collect import SafeUnpacker
+
+    stream = crafted(("tool", {"mode": 0o4755}, b"#!/bin/sh\n"), ("sparse", {"type": tarfile.GNUTYPE_SPARSE}, b""),
+                     ("after.txt", {}, b"still read\n"))
+    unpacker = SafeUnpacker(tmp_path / "a")
+    unpacker.feed(stream.getvalue())
+    result = unpacker.result()
+    assert {r.member: r.reason for r in result.refused} == {"sparse": "unsupported member type (GNU sparse)"}
+    assert (tmp_path / "a/tool").stat().st_mode & 0o7777 == 0o755 and (tmp_path / "a/after.txt").read_bytes() == b"still read\n"
+    garbage = SafeUnpacker(tmp_path / "b")
+    garbage.feed(b"not a tar header at all" * 40)
+    broken = garbage.result()
+    assert broken.error is not None and "bad header" in broken.error and broken.written == ()
+    # feeding after the error is a no-op, never an exception
+    garbage.feed(stream.getvalue())
+    assert garbage.result().written == ()
+
+
+def test_the_push_unpacker_never_writes_through_a_planted_link(tmp_path: Path) -> None:
+    """A link created by an earlier member, named like a later file: O_NOFOLLOW, nothing written outside."""
+    from ascendctl.collect import SafeUnpacker
+
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"untouched\n")
+    stream = crafted(("x.log", {"type": tarfile.SYMTYPE, "linkname": "y.log"}, b""), ("x.log", {}, b"overwrite\n"))
+    unpacker = SafeUnpacker(tmp_path / "d")
+    unpacker.feed(stream.getvalue())
+    result = unpacker.result()
+    assert [r.member for r in result.refused] == ["x.log"] and "clashes" in result.refused[0].reason
+    assert not (tmp_path / "d/y.log").exists() and outside.read_bytes() == b"untouched\n"
