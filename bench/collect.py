@@ -6,7 +6,8 @@ them sparse, cheap to create, for large host counts), and prints the median wall
 each tool and ascendctl's peak RSS (ru_maxrss of the ascendctl process).
 
 Run as root from the repository root:  .venv/bin/python bench/collect.py [--hosts 8] [--mb 200] [--runs 3] [--sparse]
-Target (issue 6): peak RSS < 150 MB.
+Targets (issues 6 and 17): within 1.2x of pdsh + tar on 8 and 64 hosts, peak RSS < 150 MB.
+64 hosts: --hosts 64 --mb 50 --sparse (sparse files keep the planting cheap; tar still sends every byte).
 """
 
 from __future__ import annotations
