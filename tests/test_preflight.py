@@ -334,3 +334,16 @@ def test_preflight_phase_one_is_one_round_trip_when_the_clock_comes_early() -> N
         assert sum(1 for c in calls if "@@" in c) == 1
         skew = next(c for c in report.nodes[0].checks if c.check == "clock_skew")
         assert skew.status == Status.PASS, skew
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_a_probe_with_a_budget_stops_running_sections_once_it_is_spent(shell: str) -> None:
+    """The budget is kept without a `date` process per section (/proc/uptime through `read`), in dash and bash."""
+    script = build_probe({"a": "sleep 1.2", "b": "sleep 1.2", "c": "echo hi"}, nonce="n0nce", section_timeout=5, budget=2)
+    assert "$(date +%s)" not in script.split("now() {")[0]
+    output = subprocess.run([shell, "-c", script], capture_output=True, text=True, timeout=20).stdout
+    sections = parse_probe(output, nonce="n0nce")
+    assert sections["a"] == Section("", 0)
+    # the budget is kept in whole seconds: `b` is cut to what was left, or not run when nothing whole was
+    assert sections["b"].exit_code in (124, 125)
+    assert sections["c"].exit_code == 125 and sections["c"].output.startswith("not run: the probe spent its 2s")
