@@ -116,10 +116,15 @@ class NodeGroup:
                     self._closing -= 1
 
     def spawn(self, node: Node, command: str, *, stdin: bytes | None = None) -> Spawned:
-        """Start `command` on the node's connection, which then stays open for the group's life (it is followed)."""
+        """Start `command` on the node's connection, which then stays open while it is followed (until `unpin`)."""
         with self._lock:
             self._pinned.add(node.name)
         return self.transport(node).spawn(command, stdin=stdin)
+
+    def unpin(self, node: Node) -> None:
+        """The command spawned on the node is done with: its connection may be closed as idle again."""
+        with self._lock:
+            self._pinned.discard(node.name)
 
     def is_open(self, node: Node) -> bool:
         return node.name in self._open

@@ -145,3 +145,15 @@ def test_a_followed_spawn_keeps_its_connection_when_idle_ones_are_closed(monkeyp
         assert len(results.succeeded) == 5
         assert not factory.transports[inv.nodes[0].name].closed
         assert followed.read() == b"line\n"
+
+
+def test_an_unpinned_spawn_may_be_closed_as_idle_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """netcheck's servers are followed only for their round: after `unpin` the budget may close that connection."""
+    inv = inventory(6, fanout=2)
+    monkeypatch.setattr("ascendctl.group.connection_budget", lambda: 2)
+    factory = FakeFactory(inv, default=[("follow", ok("line\n")), ("true", ok())])
+    with NodeGroup(inv, factory=factory) as group:
+        group.spawn(inv.nodes[0], "follow").close()
+        group.unpin(inv.nodes[0])
+        assert len(group.run(lambda node, t: t.run("true"), nodes=inv.nodes[1:]).succeeded) == 5
+        assert factory.transports[inv.nodes[0].name].closed

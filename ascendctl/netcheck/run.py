@@ -320,10 +320,12 @@ class PairRunner:
             limit = self._limit(node)
             command = backends.server_command(self.backend, python=node.python, bind_ip=ep.ip, ifname=ep.ifname,
                                               size=self.options.size, timeout=limit, both_ways=ways[by_server[node.name]])
-            handle = transport.spawn(node_bounded(command, limit + SERVER_START), stdin=program)
+            # through the group: the connection carrying a live server is never closed as idle (fd budget)
+            handle = self.group.spawn(node, node_bounded(command, limit + SERVER_START), stdin=program)
             text, port = _read_until(handle, backends.parse_port, time.monotonic() + SERVER_START)
             if port is None:
                 handle.close()
+                self.group.unpin(node)
                 raise AscendctlError(f"{node.name}: the {self.backend} server did not start"
                                      f" ({(text.strip().splitlines() or ['no output'])[-1][:160]})")
             return handle, text, port
@@ -358,6 +360,7 @@ class PairRunner:
                 handle, first, _ = started[a.name]
                 rest, _ = _read_until(handle, lambda _t: None, time.monotonic() + (ANSWER_SLACK if client.error is None else 0.5))
                 handle.close()
+                self.group.unpin(a)
                 server_text = first + rest
             if client.error is not None:
                 out.append(Measurement(a.name, b.name, None, None, index, client.error.message))
