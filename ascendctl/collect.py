@@ -558,6 +558,8 @@ class SafeUnpacker:
                 problem = self._create(filtered, info.mtime)
             except tarfile.FilterError as exc:
                 problem = _filter_reason(exc, info)
+            except ValueError as exc:  # a name no path can hold (a NUL byte from a pax record)
+                problem = f"unusable name ({exc})"
         if problem is not None:
             log.warning("refused archive member %r: %s", info.name, problem)
             self.refused.append(Refused(info.name, problem))
