@@ -349,3 +349,17 @@ def test_simulated_sendrecv_perf_replays_the_capture_scaled_and_the_backend_read
     assert backends.parse_nccl_tests_gbps(slow, 4096) == pytest.approx(0.01 * 8)
     with pytest.raises(backends.BackendOutputError, match="no nccl-tests table header"):
         backends.parse_nccl_tests_gbps("mpirun: sendrecv_perf: not found\n", 4096)
+
+
+def test_one_node_is_nothing_measured_not_an_all_clear(tmp_path: Path) -> None:
+    """A real run on this machine (local transport): one node has no network to another to measure."""
+    import subprocess
+    import sys
+
+    inventory = tmp_path / "one.yaml"
+    inventory.write_text("defaults:\n  transport: local\nnodes:\n  - {name: solo, host: 127.0.0.1}\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "ascendctl", "netcheck", "-i", str(inventory), "--quick", "--no-device-ping"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing measured: netcheck needs two nodes or more (1 reachable)" in proc.stdout
+    assert "no slow node or link" not in proc.stdout
