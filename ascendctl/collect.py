@@ -827,12 +827,22 @@ def collect_bundle(inventory: Inventory, options: CollectOptions, *, on_event: E
     total = _Budget(options.max_total_size)
     streams = threading.Semaphore(max(1, options.max_streams))
 
-    def work(node: Node, transport: Transport) -> NodeBundle:
-        return collect_node(node, transport, options, directory, node_budget=node_budget, total=total, now=now,
-                            streams=streams)
+    packer = BundlePacker(directory, options.output) if directory != options.output else None
 
-    with NodeGroup(inventory, keep=False) as group:
-        results = group.run(work, on_event=on_event)
+    def work(node: Node, transport: Transport) -> NodeBundle:
+        bundle = collect_node(node, transport, options, directory, node_budget=node_budget, total=total, now=now,
+                              streams=streams)
+        if packer is not None:
+            packer.add(child(directory, node.name))  # compressed while the other nodes are still sending
+        return bundle
+
+    try:
+        with NodeGroup(inventory, keep=False) as group:
+            results = group.run(work, on_event=on_event)
+    except BaseException:
+        if packer is not None:
+            packer.abort()
+        raise
     bundles = []
     for result in results:
         node = inventory.node(result.node)
@@ -851,18 +861,65 @@ def collect_bundle(inventory: Inventory, options: CollectOptions, *, on_event: E
                            since, options.until if options.until is not None else until, summary,
                            sum(b.bytes for b in bundles))
     (directory / "manifest.json").write_text(json.dumps(report.manifest(), indent=2) + "\n", encoding="utf-8")
-    if directory != options.output:
-        pack_bundle(directory, options.output)
+    if packer is not None:
+        packer.finish()  # what no node's work added: the metadata, and the directories of nodes that failed
         shutil.rmtree(directory)
     return report
 
 
-def pack_bundle(directory: Path, output: Path) -> None:
-    """Pack the bundle directory into a .tar.gz (files streamed, links kept as links)."""
-    tmp = output.with_name(output.name + ".part")
-    with tarfile.open(tmp, "w:gz", compresslevel=1) as archive:
-        archive.add(directory, arcname=directory.name)
-    os.replace(tmp, output)
+class BundlePacker:
+    """Packs a bundle directory into OUTPUT.tar.gz entry by entry, in a thread of its own.
+
+    Node directories are added as each node's collection ends, so compression overlaps the other nodes'
+    transfers (zlib works outside the GIL); `finish` adds what is left (metadata, failed nodes' directories)
+    and moves the finished archive into place; `abort` removes the partial one. Links are kept as links.
+    """
+
+    def __init__(self, directory: Path, output: Path) -> None:
+        import queue
+
+        self.directory = directory
+        self.output = output
+        self._tmp = output.with_name(output.name + ".part")
+        self._archive = tarfile.open(self._tmp, "w:gz", compresslevel=1)
+        self._archive.add(directory, arcname=directory.name, recursive=False)
+        self._added: set[str] = set()
+        self._queue: queue.Queue[Path | None] = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="pack-bundle", daemon=True)
+        self._thread.start()
+
+    def add(self, path: Path) -> None:
+        """Pack `path` (a top-level entry of the bundle directory) once the entries queued before it are packed."""
+        self._queue.put(path)
+
+    def _run(self) -> None:
+        while (path := self._queue.get()) is not None:
+            if self._error is None and path.name not in self._added and os.path.lexists(path):
+                try:
+                    self._archive.add(path, arcname=f"{self.directory.name}/{path.name}")
+                    self._added.add(path.name)
+                except BaseException as exc:  # a full disk: said by finish(), in the caller's thread
+                    self._error = exc
+
+    def finish(self) -> None:
+        for entry in sorted(os.listdir(self.directory)):
+            self._queue.put(self.directory / entry)  # skipped when already packed
+        self._queue.put(None)
+        self._thread.join()
+        self._archive.close()
+        if self._error is not None:
+            self._tmp.unlink(missing_ok=True)
+            raise self._error
+        os.replace(self._tmp, self.output)
+
+    def abort(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        try:
+            self._archive.close()
+        finally:
+            self._tmp.unlink(missing_ok=True)
 
 
 META_MAX_BYTES = 16 * 1024**2  # a manifest, facts or one command's output larger than this is not what collect writes

@@ -402,3 +402,34 @@ def test_the_push_unpacker_survives_mutated_archives(tmp_path: Path) -> None:
         unpacker.result()  # must not raise
     assert sorted(p.name for p in outside.iterdir()) == sorted(f"d{i}" for i in range(400))
     assert not any(p.is_file() for p in tmp_path.glob("*") if p.name not in ("src", "outside"))
+
+
+def test_the_bundle_packer_packs_nodes_as_they_end_then_the_rest(tmp_path: Path) -> None:
+    """Node directories queued while collection runs, metadata and unqueued directories at finish; links kept;
+    the archive appears only when finished, an aborted one leaves nothing."""
+    from ascendctl.collect import BundlePacker
+
+    bundle = tmp_path / "b"
+    for node in ("n1", "n2", "n3"):
+        (bundle / node / "files").mkdir(parents=True)
+        (bundle / node / "files" / "plog.log").write_bytes(node.encode() * 1000)
+    (bundle / "n2" / "latest").symlink_to("files/plog.log")
+    output = tmp_path / "b.tar.gz"
+    packer = BundlePacker(bundle, output)
+    packer.add(bundle / "n2")
+    packer.add(bundle / "n2")  # a node added twice is packed once
+    assert not output.exists()
+    (bundle / "manifest.json").write_text("{}\n", encoding="utf-8")
+    packer.finish()
+    names = subprocess.run(["tar", "-tzvf", str(output)], capture_output=True, text=True, check=True).stdout.splitlines()
+    listed = [line.split()[-1] if "->" not in line else line.split()[-3] for line in names]
+    assert listed[0] == "b/" and listed[1] == "b/n2/"  # the node queued during collection comes first
+    assert sorted(set(listed)) == sorted({"b/", "b/manifest.json", "b/n1/", "b/n1/files/", "b/n1/files/plog.log", "b/n2/",
+                                          "b/n2/files/", "b/n2/files/plog.log", "b/n2/latest", "b/n3/", "b/n3/files/",
+                                          "b/n3/files/plog.log"})
+    assert len(listed) == len(set(listed))
+    assert any("b/n2/latest -> files/plog.log" in line for line in names)
+    aborted = BundlePacker(bundle, tmp_path / "c.tar.gz")
+    aborted.add(bundle / "n1")
+    aborted.abort()
+    assert not (tmp_path / "c.tar.gz").exists() and not (tmp_path / "c.tar.gz.part").exists()
