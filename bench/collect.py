@@ -5,7 +5,7 @@ Builds N real test hosts (network namespaces with sshd; tests/cluster/harness.py
 them sparse, cheap to create, for large host counts), and prints the median wall time of
 each tool and ascendctl's peak RSS (ru_maxrss of the ascendctl process).
 
-Run as root from the repository root:  .venv/bin/python bench/collect.py [--hosts 8] [--mb 200] [--runs 3] [--sparse]
+Run as root from the repository root:  .venv/bin/python bench/collect.py [--hosts 8] [--mb 200] [--runs 3] [--sparse] [--gz]
 Targets (issues 6 and 17): within 1.2x of pdsh + tar on 8 and 64 hosts, peak RSS < 150 MB.
 64 hosts: --hosts 64 --mb 50 --sparse (sparse files keep the planting cheap; tar still sends every byte).
 """
@@ -41,10 +41,12 @@ def plant(cluster: Cluster, mb: int, sparse: bool, template: Path) -> None:
             raise SystemExit(f"{host.name}: planting failed: {result.stderr}")
 
 
-def run_ascendctl(inventory: Path, out: Path, mb: int) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one collect into a fresh directory."""
+def run_ascendctl(inventory: Path, out: Path, mb: int, gz: bool = False) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one collect into a fresh directory (or OUT.tar.gz)."""
     shutil.rmtree(out, ignore_errors=True)
-    argv = [PYTHON, "-c", RSS_WRAPPER, *ASCENDCTL, "collect", "-i", str(inventory), "-o", str(out),
+    target = out.with_name(out.name + ".tar.gz") if gz else out
+    target.unlink(missing_ok=True)
+    argv = [PYTHON, "-c", RSS_WRAPPER, *ASCENDCTL, "collect", "-i", str(inventory), "-o", str(target),
             "--since", "1d", "--max-node-size", f"{mb + 50}M"]
     start = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True)
@@ -54,14 +56,15 @@ def run_ascendctl(inventory: Path, out: Path, mb: int) -> tuple[float, int]:
     return wall, int(proc.stdout.strip().splitlines()[-1])
 
 
-def run_pdsh(cluster: Cluster, out: Path) -> float:
-    """pdsh's exec module runs `ssh host tar -cf - ... | tar -xf -` per host, 64 at a time."""
+def run_pdsh(cluster: Cluster, out: Path, gz: bool = False) -> float:
+    """pdsh's exec module runs `ssh host tar -cf - ... | tar -xf -` per host, 64 at a time (`| gzip -1 >` with --gz)."""
     shutil.rmtree(out, ignore_errors=True)
     for host in cluster.hosts:
         (out / host.ip).mkdir(parents=True)
     ssh = (f"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={cluster.known_hosts} "
            f"-i {cluster.client_key} -l root")
-    copy = f"{ssh} %h tar -cf - -C / {PLOG.lstrip('/')} | tar -xf - -C {out}/%h"
+    unpack = f"gzip -1 > {out}/%h/plog.tar.gz" if gz else f"tar -xf - -C {out}/%h"
+    copy = f"{ssh} %h tar -cf - -C / {PLOG.lstrip('/')} | {unpack}"
     argv = ["pdsh", "-R", "exec", "-f", "64", "-w", ",".join(h.ip for h in cluster.hosts), "sh", "-c", copy]
     start = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True)
@@ -81,6 +84,7 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sparse", action="store_true")
+    parser.add_argument("--gz", action="store_true", help="ascendctl writes BUNDLE.tar.gz; pdsh pipes each tar through gzip -1")
     args = parser.parse_args()
     if not shutil.which("pdsh"):
         raise SystemExit("pdsh not found: apt-get install pdsh")
@@ -97,16 +101,17 @@ def main() -> None:
             ours: list[tuple[float, int]] = []
             theirs: list[float] = []
             for _ in range(args.runs):  # interleaved so drift hits both alike
-                ours.append(run_ascendctl(inventory, tmp / "bundle", args.mb))
-                theirs.append(run_pdsh(cluster, tmp / "pdsh"))
-            copied_ours, copied_theirs = du(tmp / "bundle"), du(tmp / "pdsh")
+                ours.append(run_ascendctl(inventory, tmp / "bundle", args.mb, args.gz))
+                theirs.append(run_pdsh(cluster, tmp / "pdsh", args.gz))
+            copied_ours = (tmp / "bundle.tar.gz").stat().st_size if args.gz else du(tmp / "bundle")
+            copied_theirs = du(tmp / "pdsh")
     wall = statistics.median(w for w, _ in ours)
     rss = max(r for _, r in ours) / 1024
     pdsh = statistics.median(theirs)
-    print(f"hosts={args.hosts} data/host={args.mb}MB{' (sparse)' if args.sparse else ''} runs={args.runs} "
+    print(f"hosts={args.hosts} data/host={args.mb}MB{' (sparse)' if args.sparse else ''}{' .tar.gz' if args.gz else ''} runs={args.runs} "
           f"cpus={os.cpu_count()} self-rss={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}MB")
     print(f"ascendctl collect  {wall:7.2f}s  peak RSS {rss:6.1f} MB  copied {copied_ours / 2**20:8.1f} MB")
-    print(f"pdsh + ssh tar     {pdsh:7.2f}s                     copied {copied_theirs / 2**20:8.1f} MB")
+    print(f"pdsh + ssh tar{' | gzip' if args.gz else '    '} {pdsh:7.2f}s                     copied {copied_theirs / 2**20:8.1f} MB")
     print(f"ratio {wall / pdsh:.2f}")
 
 
