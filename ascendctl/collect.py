@@ -34,7 +34,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Callable, Mapping, Sequence
+from typing import IO, Any, Callable, Mapping, Sequence, cast
 
 from .probe import TOOL_PATH, ask
 from .errors import ExitCode, UsageError
@@ -881,7 +881,9 @@ class BundlePacker:
         self.directory = directory
         self.output = output
         self._tmp = output.with_name(output.name + ".part")
-        self._archive = tarfile.open(self._tmp, "w:gz", compresslevel=1)
+        self._file = open(self._tmp, "wb")
+        self._gzip = ParallelGzipWriter(self._file)
+        self._archive = tarfile.open(fileobj=cast(IO[bytes], self._gzip), mode="w|", bufsize=CHUNK)
         self._archive.add(directory, arcname=directory.name, recursive=False)
         self._added: set[str] = set()
         self._queue: queue.Queue[Path | None] = queue.Queue()
@@ -907,7 +909,12 @@ class BundlePacker:
             self._queue.put(self.directory / entry)  # skipped when already packed
         self._queue.put(None)
         self._thread.join()
-        self._archive.close()
+        try:
+            self._archive.close()
+            self._gzip.close()
+            self._file.close()
+        except OSError as exc:
+            self._error = self._error or exc
         if self._error is not None:
             self._tmp.unlink(missing_ok=True)
             raise self._error
@@ -917,9 +924,75 @@ class BundlePacker:
         self._queue.put(None)
         self._thread.join()
         try:
-            self._archive.close()
+            self._gzip.discard()
+            self._file.close()
         finally:
             self._tmp.unlink(missing_ok=True)
+
+
+class ParallelGzipWriter:
+    """A write-only file object producing one gzip member, its blocks deflated by a pool of threads (like pigz).
+
+    The stream is cut into blocks; each is deflated on its own and ended with a sync flush (byte-aligned, not
+    final), so the pieces written in order form one valid deflate stream; close() ends it with an empty final
+    block and the gzip trailer (CRC-32 and length of everything written). zlib works outside the GIL, so the
+    blocks use every core. One member, not several: tarfile's own "r|gz" reader stops after a first member.
+    """
+
+    BLOCK = 1024 * 1024
+
+    def __init__(self, raw: IO[bytes], *, level: int = 1, workers: int | None = None) -> None:
+        from collections import deque
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        self._raw = raw
+        self._level = level
+        self._workers = max(1, workers or min(8, os.cpu_count() or 1))
+        self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="gzip")
+        self._pending: deque[Future[bytes]] = deque()
+        self._buffer = bytearray()
+        self._crc = 0
+        self._size = 0
+        self._closed = False
+        raw.write(b"\x1f\x8b\x08\x00" + int(time.time()).to_bytes(4, "little") + b"\x00\xff")
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        self._crc = zlib.crc32(data, self._crc)
+        self._size += len(data)
+        self._buffer += data
+        while len(self._buffer) >= self.BLOCK:
+            block = bytes(self._buffer[:self.BLOCK])
+            del self._buffer[:self.BLOCK]
+            self._submit(block)
+        return len(data)
+
+    def _submit(self, block: bytes) -> None:
+        self._pending.append(self._pool.submit(_deflate_block, block, self._level))
+        while len(self._pending) > 2 * self._workers:  # bounded memory: a few blocks per worker in flight
+            self._raw.write(self._pending.popleft().result())
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._buffer:
+            self._submit(bytes(self._buffer))
+            self._buffer.clear()
+        while self._pending:
+            self._raw.write(self._pending.popleft().result())
+        self._pool.shutdown()
+        self._raw.write(zlib.compressobj(self._level, zlib.DEFLATED, -zlib.MAX_WBITS).flush(zlib.Z_FINISH))
+        self._raw.write((self._crc & 0xFFFFFFFF).to_bytes(4, "little") + (self._size & 0xFFFFFFFF).to_bytes(4, "little"))
+
+    def discard(self) -> None:
+        """Stop without finishing the stream (an aborted archive)."""
+        self._closed = True
+        self._pool.shutdown(cancel_futures=True)
+
+
+def _deflate_block(block: bytes, level: int) -> bytes:
+    deflate = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return deflate.compress(block) + deflate.flush(zlib.Z_SYNC_FLUSH)
 
 
 META_MAX_BYTES = 16 * 1024**2  # a manifest, facts or one command's output larger than this is not what collect writes

@@ -433,3 +433,45 @@ def test_the_bundle_packer_packs_nodes_as_they_end_then_the_rest(tmp_path: Path)
     aborted.add(bundle / "n1")
     aborted.abort()
     assert not (tmp_path / "c.tar.gz").exists() and not (tmp_path / "c.tar.gz.part").exists()
+
+
+def test_the_parallel_gzip_writer_makes_one_member_every_reader_reads(tmp_path: Path) -> None:
+    """Blocks deflated in threads and joined by sync flushes: `gzip -t` passes, zcat and Python's gzip give the
+    bytes back, and tarfile's stream reader ("r|gz", which stops after a first gzip member) sees every member."""
+    import gzip
+    import random
+
+    from ascendctl.collect import ParallelGzipWriter
+
+    rng = random.Random(3)
+    payload = b"".join(rng.randbytes(rng.randint(0, 300_000)) + b"plog line\n" * rng.randint(0, 50_000) for _ in range(12))
+    path = tmp_path / "x.gz"
+    with open(path, "wb") as raw:
+        writer = ParallelGzipWriter(raw, workers=3)
+        pos = 0
+        while pos < len(payload):  # odd write sizes across block boundaries
+            step = rng.randint(1, 3 * ParallelGzipWriter.BLOCK // 2)
+            writer.write(payload[pos:pos + step])
+            pos += step
+        writer.close()
+    assert len(payload) > 3 * ParallelGzipWriter.BLOCK
+    assert subprocess.run(["gzip", "-t", str(path)]).returncode == 0
+    assert subprocess.run(["zcat", str(path)], capture_output=True, check=True).stdout == payload
+    assert gzip.decompress(path.read_bytes()) == payload
+    # a tar written through it, read by tarfile's stream mode
+    tar_path = tmp_path / "t.tar.gz"
+    with open(tar_path, "wb") as raw:
+        writer = ParallelGzipWriter(raw, workers=2)
+        with tarfile.open(fileobj=writer, mode="w|") as archive:  # type: ignore[call-overload]
+            for i in range(5):
+                data = rng.randbytes(700_000)
+                info = tarfile.TarInfo(f"n{i}/plog.log")
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+        writer.close()
+    with tarfile.open(tar_path, mode="r|gz") as archive:
+        assert [m.name for m in archive] == [f"n{i}/plog.log" for i in range(5)]
+    empty = tmp_path / "empty.gz"
+    with open(empty, "wb") as raw:
+        ParallelGzipWriter(raw).close()
+    assert gzip.decompress(empty.read_bytes()) == b""
