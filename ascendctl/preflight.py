@@ -2,8 +2,8 @@
 
 Connects to every node once and reuses the connection for each round: one probe that reads
 the clock and gathers every fact the selected checks need (on the master it also starts the
-port test's listener), then (for path MTU and the master port) one cross-node round. Evaluation is pure (see checks/). Must not import
-typer or rich.
+port test's listener), then (for path MTU and the master port) one cross-node round.
+Evaluation is pure (see checks/). Must not import typer or rich.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ FACT_BUILDERS: dict[str, Callable[[Node, ProbeContext], str | Mapping[str, str] 
     **network.FACTS, **clock.FACTS, **npu.FACTS, **system.FACTS,
 }
 LISTENER_SECONDS = 15.0
-# probe sections of the master_port test's listener: started last in the master's probe, stopped in its cross-node round
-LISTENER_SECTION, LISTENER_STOP_SECTION = "listener", "listener.stop"
+# the probe section that starts the master_port test's listener, last in the master's probe
+LISTENER_SECTION = "listener"
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +172,7 @@ def run_preflight(
     own_group = group is None
     nodes = group or NodeGroup(inventory)
 
-    start_listener = any(c.id == "master_port" for c in cluster_checks) and any(c.phase2 for c in cluster_checks)
+    start_listener = any(c.id == "master_port" for c in cluster_checks)
 
     def phase1(node: Node, transport: Transport) -> _Probed:
         offset = uncertainty = None
@@ -270,11 +270,11 @@ def _phase2(
     master_address: str | None = None
     if want_port and master is not None:
         master_address = network.node_address(master)
+        # whatever the port's state, a listener the probe started is stopped below unless every node connected
+        listener_pid = network.listener_pid(master.sections.get(LISTENER_SECTION))
         free, _ = network.master_port_free(master, ctx.config.master_port)
-        if free:
-            listener_pid = network.listener_pid(master.sections.get(LISTENER_SECTION))
-        else:
-            want_port = False  # the master_port check reports the busy port itself (and the listener could not bind)
+        if not free:
+            want_port = False  # the master_port check reports the busy (or unknown) port itself
 
     def phase2(node: Node, transport: Transport) -> NodeFacts:
         facts = next(f for f in reachable if f.node.name == node.name)

@@ -347,3 +347,20 @@ def test_a_probe_with_a_budget_stops_running_sections_once_it_is_spent(shell: st
     # the budget is kept in whole seconds: `b` is cut to what was left, or not run when nothing whole was
     assert sections["b"].exit_code in (124, 125)
     assert sections["c"].exit_code == 125 and sections["c"].output.startswith("not run: the probe spent its 2s")
+
+
+def test_a_listener_the_probe_started_is_stopped_when_the_port_test_does_not_run() -> None:
+    """The master's probe starts the listener before anyone knows whether the port is free; when its state cannot
+    be read (`ss` failed) the port test is skipped, and the listener must not be left on the job's port."""
+    from tests.fakes import probe_reply
+
+    inventory = inv("nodes: [a, b]\n")
+    now = (lambda cmd: CommandResult(cmd, 0, f"{time.time():.6f}\n", "", 0.0))
+    reply = probe_reply({"ports": "ss: cannot open netlink socket", "listener": "listener 4242"}, {"ports": 1})
+    factory = FakeFactory(inventory, default=[(r"^date", now), (r"^kill 4242", ok()), (r"@@", reply)])
+    report = run_preflight(inventory, select_checks(["master_port"]), group=NodeGroup(inventory, factory=factory))
+    master_calls = factory.transports["a"].calls
+    assert any("begin listener@@" in c for c in master_calls)  # started by the master's probe
+    assert not any("begin listener@@" in c for c in factory.transports["b"].calls)
+    assert sum(1 for c in master_calls if c.startswith("kill 4242")) == 1
+    assert report.cluster[0].status == Status.ERROR and "cannot tell whether port" in report.cluster[0].summary
