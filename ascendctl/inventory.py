@@ -25,7 +25,7 @@ from .hostfile import FORMS, is_hostfile, parse_hostfile
 from .models import Resolved
 from .nodeset import list_size, range_size
 from .paths import name_problem
-from .slurm import Allocation, SubmitSettings
+from .slurm import Allocation, SubmitSettings, allocation_job_id
 from .settings import (CLUSTER_SETTINGS, PreflightConfig, DEFAULTS_SETTINGS, NODE_ONLY_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, SettingError,
                        env_var_name, resolve_settings, shown)
 
@@ -207,7 +207,7 @@ def load_inventory(
     """
     env = os.environ if environ is None else environ
     located = find_inventory(None if path is None else os.fspath(path), env)
-    if located is None and (env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")):
+    if located is None and allocation_job_id(env):
         return allocation_inventory(flags=flags, environ=env)
     if located is None:
         return builtin_inventory(flags=flags, environ=env)
@@ -378,7 +378,7 @@ def _slurm_backend(data: dict[str, Any], *, source: str, defaults: dict[str, Any
                           + (" (a node count for submit mode is `slurm.nodes`)" if key == "nodes" else ""))
     if errors:
         raise InventoryError(errors)
-    if env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID"):
+    if allocation_job_id(env):
         inventory = allocation_inventory(flags=flags, environ=env, defaults=defaults, file=source)
         return replace(inventory, slurm=slurm)
     if not submit:
@@ -392,22 +392,27 @@ def _slurm_backend(data: dict[str, Any], *, source: str, defaults: dict[str, Any
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
 
 
-def node_names(nodes: Sequence[Node], items: Iterable[str]) -> tuple[set[str], list[str]]:
-    """The node names `items` stand for, each a node's name or its host, and the items that are neither."""
-    names = {node.name for node in nodes}
-    by_host: dict[str, list[str]] = {}
-    for node in nodes:
-        by_host.setdefault(node.host, []).append(node.name)
-    found: set[str] = set()
-    missing: list[str] = []
-    for item in items:
-        if item in names:
-            found.add(item)
-        elif item in by_host:
-            found.update(by_host[item])
-        else:
-            missing.append(item)
-    return found, missing
+class NodeNames:
+    """What a list of items stands for in an inventory: each item a node's name or its host (indexed once)."""
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self.names = {node.name for node in nodes}
+        self.by_host: dict[str, list[str]] = {}
+        for node in nodes:
+            self.by_host.setdefault(node.host, []).append(node.name)
+
+    def lookup(self, items: Iterable[str]) -> tuple[set[str], list[str]]:
+        """The node names `items` stand for, and the items that are neither a name nor a host."""
+        found: set[str] = set()
+        missing: list[str] = []
+        for item in items:
+            if item in self.names:
+                found.add(item)
+            elif item in self.by_host:
+                found.update(self.by_host[item])
+            else:
+                missing.append(item)
+        return found, missing
 
 
 def _groups_from(raw: Any, nodes: list[Node], where: Any, errors: list[str]) -> dict[str, tuple[str, ...]]:
@@ -418,6 +423,7 @@ def _groups_from(raw: Any, nodes: list[Node], where: Any, errors: list[str]) -> 
         errors.append(f"{where('groups')}: expected a mapping like {{rack1: 'n[01-16]'}}")
         return {}
     order = {node.name: i for i, node in enumerate(nodes)}
+    index = NodeNames(nodes)  # once: a group may list thousands of names
     groups: dict[str, tuple[str, ...]] = {}
     for name, members in raw.items():
         key_path = f"groups.{name}"
@@ -449,7 +455,7 @@ def _groups_from(raw: Any, nodes: list[Node], where: Any, errors: list[str]) -> 
             except NodeSetException as exc:
                 errors.append(f"{where(key_path)}: bad node set {pattern!r}: {exc}")
                 continue
-            found, missing = node_names(nodes, items)
+            found, missing = index.lookup(items)
             names.update(found)
             unknown += missing
         if unknown:

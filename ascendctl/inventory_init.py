@@ -16,6 +16,7 @@ from typing import Mapping
 
 from .errors import AscendctlError, UsageError
 from .inventory import Inventory, allocation_inventory, load_inventory, parse_inventory
+from .slurm import allocation_job_id
 from .settings import SETTINGS_BY_NAME, PreflightConfig
 
 STDOUT = "-"
@@ -45,7 +46,7 @@ def init_inventory(*, hostfile: str | None = None, nodeset: str | None = None, o
         source, origin = load_inventory(hostfile, environ=clean), f"from the hostfile {hostfile}"
     elif nodeset:
         source, origin = _nodeset_inventory(nodeset, clean), f"from the node set {nodeset}"
-    elif env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID"):
+    elif allocation_job_id(env):
         source = allocation_inventory(environ=clean)
         origin = f"from the nodes of Slurm job {source.allocation.job_id if source.allocation else '?'}"
     else:

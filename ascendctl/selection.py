@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Collection, Iterable, Mapping
 
 from .errors import UsageError
-from .inventory import MAX_NODES, Inventory, node_names
+from .inventory import MAX_NODES, Inventory, NodeNames
 from .nodeset import range_size
 
 _GROUP_REF = re.compile(r"@([^,!&^\[\]\s]+)")
@@ -77,7 +77,7 @@ def select_nodes(inventory: Inventory, nodes: str | None = None, exclude: str | 
 
 def _matching(inventory: Inventory, items: Iterable[str], pattern: str) -> set[str]:
     """Node names for `items` (each a name or a host); UsageError naming what matched nothing."""
-    found, missing = node_names(inventory.nodes, items)
+    found, missing = NodeNames(inventory.nodes).lookup(items)
     if missing:
         from .nodeset import fold
 

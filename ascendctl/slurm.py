@@ -141,10 +141,16 @@ def show_nodes(names: Sequence[str], *, environ: Mapping[str, str] | None = None
     return parse_nodes(run_tool(["scontrol", "show", "node", "-o", ",".join(names)], environ=environ))
 
 
+def allocation_job_id(environ: Mapping[str, str] | None = None) -> str | None:
+    """The job id of the allocation we run in (SLURM_JOB_ID, or the older SLURM_JOBID); None outside one."""
+    env = os.environ if environ is None else environ
+    return env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or None
+
+
 def allocation_from_environ(environ: Mapping[str, str] | None = None) -> Allocation | None:
     """The allocation we run in (SLURM_JOB_ID set), with its node names; None outside one."""
     env = os.environ if environ is None else environ
-    job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+    job = allocation_job_id(env)
     if not job:
         return None
     nodelist = env.get("SLURM_JOB_NODELIST")

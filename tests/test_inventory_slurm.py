@@ -73,3 +73,14 @@ def test_clean_environ_drops_what_a_real_srun_step_sets_and_keeps_the_job() -> N
             "SLURM_TASK_PID": "13477", "SLURM_TOPOLOGY_ADDR": "h02", "SLURM_UMASK": "0022", "PATH": "/bin"}
     assert clean_environ(step) == {"SLURM_CPUS_ON_NODE": "2", "SLURM_JOBID": "1", "SLURM_JOB_ID": "1",
                                    "SLURM_JOB_NODELIST": "h[01-03]", "SLURM_JOB_NUM_NODES": "3", "PATH": "/bin"}
+
+
+def test_the_allocation_is_known_by_either_spelling_of_its_job_id() -> None:
+    """One place says whether we run inside an allocation (launch used to look at SLURM_JOB_ID alone, and went to
+    submit mode inside an allocation that set only the older SLURM_JOBID)."""
+    from ascendctl.slurm import allocation_job_id
+
+    assert allocation_job_id({"SLURM_JOB_ID": "41"}) == "41"
+    assert allocation_job_id({"SLURM_JOBID": "42"}) == "42"
+    assert allocation_job_id({"SLURM_JOB_ID": "", "SLURM_JOBID": ""}) is None
+    assert allocation_job_id({}) is None

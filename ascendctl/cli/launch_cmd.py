@@ -70,11 +70,12 @@ def launch(
                             rank_table, rdzv, cluster_timeout, grace)
     from ..inventory import load_inventory
     from ..selection import select_nodes
+    from ..slurm import allocation_job_id
 
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
                      accept_new_host_keys=accept_new_host_keys)
     whole = load_inventory(inventory, flags=flags, submit=True)
-    if (backend == Backend.slurm or (backend is None and whole.backend == "slurm")) and not os.environ.get("SLURM_JOB_ID"):
+    if (backend == Backend.slurm or (backend is None and whole.backend == "slurm")) and not allocation_job_id():
         from ..jobs import submit_job
         from ..jobs.submit import render_submission, submit_options
 
