@@ -391,7 +391,6 @@ class SafeUnpacker:
         if not hasattr(tarfile, "data_filter"):  # Python < 3.10.12 / 3.11.4: no extraction filters
             raise UsageError("this Python has no tarfile extraction filters; use Python >= 3.11.4 (or 3.10.12)")
         dest.mkdir(parents=True, exist_ok=True)
-        self.dest = dest
         self._root = os.path.realpath(dest)
         self.rename = rename
         self.on_file = on_file
@@ -409,7 +408,7 @@ class SafeUnpacker:
         self._meta: bytearray | None = None  # a GNU long name or pax header being read
         self._meta_kind = b""
         self._long: dict[str, str] = {}  # path / linkpath (and size, mtime) for the next member
-        self._current: tuple[str, str, float] | None = None  # (target, local path, mtime) of the file being written
+        self._current: tarfile.TarInfo | None = None  # the file being written (its name relative to the root)
 
     def feed(self, chunk: bytes | memoryview) -> None:
         view = memoryview(chunk)
@@ -435,18 +434,19 @@ class SafeUnpacker:
                         self._header.clear()
                         self._on_header(block)
         except OSError as exc:
-            self._fail(f"cannot write the bundle: {exc.strerror or exc}")
+            self.stop(f"cannot write the bundle: {exc.strerror or exc}")
 
     def result(self) -> UnpackResult:
         """What was written; a stream that ended inside a member (or without one) is reported as broken off."""
         if self.error is None and not self.finished and (self._left or self._pad or self._header or self._meta is not None):
-            self._fail("archive stream broken off: unexpected end of data")
+            self.stop("archive stream broken off: unexpected end of data")
         self._close_file()
         return UnpackResult(tuple(self.written), tuple(self.refused), self.error)
 
     # -- states
 
-    def _fail(self, why: str) -> None:
+    def stop(self, why: str) -> None:
+        """End the unpacking here (a broken stream, a cap, a full disk): what follows is ignored."""
         if self.error is None:
             self.error = why
         self._close_file()
@@ -471,17 +471,16 @@ class SafeUnpacker:
         fd, self._fd = self._fd, None
         os.close(fd)
         if self._current is not None:
-            target, path, mtime = self._current
-            self._current = None
+            member, self._current = self._current, None
+            path = os.path.join(self._root, member.name)
             try:
-                os.utime(path, (mtime, mtime), follow_symlinks=False)
+                os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
             except OSError:
                 pass
             if self._left == 0:
-                size = os.stat(path, follow_symlinks=False).st_size
-                self.written.append(target)
+                self.written.append(member.name)
                 if self.on_file:
-                    self.on_file(target, size)
+                    self.on_file(member.name, os.stat(path, follow_symlinks=False).st_size)
 
     def _skip(self, size: int) -> None:
         self._left, self._pad = size, -size % BLOCK
@@ -495,11 +494,11 @@ class SafeUnpacker:
         try:
             info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
         except tarfile.HeaderError as exc:
-            self._fail(f"archive stream broken off: bad header ({exc})")
+            self.stop(f"archive stream broken off: bad header ({exc})")
             return
         if info.type in (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE):
             if info.size > META_LIMIT:
-                self._fail(f"archive stream broken off: a {info.size}-byte extended header")
+                self.stop(f"archive stream broken off: a {info.size}-byte extended header")
                 return
             self._meta, self._meta_kind = bytearray(), info.type
             self._skip(info.size)
@@ -529,13 +528,14 @@ class SafeUnpacker:
             if "mtime" in overrides:
                 info.mtime = float(overrides["mtime"])
         except ValueError:
-            self._fail(f"archive stream broken off: bad pax record for {info.name!r}")
+            self.stop(f"archive stream broken off: bad pax record for {info.name!r}")
             return
-        size = info.size if info.type in tarfile.REGULAR_TYPES else 0 if info.type in (
-            tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE) else info.size
+        # links, directories and devices carry no data whatever their size field says
+        size = 0 if info.type in (tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.BLKTYPE,
+                                  tarfile.FIFOTYPE) else info.size
         self._members += 1
         if self._members > self.limits.members:
-            self._fail(f"more than {self.limits.members} archive members: stopped there")
+            self.stop(f"more than {self.limits.members} archive members: stopped there")
             return
         target = self.rename(info.name)
         if target is None:
@@ -550,12 +550,12 @@ class SafeUnpacker:
         if problem is None and info.isfile():
             self._content += info.size
             if self._content > self.limits.bytes:
-                self._fail(f"archive content passes {self.limits.bytes} bytes: stopped at {info.name!r}")
+                self.stop(f"archive content passes {self.limits.bytes} bytes: stopped at {info.name!r}")
                 return
         if problem is None:
             try:
                 filtered = tarfile.data_filter(info.replace(name=target, deep=False), self._root)
-                problem = self._create(filtered, info.mtime)
+                problem = self._create(filtered)
             except tarfile.FilterError as exc:
                 problem = _filter_reason(exc, info)
             except ValueError as exc:  # a name no path can hold (a NUL byte from a pax record)
@@ -563,11 +563,9 @@ class SafeUnpacker:
         if problem is not None:
             log.warning("refused archive member %r: %s", info.name, problem)
             self.refused.append(Refused(info.name, problem))
-            self._skip(size)
-            return
-        self._skip(size)
+        self._skip(size)  # into the open file, or past a refused member's data
 
-    def _create(self, member: tarfile.TarInfo, mtime: float) -> str | None:
+    def _create(self, member: tarfile.TarInfo) -> str | None:
         """Make the member (directory, link, or an open file for its data); a reason when it cannot be made."""
         path = os.path.join(self._root, member.name)
         try:
@@ -580,7 +578,7 @@ class SafeUnpacker:
                 return None
             mode = (member.mode or 0o644) & 0o777
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-            self._current = (member.name, path, mtime)
+            self._current = member
         except (FileExistsError, IsADirectoryError, NotADirectoryError) as exc:
             return f"clashes with what is already there ({exc.strerror})"
         except OSError as exc:
@@ -633,7 +631,7 @@ def unpack_tar_stream(
                 break
             unpacker.feed(chunk)
     except (OSError, EOFError, zlib.error) as exc:
-        unpacker._fail(f"archive stream broken off: {exc}")
+        unpacker.stop(f"archive stream broken off: {exc}")
     return unpacker.result()
 
 
