@@ -11,7 +11,7 @@ import pytest
 from ascendctl.netcheck import backends
 from ascendctl.netcheck.run import choose_backend
 from ascendctl.netcheck.schedule import (Group, Pair, circle_round, default_round_count, pair_rounds, partners_promised,
-                                         quick_search_rounds, ring_links, ring_round, rounds_for_all_pairs)
+                                         quick_search_rounds, ring_links, rounds_for_all_pairs)
 from ascendctl.netcheck.verdict import Measurement, judge
 
 
@@ -58,13 +58,13 @@ def test_small_and_degenerate_schedules() -> None:
     assert pair_rounds(1) == [] and pair_rounds(0) == [] and default_round_count(1) == 0
     assert pair_rounds(2) == [[(0, 1)]]
     assert pair_rounds(3, all_pairs=True) == [[(1, 2)], [(0, 1)], [(0, 2)]]  # a bye each: 0, then 2, then 1
-    assert ring_round(2) == [(0, 1)]
-    assert ring_round(4) == [(0, 1), (1, 2), (2, 3), (3, 0)]
+    assert ring_links(range(2)) == [(0, 1)]
+    assert ring_links(range(4)) == [(0, 1), (1, 2), (2, 3), (3, 0)]
 
 
 def test_ring_round_each_node_serves_once_and_connects_once() -> None:
     for n in range(3, 50):
-        ring = ring_round(n)
+        ring = ring_links(range(n))
         assert sorted(a for a, _ in ring) == list(range(n)) and sorted(b for _, b in ring) == list(range(n))
 
 

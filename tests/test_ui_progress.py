@@ -61,9 +61,9 @@ def run_on_pty(tmp_path: Path, *args: str, env: dict[str, str]) -> str:
 
 
 def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("ASCENDCTL_NO_PROGRESS", "CI", "GITHUB_ACTIONS", "GITLAB_CI",
-                                                              "JENKINS_URL", "BUILDKITE", "TF_BUILD")}
-    return env
+    from ascendctl.ui import CI_VARIABLES
+
+    return {k: v for k, v in os.environ.items() if k not in ("ASCENDCTL_NO_PROGRESS", *CI_VARIABLES)}
 
 
 def test_a_terminal_sees_done_total_failed_and_the_slowest_node_still_running(tmp_path: Path) -> None:

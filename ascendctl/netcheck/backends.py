@@ -21,8 +21,6 @@ from typing import Callable, Sequence
 
 BACKENDS = ("hccl_test", "nccl-tests", "torch", "tcp")
 # the order `auto` prefers them: the Ascend device plane (hccl_test), the GPU one (nccl-tests), then the host network
-RUNNABLE = BACKENDS
-MPI_BACKENDS = ("hccl_test", "nccl-tests")  # one mpirun per measured group (a pair is a group of two), from its first node
 HCCL_TEST_DIR = "${ASCEND_TOOLKIT_HOME:-/usr/local/Ascend/ascend-toolkit/latest}/tools/hccl_test/bin"
 # probe sections: does the node have what the MPI backends need (exit 0 when it does)
 HAS_SECTIONS = {
@@ -109,8 +107,7 @@ def parse_received(text: str) -> Received:
                 return Received(float(data["recv_bytes"]), float(data["recv_seconds"]))
             except (ValueError, KeyError, TypeError) as exc:
                 raise BackendOutputError(f"unreadable result line {line[:80]!r}: {exc}") from None
-    tail = text.strip().splitlines()[-1:] or ["no output"]
-    raise BackendOutputError(f"no result line ({tail[0][:120]})")
+    raise BackendOutputError(f"no result line ({_tail(text)})")
 
 
 def nccl_tests_command(*, mpirun: str = "mpirun", binary: str | None = None, hosts: Sequence[str], size: int,
@@ -127,6 +124,7 @@ def nccl_tests_command(*, mpirun: str = "mpirun", binary: str | None = None, hos
 
 
 def _tail(text: str) -> str:
+    """The last line a backend printed, for an error message."""
     return (text.strip().splitlines()[-1:] or ["no output"])[0][:120]
 
 
@@ -190,8 +188,7 @@ def parse_hccl_test_gbps(text: str, size: int) -> float:
         ranks = ", ".join(str(r) for r in sorted({rank for rank, _ in table.failed_ranks}))
         raise BackendOutputError(f"hccl_test: result check failed on rank {ranks}")
     row = table.at_size(size) or table.largest
-    if row is None:
-        raise BackendOutputError(f"hccl_test table has no rows ({_tail(text)})")
+    assert row is not None  # parse_hccl_test refuses a table with neither rows nor failed ranks
     if row.check == "failed":
         raise BackendOutputError(f"hccl_test: result check failed at {row.size} bytes")
     return gbit_per_s(row.algbw)
@@ -221,6 +218,7 @@ MPI = {
     "nccl-tests": MpiBackend(lambda hosts, size, ifname, npus: nccl_tests_command(hosts=hosts, size=size, ifname=ifname),
                              parse_nccl_tests_gbps),
 }
+MPI_BACKENDS = tuple(MPI)  # one mpirun per measured group (a pair is a group of two), from its first node
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)i?[bB]?\s*$")

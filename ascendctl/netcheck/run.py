@@ -144,7 +144,7 @@ def choose_backend(requested: str, has: Sequence[frozenset[str]]) -> tuple[str, 
     """(backend, why): `auto` takes the first of hccl_test, nccl-tests, torch, tcp that every node can run."""
     if requested != "auto":
         return requested, "asked for"
-    for name in backends.RUNNABLE:
+    for name in backends.BACKENDS:
         if has and all(name in h for h in has):
             return name, f"auto: every node has {name}"
     return "tcp", "auto: fallback (not every node has python3 >= 3.7)"
@@ -251,13 +251,13 @@ def _measure(nodes: list[Node], options: NetcheckOptions, runner: "PairRunner | 
             done.append(tuple((a.name, b.name) for a, b in named))
         return Measured(measured, tuple(done), groups)
     search = QuickSearch(n, threshold=options.threshold, per_link=runner.per_link)
+    index = {node.name: i for i, node in enumerate(nodes)}
     while (round_groups := search.next_round()) is not None:
         named_groups = [[nodes[i] for i in g] for g in round_groups]
         got, figures = runner.groups(named_groups, len(done))
         measured.extend(got)
         groups.extend(figures)
         done.append(tuple((nodes[a].name, nodes[b].name) for g in round_groups for a, b in ring_links(g)))
-        index = {node.name: i for i, node in enumerate(nodes)}
         search.record([GroupResult(g, f.gbps, tuple(((index[m.a], index[m.b]), m.gbps) for m in link))
                        for g, f, link in zip(round_groups, figures, _links_of(got, named_groups, runner.per_link))])
     vouched = frozenset(nodes[i].name for i in search.cleared)

@@ -77,11 +77,6 @@ def ring_links(group: Sequence[int]) -> list[Pair]:
     return [(group[i], group[(i + 1) % k]) for i in range(k)]
 
 
-def ring_round(n: int) -> list[Pair]:
-    """The links of one ring over every node: node i with node i+1 (and the last with the first)."""
-    return ring_links(range(n))
-
-
 @dataclass(frozen=True, slots=True)
 class GroupResult:
     """A group measured as a ring: its figure (Gbit/s, None when it failed) and, for pairwise backends, each link's."""
