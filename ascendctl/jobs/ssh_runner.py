@@ -197,7 +197,8 @@ class SSHRunner:
             lines = transport.run(command, stdin=stdin).stdout.splitlines()
             if len(lines) != 2 or not lines[1].startswith("pids"):
                 raise AscendctlError(f"unexpected answer from job_state.sh: {' | '.join(lines)[:200]!r}")
-            return lines[0].strip(), tuple(int(p) for p in lines[1].split()[1:] if p.isdigit())
+            # in numeric order: the node lists /proc in name order, so 994 came after 1006
+            return lines[0].strip(), tuple(sorted(int(p) for p in lines[1].split()[1:] if p.isdigit()))
 
         return self.group.run(state, nodes=self.group.nodes(nodes), retry=True)
 
