@@ -1,14 +1,13 @@
 """The one remote probe protocol: concatenate named shell sections, run them in one round trip, split the output back.
 
-Each section runs in its own `sh -c` under `timeout` (when the node has it), so one hung tool cannot
-stall the others, and its exit status is recorded. Section markers carry a per-run nonce so no tool
+Each section runs in its own subshell under one watchdog per probe (ascendctl/sh/probe_runner.sh), so one
+hung tool cannot stall the others, and its exit status is recorded. Section markers carry a per-run nonce so no tool
 output can forge them. Preflight's checks, the cluster-endpoint probe, device discovery, collect's facts
 and job state all speak it. Pure; must not import typer or rich.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import secrets
 import shlex
@@ -16,7 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from .transport import KILL_GRACE, bounded_run
+from .shell import script
+from .transport import KILL_GRACE
 
 if TYPE_CHECKING:
     from .transport import Transport
@@ -36,7 +36,7 @@ class Section:
 
 # Exit status of a section the probe did not run because its time budget was spent.
 NOT_RUN = 125
-# Exit statuses of a section that `timeout` stopped: 124 after TERM, 137 after KILL.
+# Exit statuses of a section the watchdog stopped: 124 after TERM, 137 after KILL (as `timeout -k` says it).
 TIMED_OUT = (124, 137)
 
 # Non-interactive SSH sessions rarely have the vendor tools on PATH.
@@ -47,6 +47,10 @@ def build_probe(sections: Mapping[str, str], *, nonce: str, section_timeout: flo
                 clock: bool = False) -> str:
     """One shell script that runs every section and frames its output with markers.
 
+    The sections run one after another, each in a subshell of the probe's shell under the runner's watchdog
+    (ascendctl/sh/probe_runner.sh): at `section_timeout` it gets TERM, KILL_GRACE later KILL, with everything it
+    started, and its exit status says so (124, 137).
+
     With `clock`, the node's clock is read first of all (`date +%s.%N` in a marker line of its own), so the
     reading reaches us before any section has run: `ask` times its arrival (see ClockReading).
 
@@ -54,32 +58,22 @@ def build_probe(sections: Mapping[str, str], *, nonce: str, section_timeout: flo
     left, and once it is spent the remaining sections are not run (exit status NOT_RUN). So a tool that
     hangs in several sections costs a few checks their answers, never the whole node its reply.
     """
-    if budget is not None:
-        whole = max(1, int(budget))
-        # the time from /proc/uptime through the shell's own `read`: no `date` process per section (a probe has
-        # twenty sections and a node's CPU is its budget too); `date` where /proc is not there
-        limit = ("now; left=$((end - now)); "
-                 f"if [ \"$left\" -le 0 ]; then echo 'not run: the probe spent its {whole}s on earlier sections'; return {NOT_RUN}; fi; "
-                 f"t={section_timeout:g}; [ \"$left\" -lt {math.ceil(section_timeout)} ] && t=$left; ")
-        seconds = '"$t"'
-        start = ['now() { if read -r up _ </proc/uptime 2>/dev/null; then now=${up%.*}; else now=$(date +%s); fi; }',
-                 f"now; end=$((now + {whole}))"]
-    else:
-        limit, seconds, start = "", f"{section_timeout:g}", []
+    whole = None if budget is None else max(1, int(budget))
     lines = [
         *([f"printf '@@{nonce} clock %s@@\\n' \"$(date +%s.%N)\""] if clock else []),
         f'PATH="$PATH:{TOOL_PATH}"; export PATH; LC_ALL=C; export LC_ALL',
-        *start,
-        "if command -v timeout >/dev/null 2>&1; then",
-        # `timeout -k`: TERM at the limit, KILL 2 s later (a wedged tool ignores TERM), to the section's whole process group
-        f"  run() {{ {limit}{bounded_run(chr(34) + '$1' + chr(34), seconds, redirect='2>&1 </dev/null')}; return \"$rc\"; }}",
-        "else",
-        '  run() { sh -c "$1" 2>&1 </dev/null; }',
-        "fi",
+        f"SECTION_CS={max(1, round(section_timeout * 100))} GRACE_CS={round(KILL_GRACE * 100)} "
+        f"BUDGET_CS={'' if whole is None else whole * 100} BUDGET_TEXT={'' if whole is None else f'{whole}s'}",
+        script("probe_runner.sh"),
+        "exec 4>&1",
+        "{",
+        "now; budget_end=$((now + ${BUDGET_CS:-0}))",
+        "start_ticker",
     ]
-    for name, script in sections.items():
-        lines.append(f"printf '\\n@@{nonce} begin {name}@@\\n'; run {shlex.quote(script)}; "
+    for name, text in sections.items():
+        lines.append(f"printf '\\n@@{nonce} begin {name}@@\\n'; run {shlex.quote(text)}; "
                      f"printf '\\n@@{nonce} end {name} %s@@\\n' \"$?\"")
+    lines += ["stop_ticker", "} 3>&1 1>&4 | watch >/dev/null 2>&1 4>&-"]
     return "\n".join(lines) + "\n"
 
 
