@@ -11,6 +11,7 @@ typer or rich.
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
 from dataclasses import dataclass
 from typing import Mapping
@@ -61,11 +62,22 @@ def net_sections(node: Node, inventory: Inventory) -> dict[str, str]:
     target = route_target(node, inventory)
     if target is not None:
         host = shlex.quote(target.host)
-        sections[ROUTE] = (f"t=$(getent ahostsv4 {host} 2>/dev/null | awk 'NR==1{{print $1}}'); [ -n \"$t\" ] || t={host}; "
-                           "ip -o route get \"$t\" 2>/dev/null")
+        if _is_ipv4(target.host):  # an address already: no resolver and awk processes to start
+            sections[ROUTE] = f"ip -o route get {host} 2>/dev/null"
+        else:
+            sections[ROUTE] = (f"t=$(getent ahostsv4 {host} 2>/dev/null | awk 'NR==1{{print $1}}'); [ -n \"$t\" ] || t={host}; "
+                               "ip -o route get \"$t\" 2>/dev/null")
     else:
         sections[ROUTE] = "ip -o route show default 2>/dev/null | head -n 1"
     return sections
+
+
+def _is_ipv4(host: str) -> bool:
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _route_dev(text: str) -> str | None:

@@ -121,6 +121,20 @@ def test_mtu_uses_the_route_to_the_master_or_the_configured_interface() -> None:
     assert missing.status == Status.FAIL and missing.summary == "interface ib0 not found (have: eth0)"
 
 
+def test_the_route_section_resolves_a_host_name_but_asks_an_address_directly() -> None:
+    from ascendctl.network import net_sections
+
+    by_address = inv("nodes: [10.0.0.1, 10.0.0.2]\n")
+    assert net_sections(by_address.nodes[1], by_address)[ROUTE] == "ip -o route get 10.0.0.1 2>/dev/null"
+    by_name = inv("nodes: [n1, n2]\n")
+    route = net_sections(by_name.nodes[1], by_name)[ROUTE]
+    assert route.startswith("t=$(getent ahostsv4 n1 ") and route.endswith('ip -o route get "$t" 2>/dev/null')
+    # both forms are shell the node can parse
+    for nodes in (by_address, by_name):
+        text = net_sections(nodes.nodes[1], nodes)[ROUTE]
+        assert subprocess.run(["sh", "-n", "-c", text]).returncode == 0
+
+
 def test_path_mtu_blames_the_node_common_to_every_failing_pair() -> None:
     from ascendctl.checks import NodeFacts
 
