@@ -2,7 +2,9 @@
 
 Hosts carry the simulated npu-smi and hccn_tool, so the NPU checks do real work. Prints
 median wall time of `ascendctl preflight`, of clush running `true` on the same hosts in
-the same run, their ratio, and ascendctl's CPU per host.
+the same run, their ratio, ascendctl's CPU per host, and the whole machine's CPU per host
+during each command (from /proc/stat: the client plus everything the test hosts ran for it,
+sshd and the probes included; the test hosts share this machine's cores with the client).
 
 Run as root from the repository root:  .venv/bin/python bench/preflight.py [--runs 5] [--sizes 16,64]
 Targets: all checks in at most 1.5x the time of clush running `true` (issue 3), 1.0x (issue 17).
@@ -11,6 +13,7 @@ Targets: all checks in at most 1.5x the time of clush running `true` (issue 3), 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 from pathlib import Path
@@ -20,6 +23,20 @@ from common import ASCENDCTL, ssh_tools, timed
 from tests.cluster.harness import HostSpec, build_cluster, cleanup_leftovers, require_root_linux
 from tests.sim.hccn_tool import hccn_tool_script
 from tests.sim.npu_smi import npu_smi_script
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine has spent busy (all cores), from /proc/stat."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+def timed_machine(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """(wall, client CPU, whole-machine CPU) of one run."""
+    before = machine_busy()
+    wall, cpu = timed(argv, env)
+    return wall, cpu, machine_busy() - before
 
 
 def bench_size(n: int, runs: int) -> dict[str, float]:
@@ -33,14 +50,16 @@ def bench_size(n: int, runs: int) -> dict[str, float]:
         tools, env = ssh_tools(cluster)
         preflight = [*ASCENDCTL, "preflight", "-i", str(inventory)]
         timed(preflight, env, ok_codes=(0,))  # warm up; a failing check would make the figures meaningless
-        samples: dict[str, list[tuple[float, float]]] = {"preflight": [], "clush": []}
+        samples: dict[str, list[tuple[float, float, float]]] = {"preflight": [], "clush": []}
         for _ in range(runs):
-            samples["preflight"].append(timed(preflight, env))
-            samples["clush"].append(timed(tools["clush"], env))
+            samples["preflight"].append(timed_machine(preflight, env))
+            samples["clush"].append(timed_machine(tools["clush"], env))
         return {
-            "preflight": statistics.median(w for w, _ in samples["preflight"]),
-            "clush": statistics.median(w for w, _ in samples["clush"]),
-            "cpu_per_host_ms": statistics.median(c for _, c in samples["preflight"]) / n * 1000,
+            "preflight": statistics.median(w for w, _, _ in samples["preflight"]),
+            "clush": statistics.median(w for w, _, _ in samples["clush"]),
+            "cpu_per_host_ms": statistics.median(c for _, c, _ in samples["preflight"]) / n * 1000,
+            "machine_per_host_ms": statistics.median(m for _, _, m in samples["preflight"]) / n * 1000,
+            "clush_machine_per_host_ms": statistics.median(m for _, _, m in samples["clush"]) / n * 1000,
         }
 
 
@@ -51,10 +70,11 @@ def main() -> None:
     args = parser.parse_args()
     require_root_linux()
     cleanup_leftovers()
-    print(f"{'hosts':>5}  {'preflight':>10}  {'clush true':>10}  {'ratio':>6}  {'cpu/host':>9}")
+    print(f"{'hosts':>5}  {'preflight':>10}  {'clush true':>10}  {'ratio':>6}  {'cpu/host':>9}  {'machine/host':>12}  {'clush machine/host':>18}")
     for n in (int(s) for s in args.sizes.split(",")):
         r = bench_size(n, args.runs)
-        print(f"{n:>5}  {r['preflight']:>9.3f}s  {r['clush']:>9.3f}s  {r['preflight'] / r['clush']:>6.2f}  {r['cpu_per_host_ms']:>7.1f}ms")
+        print(f"{n:>5}  {r['preflight']:>9.3f}s  {r['clush']:>9.3f}s  {r['preflight'] / r['clush']:>6.2f}  {r['cpu_per_host_ms']:>7.1f}ms"
+              f"  {r['machine_per_host_ms']:>10.1f}ms  {r['clush_machine_per_host_ms']:>16.1f}ms")
 
 
 if __name__ == "__main__":
