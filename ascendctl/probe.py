@@ -67,13 +67,13 @@ def build_probe(sections: Mapping[str, str], *, nonce: str, section_timeout: flo
         script("probe_runner.sh"),
         "exec 4>&1",
         "{",
-        "now; budget_end=$((now + ${BUDGET_CS:-0}))",
-        "start_ticker",
+        "asct_now; budget_end=$((now + ${BUDGET_CS:-0}))",
+        "asct_start_ticker",
     ]
     for name, text in sections.items():
-        lines.append(f"printf '\\n@@{nonce} begin {name}@@\\n'; run {shlex.quote(text)}; "
+        lines.append(f"printf '\\n@@{nonce} begin {name}@@\\n'; asct_run {shlex.quote(text)}; "
                      f"printf '\\n@@{nonce} end {name} %s@@\\n' \"$?\"")
-    lines += ["stop_ticker", "} 3>&1 1>&4 | watch >/dev/null 2>&1 4>&-"]
+    lines += ["asct_stop_ticker", "} 3>&1 1>&4 | asct_watch >/dev/null 2>&1 4>&-"]
     return "\n".join(lines) + "\n"
 
 

@@ -134,3 +134,13 @@ def test_no_process_is_left_in_the_probe_s_group_after_a_healthy_probe() -> None
     assert group_left(pgid) == []
     with pytest.raises(ProcessLookupError):
         os.killpg(pgid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_runner_s_functions_do_not_shadow_commands_a_section_may_call(shell: str) -> None:
+    """Sections run in a subshell of the runner, so they see its functions: none may be named like a command
+    (`tree`, `watch`, `run`, `now` are real programs or likely ones)."""
+    names = "tree watch run now tick reap start_ticker stop_ticker"
+    section = f"for f in {names}; do type \"$f\" 2>/dev/null | grep -q function && echo \"shadowed $f\"; done; true"
+    sections, _ = run_probe(shell, build_probe({"look": section}, nonce="n0nce", section_timeout=5))
+    assert sections["look"] == Section("", 0)

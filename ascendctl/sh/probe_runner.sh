@@ -13,13 +13,13 @@
 # set by the probe when it starts (now + BUDGET_CS)
 budget_end=${budget_end:-0}
 
-# now: centiseconds since boot through the shell's own `read` (no process); `date` where /proc is not there
-now() {
+# asct_now: centiseconds since boot through the shell's own `read` (no process); `date` where /proc is not there
+asct_now() {
     if read -r up _ </proc/uptime 2>/dev/null; then now=${up%.*}${up#*.}; else now=$(date +%s)00; fi
 }
 
-# tree PID: the pid and all its descendants, from /proc (a section's tools and what they started)
-tree() {
+# asct_tree PID: the pid and all its descendants, from /proc (a section's tools and what they started)
+asct_tree() {
     all=" $1 "
     more=1
     while [ -n "$more" ]; do
@@ -40,13 +40,13 @@ tree() {
     echo "$all"
 }
 
-# reap: KILL what was TERMed GRACE_CS ago and still lives, with whatever it started since
-reap() {
+# asct_reap: KILL what was TERMed GRACE_CS ago and still lives, with whatever it started since
+asct_reap() {
     keep=
     for e in $pending; do
         if [ "$now" -ge "${e#*@}" ]; then
             kill -0 "${e%@*}" 2>/dev/null || continue
-            for q in $(tree "${e%@*}"); do kill -KILL "$q" 2>/dev/null; done
+            for q in $(asct_tree "${e%@*}"); do kill -KILL "$q" 2>/dev/null; done
         else
             keep="$keep $e"
         fi
@@ -54,58 +54,58 @@ reap() {
     pending=$keep
 }
 
-# watch: reads `s PID LIMIT_CS` (a section started), `d PID` (it ended) and ticks `t` on stdin
-watch() {
+# asct_watch: reads `s PID LIMIT_CS` (a section started), `d PID` (it ended) and ticks `t` on stdin
+asct_watch() {
     current='' deadline='' pending=''
     while read -r event pid limit; do
-        now
+        asct_now
         case "$event" in
         s) current=$pid deadline=$((now + limit)) ;;
         d) [ "$pid" = "$current" ] && current= ;;
         esac
         if [ -n "$current" ] && [ "$now" -ge "$deadline" ]; then
-            for q in $(tree "$current"); do
+            for q in $(asct_tree "$current"); do
                 kill -TERM "$q" 2>/dev/null && pending="$pending $q@$((now + GRACE_CS))"
             done
             current=
         fi
-        [ -z "$pending" ] || reap
+        [ -z "$pending" ] || asct_reap
     done
     # the probe is done; what ignored TERM still holds the output open until its KILL
     while [ -n "$pending" ]; do
         sleep 0.5 2>/dev/null || sleep 1
-        now
-        reap
+        asct_now
+        asct_reap
     done
     return 0
 }
 
-# tick PID: wakes the watchdog twice a second (once where `sleep` takes whole seconds only) until the probe kills
+# asct_tick PID: wakes the watchdog twice a second (once where `sleep` takes whole seconds only) until the probe kills
 # it, or PID (the sections' shell) is gone another way (its output closed): else the two would live on
-tick() {
+asct_tick() {
     while { sleep 0.5 || sleep 1; } >/dev/null 2>&1 </dev/null 3>&- 4>&-; do
         [ -z "$1" ] || kill -0 "$1" 2>/dev/null || return 0
         echo t || return 0
     done
 }
 
-# start_ticker: `tick` in the background, told the pid of the shell that runs the sections (its own pid read from
+# asct_start_ticker: `asct_tick` in the background, told the pid of the shell that runs the sections (its own pid read from
 # /proc: `$$` is the top shell's in a subshell)
-start_ticker() {
+asct_start_ticker() {
     self=
     if read -r line </proc/self/stat 2>/dev/null; then self=${line%% *}; fi
-    tick "$self" >&3 4>&- &
+    asct_tick "$self" >&3 4>&- &
     ticker=$!
 }
 
-stop_ticker() {
+asct_stop_ticker() {
     kill "$ticker" 2>/dev/null
 }
 
-# run SCRIPT: one section, its output and errors on the probe's output, its exit status returned
+# asct_run SCRIPT: one section, its output and errors on the probe's output, its exit status returned
 # (124: stopped at its limit, 137: killed after ignoring TERM, 125: not run, the probe's budget was spent)
-run() {
-    now
+asct_run() {
+    asct_now
     limit=$SECTION_CS
     if [ -n "$BUDGET_CS" ]; then
         left=$((budget_end - now))
@@ -127,7 +127,7 @@ run() {
     rc=$?
     echo "d $pid" >&3
     if [ "$rc" = 143 ] || [ "$rc" = 137 ]; then
-        now
+        asct_now
         if [ $((now - started)) -ge "$limit" ]; then
             [ "$rc" = 143 ] && rc=124
         fi
