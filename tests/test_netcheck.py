@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from pathlib import Path
@@ -362,4 +363,9 @@ def test_one_node_is_nothing_measured_not_an_all_clear(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "nothing measured: netcheck needs two nodes or more (1 reachable)" in proc.stdout
+    as_json = subprocess.run([sys.executable, "-m", "ascendctl", "netcheck", "-i", str(inventory), "--quick", "--no-device-ping",
+                              "--json"], capture_output=True, text=True, timeout=120)
+    assert as_json.returncode == 0, as_json.stderr
+    document = json.loads(as_json.stdout)
+    assert document["measured"] is False and document["matrix"] == []
     assert "no slow node or link" not in proc.stdout

@@ -76,6 +76,11 @@ class NetcheckReport:
         return found
 
     @property
+    def measured(self) -> bool:
+        """Whether anything was measured: one reachable node has no link to another (then `clean` means nothing)."""
+        return len(self.endpoints) >= 2
+
+    @property
     def exit_code(self) -> ExitCode:
         """0 clean, 3 something slow or broken (or a node not evaluated), 4 nodes unreachable."""
         return exit_code_for(self.outcomes)
@@ -84,7 +89,7 @@ class NetcheckReport:
         """The JSON document: the matrix of measured pairs (Gbit/s both ways) for a heat map, and the verdict."""
         return {
             "mode": self.mode, "backend": self.backend, "backend_reason": self.backend_reason,
-            "size_bytes": self.size, "seconds": round(self.seconds, 3),
+            "size_bytes": self.size, "seconds": round(self.seconds, 3), "measured": self.measured,
             "endpoints": {name: {"interface": e.ifname, "ip": e.ip} for name, e in self.endpoints.items()},
             "rounds": [[list(pair) for pair in r] for r in self.rounds],
             "matrix": [m.to_dict() for m in self.measurements],

@@ -68,7 +68,7 @@ def show_netcheck(report: NetcheckReport, *, as_json: bool, argv: list[str]) -> 
     for p in report.problems:
         error(p.message, subject=p.node, level="error")
     if verdict.clean and devices.clean and not report.problems:
-        if len(report.endpoints) < 2:
+        if not report.measured:
             out.print(f"nothing measured: netcheck needs two nodes or more ({len(report.endpoints)} reachable)", markup=False)
         else:
             out.print(f"[green]ok[/]: no slow node or link among {escape(fold(list(report.endpoints)))}")
