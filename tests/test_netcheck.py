@@ -311,6 +311,31 @@ def test_auto_backend_takes_the_first_every_node_has() -> None:
     assert choose_backend("torch", [frozenset()]) == ("torch", "asked for")
 
 
+@pytest.mark.parametrize("mode, programs, has_nccl_tests", [
+    ("pairs", ("mpirun", "sendrecv_perf"), True),  # pairs run sendrecv_perf only
+    ("all-pairs", ("mpirun", "sendrecv_perf"), True),
+    ("quick", ("mpirun", "sendrecv_perf"), False),  # rings of more than two need all_reduce_perf too
+    ("quick", ("mpirun", "sendrecv_perf", "all_reduce_perf"), True),
+    ("pairs", ("sendrecv_perf",), False),  # no mpirun
+])
+def test_a_node_has_nccl_tests_for_the_mode_it_is_asked_for(tmp_path: Path, mode: str, programs: tuple[str, ...],
+                                                             has_nccl_tests: bool) -> None:
+    """The probe's own check run by a shell on a PATH holding just these programs (the real section text)."""
+    import subprocess
+
+    from ascendctl.inventory import parse_inventory
+    from ascendctl.netcheck.run import facts_sections
+
+    for name in programs:
+        program = tmp_path / name
+        program.write_text("#!/bin/sh\nexit 0\n")
+        program.chmod(0o755)
+    inventory = parse_inventory("nodes: [10.0.0.1, 10.0.0.2]\n", environ={})
+    check = facts_sections(inventory.nodes[0], inventory, "nccl-tests", mode=mode)["netcheck.nccl-tests"]
+    proc = subprocess.run(["/bin/sh", "-c", check], env={"PATH": str(tmp_path)})
+    assert (proc.returncode == 0) is has_nccl_tests
+
+
 def run_cli(*args: str) -> tuple[int, str, str]:
     from typer.testing import CliRunner
 

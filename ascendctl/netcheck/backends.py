@@ -22,12 +22,18 @@ from typing import Callable, Sequence
 BACKENDS = ("hccl_test", "nccl-tests", "torch", "tcp")
 # the order `auto` prefers them: the Ascend device plane (hccl_test), the GPU one (nccl-tests), then the host network
 HCCL_TEST_DIR = "${ASCEND_TOOLKIT_HOME:-/usr/local/Ascend/ascend-toolkit/latest}/tools/hccl_test/bin"
-# probe sections: does the node have what the MPI backends need (exit 0 when it does)
+# probe sections: does the node have what the MPI backends need (exit 0 when it does); pairs (two nodes) run
+# nccl-tests' sendrecv_perf, rings of more (`--quick`) its all_reduce_perf: see has_sections
 HAS_SECTIONS = {
     "hccl_test": f'command -v mpirun >/dev/null 2>&1 && test -x "{HCCL_TEST_DIR}/all_reduce_test"',
-    "nccl-tests": "command -v mpirun >/dev/null 2>&1 && command -v sendrecv_perf >/dev/null 2>&1"
-                  " && command -v all_reduce_perf >/dev/null 2>&1",
+    "nccl-tests": "command -v mpirun >/dev/null 2>&1 && command -v sendrecv_perf >/dev/null 2>&1",
 }
+_RINGS_NEED = {"nccl-tests": " && command -v all_reduce_perf >/dev/null 2>&1"}
+
+
+def has_sections(rings: bool) -> dict[str, str]:
+    """HAS_SECTIONS for a run that measures rings of more than two nodes (`--quick`) or only pairs."""
+    return {name: check + (_RINGS_NEED.get(name, "") if rings else "") for name, check in HAS_SECTIONS.items()}
 PROGRAMS = {"tcp": "tcp_bw.py", "torch": "torch_bw.py"}
 
 _PORT = re.compile(r"^PORT (\d+)\s*$", re.MULTILINE)

@@ -107,9 +107,11 @@ class NodeFacts:
     devices: NodeDevices | None = None  # device IPs (devices.py), asked when device pings may run
 
 
-def facts_sections(node: Node, inventory: Inventory, backend: str, *, device_ping: bool | None = None) -> dict[str, str]:
-    """Probe sections: the node's cluster endpoint, per backend that may be chosen whether it can run it, and
-    (unless device pings are off) whether it has hccn_tool and its device IPs, asked as devices.py asks them."""
+def facts_sections(node: Node, inventory: Inventory, backend: str, *, device_ping: bool | None = None,
+                   mode: str = "pairs") -> dict[str, str]:
+    """Probe sections: the node's cluster endpoint, per backend that may be chosen whether it can run it (for `mode`:
+    `--quick` rings need more of nccl-tests than pairs do), and (unless device pings are off) whether it has hccn_tool
+    and its device IPs, asked as devices.py asks them."""
     py = _quote(node.python)
     sections = dict(net_sections(node, inventory))
     if device_ping is not False:
@@ -119,7 +121,7 @@ def facts_sections(node: Node, inventory: Inventory, backend: str, *, device_pin
     if backend in ("auto", "torch"):
         sections[TORCH] = f"{py} -c 'import torch.distributed as d; print(d.is_available() and d.is_gloo_available())'"
     sections["netcheck.python"] = f"{py} -c 'import sys; print(sys.version_info >= (3, 7))'"
-    for name, check in backends.HAS_SECTIONS.items():
+    for name, check in backends.has_sections(rings=mode == "quick").items():
         if backend in ("auto", name):
             sections[f"netcheck.{name}"] = check
     return sections
@@ -168,7 +170,8 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
         single = len(inventory.nodes) == 1
 
         def facts(node: Node, transport: Transport) -> NodeFacts:
-            answer = ask(transport, facts_sections(node, inventory, options.backend, device_ping=options.device_ping),
+            answer = ask(transport, facts_sections(node, inventory, options.backend, device_ping=options.device_ping,
+                                                        mode=options.mode),
                          section_timeout=inventory.preflight.section_timeout, timeout=node.command_timeout)
             has = _has(answer.sections)
             devices = None
