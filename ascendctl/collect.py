@@ -837,28 +837,28 @@ def collect_bundle(inventory: Inventory, options: CollectOptions, *, on_event: E
     try:
         with NodeGroup(inventory, keep=False) as group:
             results = group.run(work, on_event=on_event)
-    except BaseException:
+        bundles = []
+        for result in results:
+            node = inventory.node(result.node)
+            if result.value is not None:
+                bundles.append(result.value)
+            else:
+                err = result.error or NodeError(NodeStatus.ERROR, "no result")
+                bundles.append(NodeBundle(node.name, node.host, err.status, error=err.message, hint=err.hint))
+        since, until = job_window(options.job, options.since, now=now)
+        if options.job is not None:
+            (directory / "job.json").write_text(json.dumps(redact_document(options.job.to_dict()), indent=2) + "\n",
+                                                encoding="utf-8")
+        summary = summarize_bundle(directory, [b.name for b in bundles], comm_limit=options.comm_limit)
+        (directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        report = CollectReport(options.output, directory, tuple(bundles), options.job.id if options.job else None,
+                               since, options.until if options.until is not None else until, summary,
+                               sum(b.bytes for b in bundles))
+        (directory / "manifest.json").write_text(json.dumps(report.manifest(), indent=2) + "\n", encoding="utf-8")
+    except BaseException:  # interrupted, or the metadata could not be written: no half-written OUTPUT.part left
         if packer is not None:
             packer.abort()
         raise
-    bundles = []
-    for result in results:
-        node = inventory.node(result.node)
-        if result.value is not None:
-            bundles.append(result.value)
-        else:
-            err = result.error or NodeError(NodeStatus.ERROR, "no result")
-            bundles.append(NodeBundle(node.name, node.host, err.status, error=err.message, hint=err.hint))
-    since, until = job_window(options.job, options.since, now=now)
-    if options.job is not None:
-        (directory / "job.json").write_text(json.dumps(redact_document(options.job.to_dict()), indent=2) + "\n",
-                                            encoding="utf-8")
-    summary = summarize_bundle(directory, [b.name for b in bundles], comm_limit=options.comm_limit)
-    (directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    report = CollectReport(options.output, directory, tuple(bundles), options.job.id if options.job else None,
-                           since, options.until if options.until is not None else until, summary,
-                           sum(b.bytes for b in bundles))
-    (directory / "manifest.json").write_text(json.dumps(report.manifest(), indent=2) + "\n", encoding="utf-8")
     if packer is not None:
         packer.finish()  # what no node's work added: the metadata, and the directories of nodes that failed
         shutil.rmtree(directory)

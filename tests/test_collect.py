@@ -211,6 +211,24 @@ def test_collect_local_node_writes_bundle_and_manifest(tmp_path: Path, monkeypat
     assert again.exit_code == 2 and "already exists" in again.stderr
 
 
+def test_collect_that_fails_writing_its_metadata_leaves_no_partial_archive(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The archive is packed while nodes send; when the summary cannot be written afterwards (a full disk), the
+    half-written OUTPUT.tar.gz.part goes too."""
+    import ascendctl.summaries as summaries
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(summaries, "summarize_bundle", full_disk)
+    result = runner.invoke(app, ["collect", "-o", "b.tar.gz", "--since", "1h"])
+    assert result.exit_code != 0
+    assert not (tmp_path / "b.tar.gz").exists() and not (tmp_path / "b.tar.gz.part").exists()
+
+
 class StreamingNode:
     """A node whose collection script answers with a tar stream far past the cap (a node ignoring its budget)."""
 
