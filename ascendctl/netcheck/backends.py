@@ -28,12 +28,15 @@ HAS_SECTIONS = {
     "hccl_test": f'command -v mpirun >/dev/null 2>&1 && test -x "{HCCL_TEST_DIR}/all_reduce_test"',
     "nccl-tests": "command -v mpirun >/dev/null 2>&1 && command -v sendrecv_perf >/dev/null 2>&1",
 }
+# what a ring of more than two nodes adds (nccl_tests_command runs all_reduce_perf for those)
 _RINGS_NEED = {"nccl-tests": " && command -v all_reduce_perf >/dev/null 2>&1"}
 
 
 def has_sections(rings: bool) -> dict[str, str]:
     """HAS_SECTIONS for a run that measures rings of more than two nodes (`--quick`) or only pairs."""
     return {name: check + (_RINGS_NEED.get(name, "") if rings else "") for name, check in HAS_SECTIONS.items()}
+
+
 PROGRAMS = {"tcp": "tcp_bw.py", "torch": "torch_bw.py"}
 
 _PORT = re.compile(r"^PORT (\d+)\s*$", re.MULTILINE)
