@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.probe import NOT_RUN, Section, build_probe, parse_probe
+from ascendctl.probe import NOT_RUN, TOOL_PATH, Section, build_probe, parse_probe
 
 SHELLS = ["dash", "bash"]
 
@@ -87,7 +87,7 @@ def test_sections_are_bounded_on_a_node_without_timeout(shell: str, tmp_path: Pa
         (bin_dir / tool).symlink_to(found)
     script = build_probe({"slow": "sleep 30", "exits": "exit 3"}, nonce="n0nce", section_timeout=1)
     probe_path = f"{bin_dir}"  # the probe adds the vendor tool folders; /usr/bin (timeout) is not among them
-    check = subprocess.run([shell, "-c", "PATH=$1; command -v timeout || echo none", "-", probe_path],
+    check = subprocess.run([shell, "-c", "PATH=$1; command -v timeout || echo none", "-", f"{probe_path}:{TOOL_PATH}"],
                            capture_output=True, text=True)
     assert check.stdout.strip() == "none"
     sections, pgid = run_probe(shutil.which(shell) or shell, script, env={"PATH": probe_path})
