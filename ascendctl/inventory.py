@@ -701,6 +701,13 @@ def _load_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
     return data, lines
 
 
+_BOUNDS_HINT = "write the values out, or share them with fewer, smaller anchors"
+
+
+def _too_deep() -> str:
+    return f"nested deeper than {MAX_YAML_DEPTH} levels"
+
+
 def _check_bounds(text: str, source: str) -> None:
     """Read the YAML events (libyaml, no composition) and refuse a file past a bound before anything is built.
 
@@ -714,12 +721,21 @@ def _check_bounds(text: str, source: str) -> None:
 
     def refuse(event: yaml.Event, problem: str) -> InventoryError:
         line = f":{event.start_mark.line + 1}" if event.start_mark else ""
-        return InventoryError([f"{source}{line}: {problem}"],
-                              hint="write the values out, or share them with fewer, smaller anchors")
+        return InventoryError([f"{source}{line}: {problem}"], hint=_BOUNDS_HINT)
 
     try:
         while True:
-            event = parser.get_event()
+            try:
+                event = parser.get_event()
+            except yaml.MarkedYAMLError as exc:
+                # libyaml >= 0.2.6 (PyYAML 6.0.4's wheels) has its own flow-nesting limit (1,000), which its
+                # scanner meets while looking up to 1,024 characters ahead, before the parser hands over the
+                # event that passes ours: that refusal is this bound, so it gets this bound's message.
+                if "nesting depth" not in str(exc.problem):
+                    raise
+                mark = exc.problem_mark or exc.context_mark
+                line = f":{mark.line + 1}" if mark else ""
+                raise InventoryError([f"{source}{line}: {_too_deep()}"], hint=_BOUNDS_HINT) from None
             kind = type(event)
             if kind is yaml.ScalarEvent:
                 values += 1
@@ -727,7 +743,7 @@ def _check_bounds(text: str, source: str) -> None:
                     sizes[event.anchor] = 1
             elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
                 if len(open_nodes) >= MAX_YAML_DEPTH:
-                    raise refuse(event, f"nested deeper than {MAX_YAML_DEPTH} levels")
+                    raise refuse(event, _too_deep())
                 open_nodes.append((event.anchor, values))
                 values += 1
             elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:

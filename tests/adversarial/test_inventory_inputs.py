@@ -78,6 +78,56 @@ def test_recursive_alias_and_deep_nesting_are_refused(tmp_path: Path) -> None:
     assert_refused(cli("inventory", "validate", "-i", str(path)), f"{path}:1: nested deeper than 32 levels")
 
 
+@pytest.mark.parametrize("depth", [33, 40, 999, 1000, 1001, 5000])
+def test_nesting_bound_speaks_first_whatever_libyamls_own_limit(depth: int) -> None:
+    """libyaml 0.2.6 (PyYAML 6.0.4) refuses flow nesting past 1,000 while looking ahead on the line; ours is 32."""
+    one_line = "nodes: " + "[" * depth + "]" * depth + "\n"
+    assert problems_of(one_line) == ["inv.yaml:1: nested deeper than 32 levels"]
+    # one bracket a line: no look-ahead past the line, so the refusal names the line of level 33 (the
+    # top-level mapping is level 1, so the 32nd bracket, on line 33)
+    per_line = "nodes:\n" + "  [\n" * depth + "  ]\n" * depth
+    assert problems_of(per_line) == ["inv.yaml:33: nested deeper than 32 levels"]
+
+
+def test_nesting_within_the_bound_still_loads() -> None:
+    deep = "nodes: [{host: a, env: {X: '1'}}]\nextra: " + "[" * 31 + "]" * 31 + "\n"
+    assert problems_of(deep)[0].startswith("inv.yaml:2: extra: unknown key")
+
+
+def test_libyaml_nesting_refusal_gets_the_bounds_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever libyaml the lock installs, its own depth refusal is translated (not a 'YAML syntax error')."""
+    import yaml
+
+    class DepthLimitedParser:
+        def __init__(self, text: str) -> None:
+            self.events = 0
+
+        def get_event(self) -> yaml.Event:
+            self.events += 1
+            if self.events > 2:
+                mark = yaml.Mark("<unicode string>", 1006, 2, 1006, None, None)
+                raise yaml.scanner.ScannerError("while increasing flow level", mark, "exceeded maximum nesting depth", mark)
+            return yaml.StreamStartEvent() if self.events == 1 else yaml.DocumentStartEvent()
+
+        def dispose(self) -> None:
+            pass
+
+    monkeypatch.setattr(inventory_module, "_SAFE_LOADER", DepthLimitedParser)
+    with pytest.raises(InventoryError) as info:
+        parse_inventory("nodes: [{host: a}]\n", source="inv.yaml", environ={})
+    assert info.value.problems == ["inv.yaml:3: nested deeper than 32 levels"]
+    assert info.value.exit_code == ExitCode.USAGE
+
+    class OtherScannerError(DepthLimitedParser):
+        def get_event(self) -> yaml.Event:
+            raise yaml.scanner.ScannerError("while scanning", None, "found character '\\t'", yaml.Mark("f", 0, 4, 0, None, None))
+
+    monkeypatch.setattr(inventory_module, "_SAFE_LOADER", OtherScannerError)
+    with pytest.raises(InventoryError) as info:
+        parse_inventory("nodes: [{host: a}]\n", source="inv.yaml", environ={})
+    assert info.value.problems == ["inv.yaml:5: YAML syntax error: found character '\\t'"]
+
+
 def test_alias_count_is_bounded() -> None:
     text = "x: &x 1\nnodes: [{host: h}]\ny: [" + ", ".join(["*x"] * (MAX_YAML_ALIASES + 1)) + "]\n"
     assert problems_of(text) == [f"inv.yaml:3: more than {MAX_YAML_ALIASES:,} aliases"]

@@ -21,8 +21,7 @@ def run(rank: int, host: str, port: int, size: int, timeout: float, mode: str) -
     import torch
     import torch.distributed as dist
 
-    # TCPStore is public API but torch's stubs do not re-export it
-    store = dist.TCPStore(host, port, 2, rank == 0, timedelta(seconds=timeout), wait_for_workers=False)  # type: ignore[attr-defined]
+    store = dist.TCPStore(host, port, 2, rank == 0, timedelta(seconds=timeout), wait_for_workers=False)
     if rank == 0:
         print(f"PORT {store.port}", flush=True)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2, timeout=timedelta(seconds=timeout))
