@@ -97,9 +97,14 @@ def node_environment(
     rank_table: str | None = None,
     hccl_connect_timeout: int = DEFAULT_HCCL_CONNECT_TIMEOUT,
     extra: Sequence[tuple[str, str]] = (),
+    unbuffered: bool = False,
 ) -> NodeEnvironment:
     """Everything a node's training processes get: cluster address and interface, master, rank table, the inventory's
-    `env`, `--env`, and the job's interpreter first on PATH (msrun starts workers with the first python on PATH)."""
+    `env`, `--env`, and the job's interpreter first on PATH (msrun starts workers with the first python on PATH).
+
+    `unbuffered` (launch's default) sets PYTHONUNBUFFERED=1 for the launcher and, by inheritance, every worker: their
+    stdout is a pipe, which Python block-buffers, so step lines would reach `logs -f` in 8 KiB bursts, out of order
+    with stderr, and after a rank's exit (what `srun -u` is for). The inventory's `env` and `--env` may still set it."""
     env: dict[str, str] = {"HCCL_IF_IP": endpoint.ip}
     if endpoint.ifname:
         for name in ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
@@ -111,6 +116,8 @@ def node_environment(
         env["RANK_TABLE_FILE"] = str(Path(rank_table).absolute())
     if launcher == "torchrun":
         env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = TORCHRUN_LINE_PREFIX
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
     for name, value in node.env.items():
         check_env_name(name, f"{node.name}: env")
         env[name] = str(value)

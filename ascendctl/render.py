@@ -625,4 +625,4 @@ def render_env(
         endpoints = resolve_endpoints(group)
     master = endpoints[inventory.master.name]
     return tuple(node_environment(node, endpoints[node.name], master, launcher=launcher, port=master_port, rank_table=rank_table_file,
-                                  hccl_connect_timeout=hccl_connect_timeout) for node in inventory.nodes)
+                                  hccl_connect_timeout=hccl_connect_timeout, unbuffered=True) for node in inventory.nodes)

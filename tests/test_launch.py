@@ -91,6 +91,24 @@ def test_plan_ranks_world_size_and_env_precedence() -> None:
     assert "--node_rank=3" in plan.nodes[3].command and plan.log_dir == "/tmp/ascendctl/j"
 
 
+def test_output_is_unbuffered_unless_asked_and_the_choice_reaches_a_submitted_job() -> None:
+    """Python block-buffers a pipe: without PYTHONUNBUFFERED, `logs -f` sees step lines in 8 KiB bursts or at exit."""
+    from ascendctl.jobs.submit import inner_launch_args
+
+    inv = load_inventory(GOLDEN / "four_nodes" / "inventory.yaml")
+    default = LaunchOptions("torchrun", ("t.py",))
+    plan = build_plan(inv, default, job_id="j", endpoints=endpoints(inv))
+    assert all(dict(n.environment.values)["PYTHONUNBUFFERED"] == "1" for n in plan.nodes)
+    buffered = LaunchOptions("torchrun", ("t.py",), buffered=True)
+    plan = build_plan(inv, buffered, job_id="j", endpoints=endpoints(inv))
+    assert all("PYTHONUNBUFFERED" not in dict(n.environment.values) for n in plan.nodes)
+    assert "--buffered" in inner_launch_args(buffered, "j", preflight=False)
+    assert "--buffered" not in inner_launch_args(default, "j", preflight=False)
+    # the inventory's env (or --env) still decides in the end
+    plan = build_plan(inv, LaunchOptions("torchrun", ("t.py",), env=("PYTHONUNBUFFERED=",)), job_id="j", endpoints=endpoints(inv))
+    assert dict(plan.nodes[0].environment.values)["PYTHONUNBUFFERED"] == ""
+
+
 def test_launcher_binary_next_to_an_absolute_python_else_on_path() -> None:
     inv = load_inventory(GOLDEN / "four_nodes" / "inventory.yaml")
     node = inv.nodes[0]

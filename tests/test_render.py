@@ -346,9 +346,11 @@ def test_env_exports_per_node_and_inventory_env_wins(write_inventory: Any, clust
     # HCCL_IF_IP is the address of the cluster interface the node reported, never `host` or the rank table's host_ip
     assert [dict(e.values) for e in envs] == [
         {"HCCL_IF_IP": "172.16.0.1", "HCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0",
-         "MASTER_ADDR": "172.16.0.1", "MASTER_PORT": "1234", "HCCL_CONNECT_TIMEOUT": "1200", "RANK_TABLE_FILE": "/job/rt.json"},
+         "MASTER_ADDR": "172.16.0.1", "MASTER_PORT": "1234", "HCCL_CONNECT_TIMEOUT": "1200", "RANK_TABLE_FILE": "/job/rt.json",
+         "PYTHONUNBUFFERED": "1"},
         {"HCCL_IF_IP": "172.16.0.2", "HCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth9", "NCCL_SOCKET_IFNAME": "eth0",
-         "MASTER_ADDR": "172.16.0.1", "MASTER_PORT": "1234", "HCCL_CONNECT_TIMEOUT": "600", "RANK_TABLE_FILE": "/job/rt.json"},
+         "MASTER_ADDR": "172.16.0.1", "MASTER_PORT": "1234", "HCCL_CONNECT_TIMEOUT": "600", "RANK_TABLE_FILE": "/job/rt.json",
+         "PYTHONUNBUFFERED": "1"},
     ]
     assert env_snippet(envs[:1]).splitlines()[0] == "# m (10.0.0.1)"
 
@@ -362,7 +364,7 @@ def test_render_env_and_launch_dry_run_print_the_same_environment(write_inventor
     rendered = [line[len("export "):] for line in env.stdout.splitlines() if line.startswith("export ")]
     planned = [line.strip() for line in plan.stdout.splitlines() if line.startswith("  ") and "=" in line.split()[0]
                and not line.strip().startswith("/")]
-    assert rendered == planned and len(rendered) == 2 * 11
+    assert rendered == planned and len(rendered) == 2 * 12
     assert "HCCL_IF_IP=172.16.0.1" in rendered and "HCCL_SOCKET_IFNAME=ib0" in rendered
     assert "hunter2" not in env.stdout + env.stderr + plan.stdout + plan.stderr  # secrets never reach the terminal
 
@@ -389,7 +391,7 @@ def test_env_json_and_node_filter(write_inventory: Any, monkeypatch: pytest.Monk
     # no RANK_TABLE_FILE unless asked for: a set one switches HCCL and MindSpore to rank-table mode
     assert doc["nodes"] == [{"name": "b", "host": "10.0.0.2", "env": {
         "HCCL_IF_IP": "172.16.0.2", "HCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0",
-        "MASTER_ADDR": "172.16.0.1", "MASTER_PORT": "29500", "HCCL_CONNECT_TIMEOUT": "1200"}}]
+        "MASTER_ADDR": "172.16.0.1", "MASTER_PORT": "29500", "HCCL_CONNECT_TIMEOUT": "1200", "PYTHONUNBUFFERED": "1"}}]
     relative = json.loads(invoke("render", "env", "-i", str(path), "--json", "--node", "b", "--rank-table-file", "rt.json").stdout)
     assert relative["nodes"][0]["env"]["RANK_TABLE_FILE"] == str(tmp_path / "rt.json")
     result = runner.invoke(app, ["render", "env", "-i", str(path), "--node", "zz"])

@@ -47,6 +47,7 @@ def launch(
     detach: Annotated[bool, typer.Option("--detach", help="Start and return; follow later with `ascendctl logs JOB -f`.")] = False,
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip the ssh/master_port/npu_stale_procs checks.")] = False,
     grace: GraceOpt = 10.0,
+    buffered: Annotated[bool, typer.Option("--buffered", help="Leave Python's output buffering alone (default: PYTHONUNBUFFERED=1, so lines stream as printed).")] = False,
     backend: Annotated[Optional[Backend], typer.Option("--backend", help="ssh (the inventory's nodes), or slurm: outside an allocation, sbatch a batch script that launches inside it (inside one, the allocation is used either way).", case_sensitive=False, show_default=False)] = None,
     partition: Annotated[Optional[str], typer.Option("--partition", help="--backend slurm: sbatch --partition.", show_default=False)] = None,
     time_limit: Annotated[Optional[str], typer.Option("--time", help="--backend slurm: sbatch --time (e.g. 2:00:00).", show_default=False)] = None,
@@ -66,7 +67,7 @@ def launch(
     from ..ui import launch_view
 
     options = LaunchOptions(launcher.value, tuple(script), nproc_per_node, master_addr, master_port, log_dir, tuple(env or ()),
-                            rank_table, rdzv, cluster_timeout, grace)
+                            rank_table, rdzv, cluster_timeout, grace, buffered)
     from ..inventory import load_inventory
     from ..selection import select_nodes
     from ..slurm import allocation_job_id
@@ -112,20 +113,23 @@ def launch(
     raise typer.Exit(int(outcome.exit_code))
 
 
-@app.command(epilog=examples("ascendctl jobs", "ascendctl jobs --json", codes="0 ok, 1 error"))
+@app.command(epilog=examples("ascendctl jobs", "ascendctl jobs --json",
+                             codes="0 ok, 1 error (also: some job record could not be read; it is named, the others are listed)"))
 @cli_errors
 def jobs(as_json: JsonOpt = False) -> None:
     """List the jobs `ascendctl launch` recorded."""
-    from ..jobs import list_jobs
+    from ..jobs import read_jobs
     from ..ui import launch_view
 
+    listing = read_jobs()
     if as_json:
-        launch_view.emit_jobs(list_jobs(), argv_now())
+        launch_view.emit_jobs(listing, argv_now())
     else:
-        launch_view.show_jobs(list_jobs())
+        launch_view.show_jobs(listing)
+    raise typer.Exit(int(listing.exit_code))
 
 
-@app.command(epilog=examples("ascendctl status", "ascendctl status 20261123-1903 --json", codes="0 ok, 1 error, 4 nodes unreachable, 5 the job failed"))
+@app.command(epilog=examples("ascendctl status", "ascendctl status 20261123-1903 --json", codes="0 ok, 1 error (also: its record is unreadable), 2 no such job, 4 nodes unreachable, 5 the job failed"))
 @cli_errors
 def status(job: JobArg = None, inventory: InventoryOpt = None, as_json: JsonOpt = False) -> None:
     """Show a job's nodes, pids, exit codes and logs (asks the nodes while it runs, and those its teardown could not reach)."""
@@ -143,7 +147,7 @@ def status(job: JobArg = None, inventory: InventoryOpt = None, as_json: JsonOpt 
     raise typer.Exit(int(code))
 
 
-@app.command(epilog=examples("ascendctl logs -f", "ascendctl logs JOB -w h02", codes="0 ok, 1 error, 4 nodes unreachable, 5 the job failed, 130 detached"))
+@app.command(epilog=examples("ascendctl logs -f", "ascendctl logs JOB -w h02", codes="0 ok, 1 error (also: its record is unreadable), 2 no such job, 4 nodes unreachable, 5 the job failed, 130 detached"))
 @cli_errors
 def logs(
     job: JobArg = None,
@@ -172,7 +176,7 @@ def logs(
     raise typer.Exit(int(outcome.exit_code))
 
 
-@app.command(epilog=examples("ascendctl stop", "ascendctl stop JOB --grace 30", codes="0 ok, 1 error, 4 nodes unreachable, 130 interrupted"))
+@app.command(epilog=examples("ascendctl stop", "ascendctl stop JOB --grace 30", codes="0 ok, 1 error (also: its record is unreadable), 2 no such job, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
 def stop(job: JobArg = None, grace: GraceOpt = 10.0, inventory: InventoryOpt = None, as_json: JsonOpt = False) -> None:
     """Stop a (detached) job on every node: SIGTERM, then SIGKILL after --grace."""

@@ -37,6 +37,7 @@ class LaunchOptions:
     rdzv: bool = False  # torchrun c10d rendezvous instead of static ranks
     cluster_timeout: int = DEFAULT_CLUSTER_TIMEOUT  # msrun --cluster_time_out
     grace: float = DEFAULT_GRACE
+    buffered: bool = False  # leave Python's stdout buffering alone (default: PYTHONUNBUFFERED=1, lines stream as printed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,7 @@ def build_plan(inventory: Inventory, options: LaunchOptions, *, job_id: str, end
         command = launcher_command(options, node, nodes=len(inventory.nodes), nproc=nproc, master_addr=master_endpoint.ip,
                                    port=port, job_id=job_id, node_dir=node_dir)
         environment = node_environment(node, endpoints[node.name], master_endpoint, launcher=options.launcher, port=port,
-                                       rank_table=options.rank_table, extra=extra)
+                                       rank_table=options.rank_table, extra=extra, unbuffered=not options.buffered)
         first_rank = None if options.rdzv and options.launcher == "torchrun" else node.index * nproc
         nodes.append(NodePlan(node.name, node.host, node.index, nproc, command, environment, node_dir, first_rank,
                               endpoints[node.name]))

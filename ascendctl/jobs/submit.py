@@ -22,7 +22,7 @@ from ..errors import AscendctlError, UsageError
 from ..render import load_template, render_template
 from ..slurm import SubmitSettings, clean_environ, job_state, tool
 from .plan import LaunchOptions
-from .record import JobError, load_job, state_dir
+from .record import JobError, JobRecordError, load_job, state_dir
 from .runner import NoticeSink
 
 if TYPE_CHECKING:
@@ -81,6 +81,8 @@ def inner_launch_args(options: LaunchOptions, job_id: str, *, preflight: bool, i
         args += ["--env", name]
     if options.rdzv:
         args.append("--rdzv")
+    if options.buffered:
+        args.append("--buffered")
     if not preflight:
         args.append("--no-preflight")
     return args + ["--", *options.script]
@@ -120,6 +122,8 @@ def wait_for_record(job_id: str, slurm_job: str, *, notice: NoticeSink, poll: fl
         try:
             load_job(job_id)
             return
+        except JobRecordError:
+            raise  # written, but not readable: waiting will not mend it
         except JobError:
             pass
         state = job_state(slurm_job)
@@ -130,6 +134,8 @@ def wait_for_record(job_id: str, slurm_job: str, *, notice: NoticeSink, poll: fl
             try:
                 load_job(job_id)
                 return
+            except JobRecordError:
+                raise
             except JobError:
                 out = state_dir() / "slurm" / f"{job_id}.out"
                 tail = out.read_text(errors="replace")[-1500:] if out.exists() else ""

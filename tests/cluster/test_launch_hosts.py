@@ -104,6 +104,26 @@ def wait_for_lines(proc: subprocess.Popen[str], pattern: str, count: int, timeou
     return seen
 
 
+def test_output_streams_while_the_job_runs_without_the_job_asking_for_it(cluster_factory: Any, tmp_path: Path) -> None:
+    """Python block-buffers stdout on a pipe: launch sets PYTHONUNBUFFERED=1 for launcher and workers (not the test)."""
+    cluster: Cluster = cluster_factory(hosts(2))
+    inv = inventory(cluster, tmp_path)
+    stop = tmp_path / "stop"
+    argv = [*ASCENDCTL, "launch", "-i", str(inv), "--launcher", "torchrun", "--log-dir", str(tmp_path / "logs"),
+            "--grace", "3", f"--env=STOP_FILE={stop}", "--", str(JOBS / "steps_torch.py")]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        # the job runs until told to stop (60 s at most): with buffered output nothing would arrive before that
+        wait_for_lines(proc, r"rank (\d): step 3\b", 4, timeout=40)
+        assert proc.poll() is None
+    finally:
+        stop.touch()
+    code, out, err = finish(proc)
+    assert code == 0, out[-3000:] + err[-3000:]
+    assert all(n["env"].get("PYTHONUNBUFFERED") == "1" for n in last_job()["nodes"])
+
+
 def test_torchrun_gloo_allreduce_on_three_hosts(cluster_factory: Any, tmp_path: Path) -> None:
     cluster: Cluster = cluster_factory(hosts())
     inv = inventory(cluster, tmp_path)

@@ -7,6 +7,7 @@ export MASTER_ADDR=172.16.0.100
 export MASTER_PORT=6000
 export HCCL_CONNECT_TIMEOUT=1200
 export RANK_TABLE_FILE=/shared/job/rank_table.json
+export PYTHONUNBUFFERED=1
 
 # node_1 (a3-node-1)
 export HCCL_IF_IP=172.16.0.101
@@ -17,3 +18,4 @@ export MASTER_ADDR=172.16.0.100
 export MASTER_PORT=6000
 export HCCL_CONNECT_TIMEOUT=1200
 export RANK_TABLE_FILE=/shared/job/rank_table.json
+export PYTHONUNBUFFERED=1

@@ -7,6 +7,7 @@ export MASTER_ADDR=172.16.0.11
 export MASTER_PORT=29500
 export HCCL_CONNECT_TIMEOUT=1200
 export RANK_TABLE_FILE=/shared/job/rank_table.json
+export PYTHONUNBUFFERED=1
 export HCCL_EXEC_TIMEOUT=1800
 
 # n2 (10.0.0.12)
@@ -18,4 +19,5 @@ export MASTER_ADDR=172.16.0.11
 export MASTER_PORT=29500
 export HCCL_CONNECT_TIMEOUT=1200
 export RANK_TABLE_FILE=/shared/job/rank_table.json
+export PYTHONUNBUFFERED=1
 export HCCL_EXEC_TIMEOUT=1800
