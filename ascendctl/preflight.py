@@ -340,6 +340,8 @@ def _evaluate_cluster(check: ClusterCheck, facts: Sequence[NodeFacts], ctx: Prob
 
     unanswered = {f.node.name: r for f in facts if (r := _unanswered(check.id, check.needs, f.node, f, ctx)) is not None}
     answered = [f for f in facts if f.node.name not in unanswered]
+    if not facts:  # every node unreachable: a check over no node must not read as an all-clear
+        return ClusterVerdict({}, result(check.id, Status.ERROR, "not evaluated: no node answered"))
     try:
         verdict = check.evaluate(answered, ctx)
     except (ParseError, ValueError, KeyError, IndexError) as exc:

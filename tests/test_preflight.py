@@ -97,6 +97,33 @@ def test_clock_skew_thresholds() -> None:
     assert verdict.summary.status == Status.FAIL and verdict.summary.summary.startswith("n3 off by more than 1 s")
 
 
+def test_clock_skew_never_vouches_for_more_than_the_error_bar_allows() -> None:
+    """0.257 s +/- 0.3 s is not 'within 0.1 s': the reading cannot confirm it, so it warns (issue #30)."""
+    from ascendctl.checks import NodeFacts
+
+    nodes = inv().nodes
+    facts = [NodeFacts(nodes[0], clock_offset=0.002, clock_uncertainty=0.001),
+             NodeFacts(nodes[1], clock_offset=0.257, clock_uncertainty=0.3)]
+    verdict = clock.CLOCK_SKEW.evaluate(facts, ctx())
+    assert verdict.per_node["n1"].status == Status.PASS
+    unsure = verdict.per_node["n2"]
+    assert unsure.status == Status.WARN and unsure.summary.endswith("cannot confirm within 0.1 s") and "-w NODE" in (unsure.hint or "")
+    assert verdict.summary.status == Status.WARN and verdict.summary.summary.startswith("n2: clock 0.257 s ahead")
+    sure = clock.CLOCK_SKEW.evaluate(facts[:1], ctx())
+    assert sure.summary.status == Status.PASS and sure.summary.summary == "every node within 0.003 s of this host (error bars included)"
+
+
+def test_a_cluster_check_over_no_answering_node_is_not_a_pass() -> None:
+    from ascendctl.checks import ClusterCheck
+    from ascendctl.preflight import _evaluate_cluster
+
+    cluster_checks = [c for c in select_checks() if isinstance(c, ClusterCheck)]
+    assert len(cluster_checks) >= 5
+    for check in cluster_checks:
+        verdict = _evaluate_cluster(check, [], ctx())
+        assert verdict.summary.status == Status.ERROR and verdict.summary.summary == "not evaluated: no node answered"
+
+
 # -- network -------------------------------------------------------------------------------
 def net_section(mtu: int, name: str = "eth0", address: str = "10.0.0.1") -> dict[str, Section]:
     """The three network probe sections of one node (links, addresses, route to the master), as `ip` prints them."""

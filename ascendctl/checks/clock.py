@@ -100,7 +100,7 @@ def _skew_evaluate(facts: Sequence[NodeFacts], ctx: ProbeContext) -> ClusterVerd
             bad.append(f.node.name)
             continue
         offset, error = f.clock_offset, f.clock_uncertainty or 0.0
-        worst = max(worst, abs(offset))
+        worst = max(worst, abs(offset) + error)  # what the measurement can vouch for, not its middle
         direction = "ahead of" if offset > 0 else "behind"
         text = f"clock {abs(offset):.3f} s {direction} this host (+/- {error:.3f} s)"
         if abs(offset) - error > cfg.max_clock_skew:
@@ -112,12 +112,23 @@ def _skew_evaluate(facts: Sequence[NodeFacts], ctx: ProbeContext) -> ClusterVerd
             )
         elif abs(offset) - error > cfg.warn_clock_skew:
             per_node[f.node.name] = result("clock_skew", Status.WARN, text, "NTP should keep nodes within a few ms; check its sources")
+        elif abs(offset) + error > cfg.warn_clock_skew:
+            # the error bar reaches past the warning threshold: the reading cannot vouch for this node's clock
+            per_node[f.node.name] = result(
+                "clock_skew", Status.WARN, f"{text}: cannot confirm within {cfg.warn_clock_skew:g} s",
+                "the node answered slowly, so its clock reading is that uncertain: run preflight again on it "
+                "(`-w NODE`), or compare `chronyc tracking` on both hosts")
         else:
             per_node[f.node.name] = result("clock_skew", Status.PASS, text)
     if bad:
         summary = result("clock_skew", Status.FAIL, f"{fold(bad)} off by more than {cfg.max_clock_skew:g} s", per_node[bad[0]].hint)
     else:
-        summary = result("clock_skew", Status.PASS, f"every node within {worst:.3f} s of this host")
+        unsure = [name for name, r in per_node.items() if r.status is not Status.PASS]
+        if unsure:
+            first = per_node[unsure[0]]
+            summary = result("clock_skew", Status.WARN, f"{fold(unsure)}: {first.summary}", first.hint)
+        else:
+            summary = result("clock_skew", Status.PASS, f"every node within {worst:.3f} s of this host (error bars included)")
     return ClusterVerdict(per_node, summary)
 
 
