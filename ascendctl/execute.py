@@ -13,7 +13,7 @@ from .group import NodeGroup
 from .inventory import Inventory, Node
 from .outcome import Outcome, exit_code_for, node_outcome
 from .models import CommandResult, EventSink, NodeStatus
-from .nodeset import generic, group_by
+from .nodeset import generic, group_by, hint_with_fingerprints
 from .transport import Transport, TransportFactory
 
 
@@ -77,7 +77,9 @@ class ExecReport:
         for _, names in grouped:
             sample = by_name[names[0]]
             if len(names) > 1:
-                sample = replace(sample, error=generic(sample.error, sample.host), hint=generic(sample.hint, sample.host))
+                folded = generic(sample.error, sample.host)
+                hint = hint_with_fingerprints(generic(sample.hint, sample.host), folded, ((n, by_name[n].error) for n in names))
+                sample = replace(sample, error=folded, hint=hint)
             out.append((names, sample))
         return out
 

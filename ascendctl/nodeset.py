@@ -65,6 +65,23 @@ def generic(text: str | None, host: str) -> str | None:
     return _FINGERPRINT.sub(r"\1:<fingerprint>", text)
 
 
+def own_fingerprints(texts: Iterable[tuple[str, str | None]], *, limit: int = 16) -> str:
+    """`h01 SHA256:..., h02 SHA256:...`: the fingerprints that `generic` folded away, which a person must check
+    node by node before trusting a key ("" when the texts name none). At most `limit`; the rest are counted."""
+    found = [f"{name} {match.group(0)}" for name, text in texts if text and (match := _FINGERPRINT.search(text))]
+    if len(found) > limit:
+        return ", ".join(found[:limit]) + f" and {len(found) - limit} more (--json has each node's own)"
+    return ", ".join(found)
+
+
+def hint_with_fingerprints(hint: str | None, folded: str | None, texts: Iterable[tuple[str, str | None]]) -> str | None:
+    """The hint of a folded error, plus each node's fingerprint when the folded text hid them (`generic`)."""
+    if not folded or ":<fingerprint>" not in folded:
+        return hint
+    own = own_fingerprints(texts)
+    return f"{hint}; fingerprints: {own}" if hint else f"fingerprints: {own}"
+
+
 def fold(names: Iterable[str]) -> str:
     """Fold names into the compact range form, e.g. ['n1','n2','n4'] -> 'n[1-2,4]'."""
     names = list(names)

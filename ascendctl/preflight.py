@@ -23,7 +23,7 @@ from .fanout import node_error
 from .group import NodeGroup
 from .inventory import Inventory, Node
 from .models import EventSink, NodeError, NodeResult
-from .nodeset import generic, group_by
+from .nodeset import generic, group_by, hint_with_fingerprints
 from .network import NET_SECTIONS
 from .parsers import ParseError
 from .transport import Transport
@@ -100,6 +100,9 @@ class PreflightReport:
             if len(names) == 1:  # one node: its own words
                 only = next(c for c in by_name[names[0]].checks if c.check == check_id)
                 summary, hint = only.summary, only.hint
+            else:  # a host key to verify: every node's own fingerprint, never folded away
+                hint = hint_with_fingerprints(hint, summary, ((name, next(c.summary for c in by_name[name].checks
+                                                                              if c.check == check_id)) for name in names))
             problems.append(((check_id, status, summary, hint), names))
         return problems
 

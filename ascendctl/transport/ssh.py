@@ -338,14 +338,23 @@ class SSHConnector:
         self._record_host_key(path, name, key, host_keys)
 
     def _record_host_key(self, path: str, name: str, key: paramiko.PKey, host_keys: paramiko.HostKeys) -> None:
-        """Append an accepted key to known_hosts; a file lock keeps parallel writers apart."""
+        """Append an accepted key to known_hosts; a file lock keeps parallel writers apart.
+
+        Hashed (`|1|salt|hash`, as `ssh-keygen -H` writes) when the file already hides its names or ssh_config says
+        `HashKnownHosts yes`: one clear-text entry would give away the host list the user chose to hide.
+        """
         full = os.path.expanduser(path)
         with self._lock:
             try:
                 os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
-                with open(full, "a", encoding="utf-8") as handle:
+                with open(full, "a+", encoding="utf-8") as handle:
                     fcntl.flock(handle, fcntl.LOCK_EX)
-                    handle.write(f"{name} {key.get_name()} {key.get_base64()}\n")
+                    handle.seek(0)
+                    hashed = (str(self._lookup_config(name).get("hashknownhosts", "")).lower() == "yes"
+                              or any(line.startswith("|1|") for line in handle))
+                    entry = paramiko.HostKeys.hash_host(name) if hashed else name
+                    handle.seek(0, os.SEEK_END)
+                    handle.write(f"{entry} {key.get_name()} {key.get_base64()}\n")
             except OSError as exc:
                 raise HostKeyError(f"cannot record the host key of {name} in known_hosts {path}: {exc.strerror or exc}",
                                    hint="make the file (and its directory) writable, or set `known_hosts` in the inventory") from None

@@ -88,6 +88,42 @@ def test_accept_new_host_keys_is_an_explicit_opt_in_and_changed_keys_are_refused
     assert doc["nodes"][1]["status"] == "host_key" and "CHANGED" in doc["nodes"][1]["error"]
 
 
+def test_unknown_keys_on_many_nodes_fold_but_show_each_fingerprint_and_hashed_files_stay_hashed(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """Issue #30: the folded error said `SHA256:<fingerprint>`, hiding what must be verified; an accepted key
+    went into a hashed known_hosts in clear text."""
+    import subprocess
+
+    cluster: Cluster = cluster_factory([HostSpec("h01", known_host=False), HostSpec("h02", known_host=False), HostSpec("h03")])
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(cluster.known_hosts.read_text())
+    inventory = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"known_hosts": str(known_hosts)})
+    code, doc = exec_json(inventory, "--", "true")
+    assert code == 4
+    fingerprints = {n["name"]: n["error"].split("(ssh-ed25519 ")[1].split(")")[0] for n in doc["nodes"][:2]}
+    assert all(f.startswith("SHA256:") and len(f) > 20 for f in fingerprints.values()) and len(set(fingerprints.values())) == 2
+    text = runner.invoke(app, ["exec", "-i", str(inventory), "--", "true"], catch_exceptions=False)
+    assert "SHA256:<fingerprint>" in text.stdout  # the two errors still fold into one block ...
+    for name, fingerprint in fingerprints.items():  # ... which names each node's own fingerprint
+        assert f"{name} {fingerprint}" in text.stdout, text.stdout
+    preflight = runner.invoke(app, ["preflight", "-i", str(inventory), "--only", "ssh"], catch_exceptions=False)
+    assert preflight.exit_code == 4
+    for name, fingerprint in fingerprints.items():
+        assert f"{name} {fingerprint}" in preflight.stdout, preflight.stdout
+    # a hashed file (ssh-keygen -H) gets hashed entries: no clear-text host name appears in it
+    subprocess.run(["ssh-keygen", "-H", "-f", str(known_hosts)], check=True, capture_output=True)
+    known_hosts.with_name("known_hosts.old").unlink()
+    code, doc = exec_json(inventory, "--accept-new-host-keys", "--", "true")
+    assert code == 0, doc
+    lines = known_hosts.read_text().splitlines()
+    assert len(lines) == 3 and all(line.startswith("|1|") for line in lines), lines
+    assert not any(h.ip in known_hosts.read_text() for h in cluster.hosts)
+    found = subprocess.run(["ssh-keygen", "-F", cluster.host("h01").ip, "-f", str(known_hosts)], capture_output=True, text=True)
+    assert found.returncode == 0 and "ssh-ed25519" in found.stdout  # OpenSSH finds the hashed entry
+    code, doc = exec_json(inventory, "--", "true")  # and so does ascendctl, with no opt-in
+    assert code == 0
+
+
 def test_ssh_config_and_jump_host_are_honoured(cluster_factory: Any, tmp_path: Path, hermetic_env: Path) -> None:
     cluster: Cluster = cluster_factory(3)
     h01, h02, h03 = cluster.hosts
