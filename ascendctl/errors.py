@@ -7,8 +7,10 @@ Imports nothing from the rest of the package.
 
 from __future__ import annotations
 
+import json
 import signal
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -180,3 +182,15 @@ class CommandTimeoutError(TransportError):
 
 class NodeSilentError(ConnectError):
     """The node stopped answering in the middle of a command: no output and no exit status past every limit."""
+
+
+def parse_json(data: str | bytes) -> Any:
+    """json.loads for what comes from outside (a bundle, a node, a file given on the command line, a state file).
+
+    Deep nesting (`[[[[...` a few thousand levels) makes the stdlib parser raise RecursionError, which no caller
+    expects; it is a ValueError here like any other malformed JSON, so each caller's own message applies.
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .devices import DeviceAddress, NodeDevices, discover_devices, fold_ids
-from .errors import AscendctlError, ExitCode, TemplateError
+from .errors import AscendctlError, ExitCode, TemplateError, parse_json
 from .inventory import Inventory, Node
 from .outcome import Outcome, exit_code_for, node_outcome
 from .models import EventSink, NodeResult, NodeResults, NodeStatus
@@ -437,9 +437,11 @@ def read_rank_table(path: str | os.PathLike[str]) -> tuple[Any, list[Problem]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise AscendctlError(f"{label}: cannot read: {exc}") from None
     try:
-        return json.loads(text), []
+        return parse_json(text), []
     except json.JSONDecodeError as exc:
         return None, [Problem(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", where=label)]
+    except ValueError as exc:  # nested too deeply for the parser
+        return None, [Problem(f"not valid JSON: {exc}", where=label)]
 
 
 def check_rank_table(

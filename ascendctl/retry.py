@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from .errors import NothingToDo, UsageError
+from .errors import NothingToDo, UsageError, parse_json
 from .outcome import Outcome
 from .paths import state_dir
 
@@ -77,7 +77,7 @@ def load_failures(command: str, inventory_source: str) -> RetryRecord | None:
     """The record of the last run of `command` on this inventory, or None when there is none."""
     path = retry_path(command, inventory_source)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
         return RetryRecord(str(data["command"]), str(data["inventory"]), tuple(map(str, data["failed"])),
                            tuple(map(str, data["unreachable"])), float(data["time"]))
     except FileNotFoundError:

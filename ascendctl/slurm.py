@@ -8,7 +8,6 @@ inside another step is a step of the allocation, not of the outer step. Must not
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -16,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .errors import AscendctlError
+from .errors import AscendctlError, parse_json
 
 # Variables that describe the step (or task) we may be running in; an inner srun must not inherit them
 # (it would take the outer step's task layout, or refuse to overlap it).
@@ -176,7 +175,7 @@ def job_state(job: str, *, environ: Mapping[str, str] | None = None) -> dict[str
     when Slurm has forgotten the job).
     """
     try:
-        data = json.loads(run_tool(["squeue", "--json", "--jobs", job], environ=environ))
+        data = parse_json(run_tool(["squeue", "--json", "--jobs", job], environ=environ))
         for entry in data.get("jobs", []):
             if str(entry.get("job_id")) == str(job):
                 code = entry.get("exit_code")

@@ -11,13 +11,14 @@ Pure; must not import typer or rich.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 from typing import Callable, Sequence
+
+from ..errors import parse_json
 
 BACKENDS = ("hccl_test", "nccl-tests", "torch", "tcp")
 # the order `auto` prefers them: the Ascend device plane (hccl_test), the GPU one (nccl-tests), then the host network
@@ -112,7 +113,7 @@ def parse_received(text: str) -> Received:
         line = line.strip()
         if line.startswith("{"):
             try:
-                data = json.loads(line)
+                data = parse_json(line)
                 return Received(float(data["recv_bytes"]), float(data["recv_seconds"]))
             except (ValueError, KeyError, TypeError) as exc:
                 raise BackendOutputError(f"unreadable result line {line[:80]!r}: {exc}") from None

@@ -8,14 +8,13 @@ templates/report.html.j2 (the only module that imports jinja2). Must not import 
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..collect import read_bundle_meta
-from ..errors import AscendctlError, ExitCode, UsageError
+from ..errors import AscendctlError, ExitCode, UsageError, parse_json
 from ..outcome import Outcome, exit_code_for
 from ..preflight import PreflightReport
 from ..summaries import MsprofSummary
@@ -58,10 +57,10 @@ def _document(path: Path) -> dict[str, Any]:
     try:
         if path.stat().st_size > MAX_DOCUMENT:
             raise _bad(path, f"larger than {MAX_DOCUMENT // 1024**2} MB: not a document ascendctl wrote")
-        data = json.loads(path.read_bytes())
+        data = parse_json(path.read_bytes())
     except OSError as exc:
         raise AscendctlError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+    except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError and parse_json's "nested too deeply"
         raise _bad(path, f"not a bundle and not a JSON document ({exc})") from None
     if not isinstance(data, dict):
         raise _bad(path, f"a JSON {type(data).__name__}, not a triage or preflight document")
@@ -149,7 +148,7 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
 
 def _json_of(data: bytes | None) -> Any:
     try:
-        return None if data is None else json.loads(data)
+        return None if data is None else parse_json(data)
     except ValueError:
         return None
 

@@ -7,13 +7,13 @@ says so in the view's notes. Must not import typer, rich or jinja2.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..checks import CheckResult, Status
+from ..errors import parse_json
 from ..nodeset import fold
 from ..parsers import ParseError
 from ..preflight import PreflightReport
@@ -535,7 +535,7 @@ def _json(data: bytes | None) -> Any:
     if data is None:
         return None
     try:
-        return json.loads(data)
+        return parse_json(data)
     except ValueError:
         return None
 

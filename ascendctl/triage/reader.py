@@ -14,7 +14,6 @@ import errno
 import fcntl
 import gzip
 import io
-import json
 import logging
 import lzma
 import os
@@ -29,6 +28,7 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Iterator, Protocol
 
+from ..errors import parse_json
 from ..signatures import TRIGGERS, trigger_pattern
 from .extract import Extraction, attribute_path_full
 from .model import Source
@@ -319,7 +319,7 @@ class Reader:
         with fileobj:
             data = fileobj.read(16 << 20)
         try:
-            doc = json.loads(data)
+            doc = parse_json(data)
         except ValueError:
             self.ex.notes.append(f"{rel}: unreadable JSON")
             return True
