@@ -8,7 +8,9 @@ Bundle layout (a directory, packed into BUNDLE.tar.gz with the directory name as
 
     manifest.json              per node: status, commands run (exit code or "absent"), files kept
                                (remote path, category, bytes, truncated), files dropped by the caps,
-                               archive members refused, errors; unreachable nodes with their error
+                               files the node refused to read (a control character in the path, a link,
+                               not a regular file), archive members refused, errors; unreachable nodes
+                               with their error
     summary.json               topology majority diff and msprof per-rank summary (summaries.py)
     job.json                   the job record collected for, when a JOB was given
     <node>/facts.json          hostname, versions, the job's HCCL_/ASCEND_/NCCL_/GLOO_ env (secrets redacted)
@@ -137,6 +139,19 @@ class Refused:
 
 
 @dataclass(frozen=True, slots=True)
+class RefusedFile:
+    """A file the node found but would not read: its path has a control character, it is a link, it is not a
+    regular file, or it changed or named a place outside the searched directories before it was read."""
+
+    path: str  # on the node (bytes that are not UTF-8 kept as surrogate escapes)
+    category: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "category": self.category, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class UnpackResult:
     """What `unpack_tar_stream` wrote and what it refused; `error` when the stream broke off."""
 
@@ -157,6 +172,7 @@ class NodeBundle:
     commands: tuple[CommandEntry, ...] = ()
     files: tuple[FileEntry, ...] = ()
     refused: tuple[Refused, ...] = ()
+    refused_files: tuple[RefusedFile, ...] = ()
     bytes: int = 0
     capped: bool = False
     warnings: tuple[str, ...] = ()
@@ -174,6 +190,7 @@ class NodeBundle:
             "files": [f.to_dict() for f in self.files if f.file is not None],
             "truncated": [f.to_dict() for f in self.files if f.truncated],
             "refused": [{"member": r.member, "reason": r.reason} for r in self.refused],
+            "refused_files": [r.to_dict() for r in self.refused_files],
             "warnings": list(self.warnings),
         }
 
@@ -693,11 +710,58 @@ def _fetch(transport: Transport, plan: NodePlan, node_dir: Path, cap: int, total
     return unpacker.result(), capped, stderr.decode("utf-8", "replace")
 
 
-def _read_tsv(path: Path) -> list[list[str]]:
+def _read_records(path: Path, end: bytes) -> list[str]:
+    """The records of a list the node wrote, each ended by `end` (b"\\n" or b"\\0") and nothing else: not
+    str.splitlines, which also ends a line at \\r, \\x1c-\\x1e, \\x85, U+2028 and U+2029, all of which a file
+    name may hold. Bytes that are not UTF-8 are kept as surrogate escapes (as the unpacker names files)."""
     try:
-        return [line.split("\t") for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line]
+        data = path.read_bytes()
     except OSError:
         return []
+    return [record.decode("utf-8", "surrogateescape") for record in data.split(end) if record]
+
+
+def _read_tsv(path: Path) -> list[list[str]]:
+    return [line.split("\t") for line in _read_records(path, b"\n")]
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_COUNT = re.compile(r"[0-9]+")
+_MTIME = re.compile(r"-?[0-9]+(?:\.[0-9]*)?")  # find's %T@ (before 1970: negative)
+MAX_REFUSED_FILES = 1000  # refused files listed per node (collect_node.sh sends as many, and counts the rest)
+
+
+def _selection_row(row: list[str]) -> tuple[str, int, float, str, str] | None:
+    """(action, size, mtime, category, path) of a selection.tsv row; None when it is not a row the script
+    writes (the script lists no path with a control character or a ".." component)."""
+    if (len(row) != 6 or row[0] not in ("keep", "tail", "drop") or not _COUNT.fullmatch(row[1])
+            or not _COUNT.fullmatch(row[2]) or not _MTIME.fullmatch(row[3])):
+        return None
+    path = row[5]
+    if not path.startswith("/") or _CONTROL.search(path) or ".." in path.split("/"):
+        return None
+    return row[0], int(row[2]), float(row[3]), row[4], path
+
+
+def _refused_files(meta: Path) -> tuple[tuple[RefusedFile, ...], int]:
+    """The node's refused list (NUL-ended "category<tab>reason<tab>path" records, at most MAX_REFUSED_FILES of
+    them) and how many more the node refused without listing them."""
+    refused: list[RefusedFile] = []
+    more = 0
+    for record in _read_records(meta / "refused", b"\0"):
+        category, sep1, rest = record.partition("\t")
+        reason, sep2, path = rest.partition("\t")
+        if not (sep1 and sep2):
+            continue
+        if len(refused) < MAX_REFUSED_FILES:
+            refused.append(RefusedFile(path, category, reason))
+        else:
+            more += 1
+    try:
+        more += int((meta / "refused.more").read_text(encoding="ascii").strip() or 0)
+    except (OSError, ValueError):
+        pass
+    return tuple(refused), more
 
 
 def collect_node(node: Node, transport: Transport, options: CollectOptions, directory: Path, *,
@@ -772,14 +836,17 @@ def _describe(node: Node, node_dir: Path, unpacked: UnpackResult, capped: bool, 
             continue
         present = out.is_file()
         commands.append(CommandEntry(name, tool, ("ok" if code == "0" else "failed") if present else "missing",
-                                     int(code) if code.isdigit() else None,
+                                     int(code) if _COUNT.fullmatch(code) else None,
                                      f"{node.name}/commands/{name}.txt" if present else "",
                                      out.stat().st_size if present else 0))
     files = []
+    odd: list[str] = []
     for row in _read_tsv(meta / "selection.tsv"):
-        if len(row) < 6:
+        parsed = _selection_row(row)
+        if parsed is None:
+            odd.append("\t".join(row)[:300])
             continue
-        action, size, mtime, category, path = row[0], int(row[2] or 0), float(row[3] or 0), row[4], row[5]
+        action, size, mtime, category, path = parsed
         local = node_dir / "files" / path.lstrip("/")
         have = local.stat().st_size if local.is_file() and not local.is_symlink() else None
         rel = f"{node.name}/files/{path.lstrip('/')}"
@@ -791,6 +858,11 @@ def _describe(node: Node, node_dir: Path, unpacked: UnpackResult, capped: bool, 
             files.append(FileEntry(path, category, size, mtime, have, True, reason, rel))
         else:
             files.append(FileEntry(path, category, size, mtime, have, False, None, rel))
+    if odd:
+        warnings.append(f"ignored {len(odd)} selection rows the collection script does not write (first: {odd[0]!r})")
+    refused_files, more = _refused_files(meta)
+    if more:
+        warnings.append(f"{more} more files refused on the node, not listed")
     if not (meta / "status.tsv").exists():
         warnings.append("no collection metadata received" + (f": {stderr.strip()[-300:]}" if stderr.strip() else ""))
     if unpacked.error and not capped:
@@ -798,7 +870,8 @@ def _describe(node: Node, node_dir: Path, unpacked: UnpackResult, capped: bool, 
     shutil.rmtree(meta, ignore_errors=True)
     size = sum(p.stat().st_size for p in node_dir.rglob("*") if p.is_file() and not p.is_symlink())
     return NodeBundle(node.name, node.host, NodeStatus.OK, commands=tuple(commands), files=tuple(files),
-                      refused=unpacked.refused, bytes=size, capped=capped, warnings=tuple(warnings))
+                      refused=unpacked.refused, refused_files=refused_files, bytes=size, capped=capped,
+                      warnings=tuple(warnings))
 
 
 def _bundle_dir(output: Path) -> Path:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import tarfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -493,3 +495,170 @@ def test_the_parallel_gzip_writer_makes_one_member_every_reader_reads(tmp_path: 
     with open(empty, "wb") as raw:
         ParallelGzipWriter(raw).close()
     assert gzip.decompress(empty.read_bytes()) == b""
+
+
+# -- file names written by the jobs: never a record boundary, never an option, never read outside the roots ------
+
+SHELLS = [shell for shell in ("sh", "dash", "bash") if shutil.which(shell)]
+SECRET = b"SECRET-asct-5c1d\n"
+
+
+def run_collect_script(shell: str, plan: NodePlan, staging: Path, *, path: str | None = None) -> dict[str, bytes]:
+    """Run collect_node.sh for `plan` with `shell` (as `sh -s -- ARGS` runs it on a node): the members of its tar
+    stream by name (a file's content; b"" for the others); the stream is also unpacked into `staging` as
+    ascendctl's side does (commands/, .meta/, files/)."""
+    command, script = collect_command(plan)
+    argv = [shell, "-s", "--", *shlex.split(command)[3:]]
+    env = dict(os.environ, PATH=path) if path else None
+    proc = subprocess.run(argv, input=script, capture_output=True, check=True, env=env)
+    members = {}
+    with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:
+        for member in archive:
+            assert not member.isdir() or member.name.startswith(plan.nonce), f"a directory from the list: {member.name!r}"
+            extracted = archive.extractfile(member) if member.isfile() else None
+            members[member.name] = extracted.read() if extracted else b""
+    unpack_tar_stream(io.BytesIO(proc.stdout), staging, rename=lambda n: member_target(n, plan.nonce))
+    return members
+
+
+def refused_records(staging: Path) -> dict[str, tuple[str, str]]:
+    """path -> (category, reason) of the node's NUL-ended refused list."""
+    records = (staging / ".meta/refused").read_bytes().split(b"\0")
+    assert records[-1] == b""
+    return {os.fsdecode(path): (category.decode(), reason.decode())
+            for category, reason, path in (record.split(b"\t", 2) for record in records[:-1])}
+
+
+def secret_dir(tmp_path: Path) -> Path:
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "id_rsa").write_bytes(SECRET)
+    return secret
+
+
+def assert_no_secret(members: dict[str, bytes]) -> None:
+    assert not [name for name, data in members.items() if "secret" in PurePosixPath(name).parts or SECRET in data]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_collect_script_never_lets_a_file_name_forge_a_record_or_leave_its_roots(tmp_path: Path, shell: str) -> None:
+    """A job writes names into the log directories: newline+tab forging a record of a directory outside the roots,
+    backslash escapes tar would have unquoted into a path up and out of them, a leading "-", a link out, a FIFO."""
+    secret = secret_dir(tmp_path)
+    plog = tmp_path / "log/debug/plog"
+    plant(plog, "plog-1_ok.log", b"legit\n", age=60)
+    plant(plog, "-C.log", b"dash\n", age=60)
+    plant(plog, "back\\slash 'q' \"dq\" sp .log", b"odd but harmless\n", age=60)
+    # dir "x\n<newest mtime>\t0\tplog\t" holding the secret dir's path: its file's find line ends in a forged record
+    forged = plog / "x\n9999999999\t0\tplog\t" / str(tmp_path).lstrip("/")
+    plant(forged, "secret", b"", age=60)
+    # tar's default unquoting turned this one name into plog/d/../../../../secret/id_rsa
+    (plog / "d").mkdir()
+    plant(plog, "d\\057..\\057..\\057..\\057..\\057secret\\057id_rsa", b"bait\n", age=60)
+    (plog / "link.log").symlink_to(secret / "id_rsa")
+    os.mkfifo(plog / "fifo.log")
+    plant(plog, "tab\there.log", b"tab\n", age=60)
+    plan = NodePlan("n0nce1", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=2**20)
+    staging = tmp_path / "staging"
+    members = run_collect_script(shell, plan, staging)
+    assert_no_secret(members)
+    files = {"/" + name: data for name, data in members.items() if not name.startswith("n0nce1")}
+    assert files == {str(plog / "plog-1_ok.log"): b"legit\n", str(plog / "-C.log"): b"dash\n",
+                     str(plog / "back\\slash 'q' \"dq\" sp .log"): b"odd but harmless\n",
+                     str(plog / "d\\057..\\057..\\057..\\057..\\057secret\\057id_rsa"): b"bait\n"}
+    assert refused_records(staging) == {
+        str(forged / "secret"): ("plog", "control character in the path"),
+        str(plog / "tab\there.log"): ("plog", "control character in the path"),
+        str(plog / "link.log"): ("plog", "symbolic link"),
+        str(plog / "fifo.log"): ("plog", "not a regular file"),
+    }
+    rows = [line.split("\t") for line in (staging / ".meta/selection.tsv").read_text().split("\n") if line]
+    assert sorted(row[5] for row in rows) == sorted(files) and all(len(row) == 6 for row in rows)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_collect_script_checks_each_chosen_file_again_just_before_reading_it(tmp_path: Path, shell: str) -> None:
+    """Between find and tar a chosen file may be swapped for a link, and a list may name what no search found: the
+    `sort` the script runs (a wrapper first on PATH) swaps a file and adds rows naming a file outside the roots, a
+    path climbing out with "..", a directory under a root and the secret directory; none is read, each is refused."""
+    secret = secret_dir(tmp_path)
+    plog = tmp_path / "log/debug/plog"
+    plant(plog, "plog-1_ok.log", b"legit\n", age=60)
+    plant(plog, "plog-2_swapped.log", b"swapped\n", age=60)
+    (plog / "sub").mkdir()
+    climb = f"{plog}/../../../secret/id_rsa"
+    wrappers = tmp_path / "bin"
+    wrappers.mkdir()
+    forged = "".join(f"9999999999\t0\tplog\t{p}\n" for p in (secret / "id_rsa", climb, plog / "sub", secret))
+    swapped, target = shlex.quote(str(plog / "plog-2_swapped.log")), shlex.quote(str(secret / "id_rsa"))
+    (wrappers / "sort").write_text(f"""#!/bin/sh
+rm {swapped} && ln -s {target} {swapped}
+{shlex.quote(shutil.which('sort') or 'sort')} "$@"
+printf '%s' {shlex.quote(forged)}
+""")
+    (wrappers / "sort").chmod(0o755)
+    plan = NodePlan("n0nce2", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=2**20)
+    staging = tmp_path / "staging"
+    members = run_collect_script(shell, plan, staging, path=f"{wrappers}:{os.environ['PATH']}")
+    assert_no_secret(members)
+    assert {name: data for name, data in members.items() if not name.startswith("n0nce2")} == {
+        str(plog / "plog-1_ok.log").lstrip("/"): b"legit\n"}
+    assert refused_records(staging) == {
+        str(plog / "plog-2_swapped.log"): ("plog", "not a regular file when read"),
+        str(secret / "id_rsa"): ("plog", "not under a searched directory"),
+        climb: ("plog", "a .. component in the path"),
+        str(plog / "sub"): ("plog", "not a regular file when read"),
+        str(secret): ("plog", "not under a searched directory"),
+    }
+
+
+def test_collect_script_lists_at_most_1000_refused_files_and_counts_the_rest(tmp_path: Path) -> None:
+    plog = tmp_path / "log/debug/plog"
+    plant(plog, "plog-1_ok.log", b"legit\n", age=60)
+    for i in range(1003):
+        (plog / f"link-{i}.log").symlink_to("plog-1_ok.log")
+    plan = NodePlan("n0nce3", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=2**20)
+    staging = tmp_path / "staging"
+    members = run_collect_script("sh", plan, staging)
+    assert str(plog / "plog-1_ok.log").lstrip("/") in members
+    assert len(refused_records(staging)) == 1000 and (staging / ".meta/refused.more").read_text() == "3\n"
+
+
+def test_collect_manifest_names_each_refused_file_and_keeps_names_python_would_split(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ascendctl's side reads the node's lists by their own separators only: a name with U+2028 or \\x85 (line ends to
+    str.splitlines) or bytes that are not UTF-8 is one file, kept; refused files are in the manifest and on stderr."""
+    from tests.json_schemas import assert_valid
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ASCEND_PROCESS_LOG_PATH", str(tmp_path / "plogs"))
+    secret = secret_dir(tmp_path)
+    plog = tmp_path / "plogs/debug/plog"
+    plant(plog, "plog-1_ok.log", b"legit\n", age=10)
+    plant(plog, "a\u2028keep\u0085b.log", b"odd\n", age=10)
+    odd_bytes = os.fsdecode(str(plog).encode() + b"/bad\xff.log")
+    plant(Path("/"), odd_bytes.lstrip("/"), b"bytes\n", age=10)
+    forged = plog / "x\n9999999999\t0\tplog\t" / str(tmp_path).lstrip("/")
+    plant(forged, "secret", b"", age=10)
+    (plog / "link.log").symlink_to(secret / "id_rsa")
+    result = runner.invoke(app, ["collect", "-o", "b", "--json", "--since", "1h"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert_valid("collect", doc)
+    [node] = doc["manifest"]["nodes"]
+    assert {f["path"]: f["truncated"] for f in node["files"]} == {
+        str(plog / "plog-1_ok.log"): False, str(plog / "a\u2028keep\u0085b.log"): False, odd_bytes: False}
+    assert node["truncated"] == [] and node["warnings"] == []
+    assert sorted(node["refused_files"], key=lambda r: r["path"]) == [
+        {"path": str(plog / "link.log"), "category": "plog", "reason": "symbolic link"},
+        {"path": str(forged / "secret"), "category": "plog", "reason": "control character in the path"}]
+    bundle = tmp_path / "b"
+    for entry in node["files"]:
+        assert (bundle / entry["file"]).read_bytes() == Path(entry["path"]).read_bytes()
+    assert sum(1 for p in (bundle / node["name"] / "files").rglob("*") if p.is_file()) == 3
+    assert not any(SECRET in p.read_bytes() for p in bundle.rglob("*") if p.is_file())
+    text = runner.invoke(app, ["collect", "-o", "b2", "--since", "1h"], catch_exceptions=False)
+    assert text.exit_code == 0
+    assert f"not collected: {str(forged / 'secret')!r}: control character in the path" in text.stderr
+    assert f"not collected: {str(plog / 'link.log')!r}: symbolic link" in text.stderr

@@ -12,6 +12,9 @@ from ..nodeset import fold, group_by
 from . import STATUS_STYLE, emit_json, error, out, warning
 
 
+REFUSED_SHOWN = 5  # files refused on a node that get a warning line each; the manifest lists them all
+
+
 def _size(n: float) -> str:
     for unit in ("B", "K", "M", "G"):
         if n < 1024 or unit == "G":
@@ -42,6 +45,11 @@ def show_collect(report: CollectReport, *, as_json: bool, argv: list[str]) -> No
     for n in report.nodes:
         for r in n.refused:
             warning(f"refused archive member {r.member!r}: {r.reason}", subject=n.name)
+        for f in n.refused_files[:REFUSED_SHOWN]:
+            warning(f"not collected: {f.path!r}: {f.reason}", subject=n.name)
+        if len(n.refused_files) > REFUSED_SHOWN:
+            warning(f"not collected: {len(n.refused_files) - REFUSED_SHOWN} more files (manifest.json: refused_files)",
+                    subject=n.name)
         for w in n.warnings:
             warning(w, subject=n.name)
     bad = [n for n in report.nodes if not n.status.reached]
