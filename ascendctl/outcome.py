@@ -25,7 +25,7 @@ class Outcome(str, Enum):
     INTERRUPTED = "interrupted"  # Ctrl-C (SIGINT)
     TERMINATED = "terminated"  # SIGTERM
     HUNG_UP = "hung_up"  # SIGHUP
-    ERROR = "error"  # ascendctl could not do its own part (a job record it could not write)
+    ERROR = "error"  # ascendctl could not do its own part (a job record it could not write, or read)
 
 
 EXIT_CODES: dict[Outcome, ExitCode] = {

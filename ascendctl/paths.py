@@ -3,7 +3,8 @@
 `name_problem` is the rule the inventory applies to node names; `child(root, name)` is how every
 path made from such a name is built (collect bundle directories, launch log directories on the
 nodes): it refuses a name that is not a single plain component and checks the result stays under
-`root`. Also `state_dir()`, where ascendctl keeps its own records (jobs, retry records); importing it costs
+`root`. Also `state_dir()`, where ascendctl keeps its own records (jobs, retry records), through `xdg_base`, the
+one reader of XDG base-directory variables (a relative value is ignored, as the spec says); importing it costs
 nothing. Pure apart from resolving symlinks of a local root; must not import typer or rich.
 """
 
@@ -52,7 +53,17 @@ def child(root: P, name: str) -> P:
     return path
 
 
+def xdg_base(variable: str, default: str) -> Path:
+    """An XDG base directory: `$variable` when it is an absolute path, else `~/default`.
+
+    The XDG Base Directory spec: "All paths set in these environment variables must be absolute. If an
+    implementation encounters a relative path in any of these variables it should consider the path invalid
+    and ignore it." A relative one would name another directory from every working directory.
+    """
+    value = os.environ.get(variable, "")
+    return Path(value) if os.path.isabs(value) else Path.home() / default
+
+
 def state_dir() -> Path:
-    """$XDG_STATE_HOME/ascendctl (default ~/.local/state/ascendctl)."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "ascendctl"
+    """$XDG_STATE_HOME/ascendctl (~/.local/state/ascendctl when XDG_STATE_HOME is unset, empty or relative)."""
+    return xdg_base("XDG_STATE_HOME", ".local/state") / "ascendctl"

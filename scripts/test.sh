@@ -18,7 +18,7 @@ if [ "${1-}" = "--lowest" ]; then
     shift
 fi
 
-packages=(openssh-server openssh-client chrony libfaketime iputils-ping iproute2 clustershell pdsh procps util-linux shellcheck chromium slurm-wlm munge)
+packages=(openssh-server openssh-client chrony libfaketime iputils-ping iproute2 clustershell pdsh procps util-linux shellcheck chromium slurm-wlm munge busybox dash)
 missing=()
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

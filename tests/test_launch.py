@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -176,6 +177,86 @@ def marked(job_id: str) -> list[str]:
     out = subprocess.run(["sh", "-c", f"grep -lzF {shlex.quote('ASCENDCTL_JOB=' + job_id)} /proc/[0-9]*/environ"],
                          capture_output=True, text=True).stdout
     return out.split()
+
+
+# -- the env file (the job's secrets) never outlives a start that failed -------------------------
+SECRET = "s3cret-value-" + os.urandom(4).hex()
+
+
+def files_holding(root: Path, text: str) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+def test_a_start_that_fails_part_way_through_writing_the_job_files_leaves_no_env_file(local_inventory: Path,
+                                                                                       tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    # on node b, tar cannot write .job.cmd, the member after .job.env: the job files fail part way (as on a full disk)
+    (logs / "b" / ".job.cmd" / "in-the-way").mkdir(parents=True)
+    outcome = launch_job(load_inventory(local_inventory),
+                         LaunchOptions("torchrun", ("t.py",), env=(f"HF_TOKEN={SECRET}", "FAKE_0=sleep", "FAKE_2=sleep"), grace=1,
+                                       log_dir=str(logs)), preflight=False)
+    record = outcome.record
+    b = record.node("b")
+    assert record.status == "failed" and b.pid is None and b.error is not None and b.error.startswith("not started: start failed")
+    assert [n.pid is not None for n in record.nodes] == [True, False, True]
+    assert list(logs.rglob(".job.env")) == [] and files_holding(logs, SECRET) == []  # on no node, started or not
+    assert marked(record.id) == []
+
+
+def test_the_start_command_creates_the_env_file_0600_and_removes_it_when_stopped_part_way(
+        local_inventory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node's own shell cleans up: its tar is TERMed at the command timeout after writing .job.env."""
+    from ascendctl.errors import CommandTimeoutError
+    from ascendctl.transport.local import LocalTransport
+
+    inv = load_inventory(local_inventory)
+    plan = build_plan(inv, LaunchOptions("torchrun", ("t.py",), env=(f"HF_TOKEN={SECRET}",), log_dir=str(tmp_path / "logs")),
+                      job_id="j1", endpoints=endpoints(inv))
+    node = plan.nodes[0]
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    real_tar = shutil.which("tar")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "tar").write_text(f"#!/bin/sh\numask > {seen}/umask\n{real_tar} \"$@\" || exit\n"
+                              f"stat -c %a {shlex.quote(node.dir)}/.job.env > {seen}/mode\nexec sleep 30\n")
+    (fake / "tar").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    with pytest.raises(CommandTimeoutError):
+        LocalTransport(inv.nodes[0]).run(start_command("j1", node), timeout=1.5, stdin=start_payload(node))
+    assert (seen / "umask").read_text().strip() == "0077" and (seen / "mode").read_text().strip() == "600"
+    assert not Path(node.dir, ".job.env").exists() and files_holding(tmp_path / "logs", SECRET) == []
+
+
+@pytest.mark.parametrize("failure", ["connection lost", "timed out", "exit 2"])
+def test_a_failed_start_asks_the_node_again_to_remove_the_env_file(failure: str) -> None:
+    """For a start shell that could not clean up itself (KILLed at the timeout, its connection gone)."""
+    from ascendctl.errors import CommandTimeoutError, TransportError
+    from ascendctl.group import NodeGroup
+    from ascendctl.jobs import SSHRunner
+    from ascendctl.jobs import new_record
+    from ascendctl.jobs.ssh_runner import forget_env_command
+    from ascendctl.models import CommandResult
+    from tests.fakes import FakeFactory
+
+    inv = load_inventory(GOLDEN / "four_nodes" / "inventory.yaml")
+    plan = build_plan(inv, LaunchOptions("torchrun", ("t.py",), env=(f"HF_TOKEN={SECRET}",)), job_id="j1",
+                      endpoints=endpoints(inv))
+    started = CommandResult("", 0, "4242 +0000\n", "", 0.0)
+
+    def timed_out(_command: str) -> CommandResult:
+        raise CommandTimeoutError("command timed out after 60s", timeout=60)
+
+    failed: Any = {"connection lost": TransportError("connection closed"), "timed out": timed_out,
+                   "exit 2": CommandResult("", 2, "", "tar: .job.cmd: Cannot write: No space left on device\n", 0.0)}[failure]
+    factory = FakeFactory(inv, {"node02": [(r"job_wrapper\.sh", failed), (r"^rm -f ", started)]},
+                          default=[(r"job_wrapper\.sh", started)])
+    with NodeGroup(inv, factory=factory) as group:
+        record = SSHRunner(group).start(plan, new_record(inv, plan, "ssh"), notice=lambda _m: None)
+    assert record.node("node02").error is not None and record.node("node02").error.startswith("not started")
+    calls = factory.transports["node02"].calls
+    assert calls[-1] == forget_env_command(plan.nodes[1]) == f"rm -f {plan.nodes[1].dir}/.job.env"
+    assert not any(c.startswith("rm -f") for c in factory.transports["node01"].calls)  # a started node's wrapper owns it
 
 
 def test_local_job_succeeds_streams_prefixed_output_and_records_the_job(local_inventory: Path, tmp_path: Path) -> None:

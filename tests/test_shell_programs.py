@@ -8,7 +8,9 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -95,6 +97,87 @@ def test_teardown_finds_processes_by_their_marker_only(local: LocalTransport) ->
         for proc in (marked, other):
             proc.kill()
             proc.wait()
+
+
+# -- nodes whose tools are busybox's (and whose sh is dash or busybox's): POSIX sh, no GNU-only option -----------
+SHELLS = {"dash": ["dash"], "busybox sh": ["busybox", "sh"]}
+
+
+@pytest.fixture(scope="module")
+def busybox_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A PATH of busybox's applets only, as on a busybox node: its `date` has no %N (it prints "%N")."""
+    # a missing busybox is a failure here, never a skip (install: apt-get install busybox)
+    busybox = shutil.which("busybox")
+    assert busybox, "busybox is not installed: apt-get install -y busybox"
+    bin_dir = tmp_path_factory.mktemp("busybox-bin")
+    for applet in subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True).stdout.split():
+        (bin_dir / applet).symlink_to(busybox)
+    date = subprocess.run(["date", "+%s%3N"], capture_output=True, text=True, env={"PATH": str(bin_dir)}).stdout
+    assert date.strip().endswith("%3N"), date  # the premise: GNU date prints milliseconds here, busybox's does not
+    return str(bin_dir)
+
+
+def run_on_busybox(shell: str, path: str, name: str, *args: object, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """A packaged program as a busybox node runs it: `<shell> -s -- ARGS` with the text on stdin, busybox tools only."""
+    argv = [shutil.which(SHELLS[shell][0]) or SHELLS[shell][0], *SHELLS[shell][1:], "-s", "--", *map(str, args)]
+    return subprocess.run(argv, input=script(name), capture_output=True, text=True, timeout=timeout, env={"PATH": path})
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_teardown_kills_a_term_ignoring_process_after_the_grace_on_a_busybox_node(shell: str, busybox_path: str,
+                                                                                   tmp_path: Path) -> None:
+    job = f"busybox-{os.getpid()}-{secrets.token_hex(3)}/here"
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                                 "print('ready', flush=True); time.sleep(60)"],
+                                env={**os.environ, "ASCENDCTL_JOB": job}, stdout=subprocess.PIPE, text=True)
+    (tmp_path / ".job.env").write_text("export HF_TOKEN=s3cret\n")  # its wrapper stopped before reading it
+    try:
+        assert stubborn.stdout is not None and stubborn.stdout.readline() == "ready\n"  # TERM is ignored from here on
+        started = time.monotonic()
+        done = run_on_busybox(shell, busybox_path, "teardown_job.sh", f"ASCENDCTL_JOB={job}", 1500, tmp_path)
+        took = time.monotonic() - started
+        assert (done.returncode, done.stdout, done.stderr) == (0, "kill\n", "")
+        assert stubborn.wait(timeout=5) == -signal.SIGKILL
+        assert 1.4 <= took < 10, took  # the grace was waited for, then the SIGKILL sent
+        assert not (tmp_path / ".job.env").exists()
+    finally:
+        stubborn.kill()
+        stubborn.wait()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_teardown_of_a_process_that_ends_on_term_says_term_on_a_busybox_node(shell: str, busybox_path: str) -> None:
+    job = f"busybox-{os.getpid()}-{secrets.token_hex(3)}/here"
+    polite = subprocess.Popen(["sleep", "60"], env={**os.environ, "ASCENDCTL_JOB": job})
+    try:
+        time.sleep(0.1)
+        started = time.monotonic()
+        done = run_on_busybox(shell, busybox_path, "teardown_job.sh", f"ASCENDCTL_JOB={job}", 5000)
+        assert (done.returncode, done.stdout) == (0, "term\n") and time.monotonic() - started < 4
+        assert polite.wait(timeout=5) == -signal.SIGTERM
+        assert run_on_busybox(shell, busybox_path, "teardown_job.sh", f"ASCENDCTL_JOB={job}", 5000).stdout == "none\n"
+    finally:
+        polite.kill()
+        polite.wait()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_job_runs_start_to_end_on_a_busybox_node(shell: str, busybox_path: str, tmp_path: Path) -> None:
+    """job_wrapper.sh (no bash there: the launcher's output unstamped), job_state.sh, follow_log.sh's framed exit."""
+    (tmp_path / ".job.env").write_text("export GREETING='hello from busybox'\n")
+    (tmp_path / ".job.cmd").write_text("sh -c 'echo \"$GREETING\"; exit 3'\n")  # a launcher that fails
+    (tmp_path / "launcher.log").write_text("")
+    wrapper = tmp_path / "job_wrapper.sh"
+    wrapper.write_text(script("job_wrapper.sh"))
+    argv = [shutil.which(SHELLS[shell][0]) or SHELLS[shell][0], *SHELLS[shell][1:], str(wrapper), str(tmp_path)]
+    assert subprocess.run(argv, env={"PATH": busybox_path}, timeout=30).returncode == 0
+    assert (tmp_path / "launcher.log").read_text() == "hello from busybox\n"
+    assert (tmp_path / "exit_code").read_text() == "3\n" and not (tmp_path / ".job.env").exists()
+    state = run_on_busybox(shell, busybox_path, "job_state.sh", tmp_path, "", "ASCENDCTL_JOB=nobody/here")
+    assert (state.returncode, state.stdout) == (0, "exit 3\npids\n")
+    follow = run_on_busybox(shell, busybox_path, "follow_log.sh", tmp_path, 999999, "n0nce", 6)
+    assert follow.returncode == 0
+    assert re.fullmatch(r"from busybox\n\n@@n0nce exit 3 \d+(\.\d+)?@@\n", follow.stdout), follow.stdout  # a time, never "%N"
 
 
 def test_follow_log_prints_from_an_offset_then_the_framed_exit(local: LocalTransport, tmp_path: Path) -> None:

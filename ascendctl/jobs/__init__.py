@@ -25,8 +25,8 @@ from ..transport import TransportFactory
 from ..triage import TriageReport
 from .plan import (DEFAULT_GRACE, DRY_RUN_JOB_ID, LaunchOptions, LaunchPlan, NodePlan, build_plan, default_log_dir,
                    launcher_binary, plan_to_dict, render_plan)
-from .record import (FailureVictim, FirstFailure, JobError, JobRecord, NodeJob, StateWriteError, jobs_dir, list_jobs, load_job,
-                     new_job_id, save_job, state_dir)
+from .record import (FailureVictim, FirstFailure, JobError, JobListing, JobRecord, JobRecordError, NodeJob, StateWriteError,
+                     jobs_dir, list_jobs, load_job, new_job_id, read_jobs, save_job, state_dir)
 from .runner import LineSink, NodeEnded, NoticeSink, Runner
 from .ssh_runner import SSHRunner, marker, with_stop_results
 from .supervise import Supervised, supervise
@@ -35,11 +35,11 @@ if TYPE_CHECKING:
     from .submit import SubmitOptions
 
 __all__ = [
-    "DEFAULT_GRACE", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobRecord", "LaunchOptions", "LaunchOutcome",
-    "JobStatus", "LaunchPlan", "LaunchRefused", "LeftoverCheck", "NodeEnded", "StateWriteError", "NodeJob", "NodePlan", "Runner",
-    "SSHRunner", "Supervised", "build_plan", "default_log_dir", "dry_run", "job_logs", "job_outcomes", "job_status", "jobs_dir",
-    "launch_job", "launcher_binary", "list_jobs", "load_job", "marker", "new_job_id", "plan_to_dict", "refresh_job", "render_plan",
-    "save_job", "state_dir", "stop_job", "submit_job",
+    "DEFAULT_GRACE", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobListing", "JobRecord", "JobRecordError",
+    "LaunchOptions", "LaunchOutcome", "JobStatus", "LaunchPlan", "LaunchRefused", "LeftoverCheck", "NodeEnded",
+    "StateWriteError", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan", "default_log_dir", "dry_run",
+    "job_logs", "job_outcomes", "job_status", "jobs_dir", "launch_job", "launcher_binary", "list_jobs", "load_job", "marker",
+    "new_job_id", "plan_to_dict", "read_jobs", "refresh_job", "render_plan", "save_job", "state_dir", "stop_job", "submit_job",
 ]
 
 

@@ -8,23 +8,58 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import secrets
 import time
-from dataclasses import asdict, dataclass, field, replace
+import types
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
-from ..errors import AscendctlError, ExitCode
+from ..errors import AscendctlError, ExitCode, parse_json
+from ..outcome import Outcome, exit_code_for
+from ..paths import name_problem
 from ..paths import state_dir as state_dir  # re-exported: the job modules and the CLI import it from here
 
 JOB_SCHEMA = 1
+T = TypeVar("T")
 
 
 class JobError(AscendctlError):
     """A job record is missing or unreadable."""
 
     exit_code = ExitCode.USAGE
+
+
+class JobRecordError(JobError):
+    """A job record file that is not a readable job record (damaged, truncated, wrong shape or types); exit 1.
+
+    The message names the file and every problem found in it, each with its key path.
+    """
+
+    exit_code = ExitCode.ERROR
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: unreadable job record: {problem}",
+                         hint=f"ascendctl writes its records whole: this one was damaged or changed outside it; "
+                              f"move it out of {path.parent} (the other jobs' records are not affected)")
+        self.path = path
+        self.problem = problem
+
+
+class RecordShapeError(ValueError):
+    """Data that is not a job record: every problem, each with its key path (`nodes[1].pid: expected ...`)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        shown = problems[:MAX_PROBLEMS_SHOWN]
+        more = len(problems) - len(shown)
+        super().__init__("; ".join(shown) + (f"; and {more} more" if more else ""))
+        self.problems = problems
+
+
+MAX_PROBLEMS_SHOWN = 5
 
 
 class StateWriteError(AscendctlError):
@@ -73,8 +108,9 @@ class NodeJob:
         return self.log.rsplit("/", 1)[0]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "NodeJob":
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+    def from_dict(cls, data: Any) -> "NodeJob":
+        """A node entry as stored; RecordShapeError lists what is missing or of the wrong type (unknown keys are ignored)."""
+        return _from_data(cls, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,15 +151,26 @@ class FirstFailure:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "FirstFailure":
-        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        fields["victims"] = tuple(FailureVictim(v.get("node"), v.get("rank"), str(v.get("how", "")))
-                                  for v in data.get("victims") or () if isinstance(v, dict))
-        fields["hints"] = tuple(str(h) for h in data.get("hints") or ())
-        fields.setdefault("reason", "")
-        if not isinstance(fields.get("time"), (str, type(None))):
-            fields["time"] = None  # records of older versions kept an epoch here
-        return cls(**fields)
+    def from_dict(cls, data: Any) -> "FirstFailure":
+        """A verdict as stored; RecordShapeError lists what is of the wrong type (unknown keys are ignored)."""
+        return _from_data(cls, data)
+
+    @staticmethod
+    def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+        """The stored object as this version reads it (from_dict calls it before checking types): records of older
+        versions kept an epoch in `time`, victims without `how`, and no `reason`."""
+        data = dict(data)
+        if not isinstance(data.get("time"), (str, type(None))):
+            data["time"] = None
+        data.setdefault("reason", "")
+        victims = data.get("victims")
+        if victims is None or isinstance(victims, list):
+            data["victims"] = [{"node": v.get("node"), "rank": v.get("rank"), "how": str(v.get("how", ""))}
+                               for v in victims or () if isinstance(v, dict)]
+        hints = data.get("hints")
+        if hints is None or isinstance(hints, list):
+            data["hints"] = [str(h) for h in hints or ()]
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,12 +205,21 @@ class JobRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "JobRecord":
-        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        fields["nodes"] = tuple(NodeJob.from_dict(node) for node in data.get("nodes", []))
-        first = data.get("first_failure")
-        fields["first_failure"] = FirstFailure.from_dict(first) if isinstance(first, dict) else None
-        return cls(**fields)
+    def from_dict(cls, data: Any) -> "JobRecord":
+        """A record as stored; RecordShapeError lists every key that is missing or of the wrong type, with its path
+        (unknown keys are ignored: a newer ascendctl may add some)."""
+        if not isinstance(data, dict):
+            raise RecordShapeError([f"expected an object at the top, got {_describe(data)}"])
+        problems: list[str] = []
+        record = _build(cls, data, "", problems)
+        # the id names files (<id>.json, <id>.reserve) and node names are node-set words: both must be plain names
+        named = [("id", data.get("id"))]
+        if isinstance(data.get("nodes"), list):
+            named += [(f"nodes[{i}].name", n.get("name")) for i, n in enumerate(data["nodes"]) if isinstance(n, dict)]
+        problems += [f"{where}: {why}" for where, value in named if isinstance(value, str) and (why := name_problem(value))]
+        if problems:
+            raise RecordShapeError(problems)
+        return cast(JobRecord, record)
 
     def node(self, name: str) -> NodeJob:
         """One node's entry (KeyError when the job has no such node)."""
@@ -175,6 +231,159 @@ class JobRecord:
     def with_node(self, node: NodeJob) -> "JobRecord":
         """A copy with one node's entry replaced."""
         return replace(self, nodes=tuple(node if n.name == node.name else n for n in self.nodes))
+
+
+# -- reading records back: every field checked against its type, every problem named with its key path ----
+EPOCH_FIELDS = frozenset({"started", "ended", "teardown_started"})  # epoch seconds, shown as dates
+LAST_EPOCH = 253402300799  # 9999-12-31T23:59:59Z: later cannot be shown as a date
+
+
+@lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
+
+
+def _describe(value: Any) -> str:
+    """A JSON value as a problem names it: its kind, and the value itself when it is short."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, float) and not math.isfinite(value):
+        return json.dumps(value)  # NaN, Infinity: Python's json reads them, JSON has no such numbers
+    text = repr(value)
+    kind = "a string" if isinstance(value, str) else "a number"
+    return f"{kind} {text}" if len(text) <= 40 else kind
+
+
+def _expected(hint: Any) -> str:
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_expected(a) for a in args if a is not type(None)) + (" or null" if type(None) in args else "")
+    if origin in (list, tuple):
+        return f"a list of {_expected(args[0]).removeprefix('a ').removeprefix('an ')}s"
+    if origin is dict:
+        return "an object of strings"
+    if is_dataclass(hint):
+        return "an object"
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(hint, str(hint))
+
+
+def _convert(value: Any, hint: Any, path: str, problems: list[str]) -> Any:
+    """`value` read as `hint` (tuples from lists, dataclasses from objects); a problem appended when it is not one."""
+    origin, args = get_origin(hint), get_args(hint)
+    inner = hint
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        origin, args = get_origin(inner), get_args(inner)
+    if is_dataclass(inner) and isinstance(inner, type):
+        if isinstance(value, dict):
+            return _build(inner, value, path, problems)
+    elif origin in (list, tuple):
+        if isinstance(value, list):
+            items = [_convert(item, args[0], f"{path}[{i}]", problems) for i, item in enumerate(value)]
+            return tuple(items) if origin is tuple else items
+    elif origin is dict:
+        if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            return dict(value)
+    elif inner is bool:
+        if isinstance(value, bool):
+            return value
+    elif inner is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif inner is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return value
+    elif inner is str:
+        if isinstance(value, str):
+            return value
+    problems.append(f"{path}: expected {_expected(hint)}, got {_describe(value)}")
+    return None
+
+
+def _build(cls: type, data: dict[str, Any], path: str, problems: list[str]) -> Any:
+    """An instance of dataclass `cls` from a JSON object: required keys present, every known key of its type."""
+    upgrade = getattr(cls, "upgrade", None)
+    if upgrade is not None:
+        data = upgrade(data)
+    hints = _hints(cls)
+    values: dict[str, Any] = {}
+    before = len(problems)
+    missing = [spec.name for spec in fields(cls)
+               if spec.name not in data and spec.default is MISSING and spec.default_factory is MISSING]
+    if missing:
+        keys = "required keys missing: " if len(missing) > 1 else "required key missing: "
+        problems.append(f"{path + ': ' if path else ''}{keys}{', '.join(missing)}")
+    for spec in fields(cls):
+        where = f"{path}.{spec.name}" if path else spec.name
+        if spec.name not in data:
+            continue
+        value = _convert(data[spec.name], hints[spec.name], where, problems)
+        if spec.name in EPOCH_FIELDS and isinstance(value, (int, float)) and not 0 <= value <= LAST_EPOCH:
+            problems.append(f"{where}: expected epoch seconds (0 to {LAST_EPOCH}), got {value!r}")
+        values[spec.name] = value
+    return cls(**values) if len(problems) == before else None
+
+
+def _from_data(cls: type[T], data: Any) -> T:
+    """An instance of dataclass `cls` from JSON data; RecordShapeError with every problem when it is not one."""
+    if not isinstance(data, dict):
+        raise RecordShapeError([f"expected an object at the top, got {_describe(data)}"])
+    problems: list[str] = []
+    built = _build(cls, data, "", problems)
+    if problems:
+        raise RecordShapeError(problems)
+    return cast(T, built)
+
+
+def read_job(path: Path) -> JobRecord:
+    """The record stored in `path`; JobRecordError names the file and what is wrong with it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise JobRecordError(path, f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})") from None
+    except OSError as exc:
+        raise JobRecordError(path, f"cannot read it: {os.strerror(exc.errno) if exc.errno else exc}") from None
+    if not text.strip():
+        raise JobRecordError(path, "the file is empty")
+    try:
+        data = parse_json(text)
+    except json.JSONDecodeError as exc:
+        cut = "; it ends early: truncated?" if not text.rstrip().endswith(("}", "]")) else ""
+        raise JobRecordError(path, f"not valid JSON ({exc.msg}: line {exc.lineno} column {exc.colno}){cut}") from None
+    except ValueError as exc:  # nested thousands deep; an integer of thousands of digits
+        raise JobRecordError(path, f"not valid JSON ({exc})") from None
+    problems: list[str] = []
+    stored_id = data.get("id") if isinstance(data, dict) else None
+    if isinstance(stored_id, str) and stored_id != path.stem:  # saved as <id>.json: saving it would write another file
+        problems.append(f"id: {stored_id!r} is not the file's name ({path.stem!r})")
+    try:
+        record = JobRecord.from_dict(data)
+    except RecordShapeError as exc:
+        problems += exc.problems
+    if problems:
+        raise JobRecordError(path, str(RecordShapeError(problems)))
+    return record
+
+
+@dataclass(frozen=True, slots=True)
+class JobListing:
+    """Every job record: those read (oldest first) and the files that could not be read as one, each named."""
+
+    records: tuple[JobRecord, ...]
+    unreadable: tuple[JobRecordError, ...] = ()
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """0, or 1 when some record could not be read (the listing is incomplete)."""
+        return exit_code_for([Outcome.ERROR for _ in self.unreadable])
 
 
 def jobs_dir() -> Path:
@@ -239,7 +448,10 @@ def save_job(record: JobRecord) -> Path:
 
 
 def load_job(job_id: str | None = None) -> JobRecord:
-    """The record of `job_id` (a unique prefix is enough), or the newest job when None."""
+    """The record of `job_id` (a unique prefix is enough), or the newest job when None.
+
+    JobError (exit 2) when there is no such job; JobRecordError (exit 1) naming the file when its record is unreadable.
+    """
     directory = jobs_dir()
     paths = sorted(directory.glob("*.json")) if directory.is_dir() else []
     if not paths:
@@ -253,19 +465,21 @@ def load_job(job_id: str | None = None) -> JobRecord:
         if len(matches) > 1:
             raise JobError(f"job id {job_id!r} is ambiguous: {', '.join(p.stem for p in matches)}")
         chosen = matches[0]
-    try:
-        return JobRecord.from_dict(json.loads(chosen.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError) as exc:
-        raise JobError(f"{chosen}: unreadable job record: {exc}") from None
+    return read_job(chosen)  # an unreadable one is an error naming it (JobRecordError), never another job
+
+
+def read_jobs() -> JobListing:
+    """Every job record, oldest first, and each file in the jobs directory that is not a readable record."""
+    directory = jobs_dir()
+    records, unreadable = [], []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            records.append(read_job(path))
+        except JobRecordError as exc:
+            unreadable.append(exc)
+    return JobListing(tuple(records), tuple(unreadable))
 
 
 def list_jobs() -> list[JobRecord]:
-    """Every readable job record, oldest first."""
-    directory = jobs_dir()
-    records = []
-    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
-        try:
-            records.append(JobRecord.from_dict(json.loads(path.read_text(encoding="utf-8"))))
-        except (OSError, ValueError, TypeError):
-            continue
-    return records
+    """Every readable job record, oldest first (`read_jobs` also names the files that are not)."""
+    return list(read_jobs().records)

@@ -65,19 +65,49 @@ def _add_node(tar: tarfile.TarFile, node: NodePlan, prefix: str) -> None:
         tar.addfile(info, io.BytesIO(data))
 
 
+def env_file(node: NodePlan) -> str:
+    """The node's file of the job's environment (secrets included) between the start and the wrapper reading it."""
+    return node.dir + "/.job.env"
+
+
 def start_command(job_id: str, node: NodePlan) -> str:
     """Unpack the start payload (stdin) into the node's job directory and start the wrapper detached.
 
     Prints the wrapper's pid and the node's UTC offset. The launcher keeps the login directory as its
     working directory, so relative script paths mean what they mean in `ssh node`.
+
+    The env file holds the job's secrets: it is created 0600 (umask 077 before tar creates it, never an old
+    file reused: removed first), and until the wrapper owns it (it reads it, then deletes it, first thing)
+    the EXIT trap removes it on every way out of this command (a full disk part way through the unpack,
+    no `setsid`, a TERM/HUP/INT from the command timeout or a lost connection); a failed start also asks
+    again from ascendctl's side (`SSHRunner.start`), for a shell that was KILLed.
     """
     q = shlex.quote
     return (
-        f"mkdir -p {q(node.worker_log_dir)} && rm -f {q(node.dir + '/exit_code')} && : > {q(node.log)} && "
+        f"job_env={q(env_file(node))}; "
+        """trap 'rm -f "$job_env"' EXIT && trap 'exit 129' HUP && trap 'exit 130' INT && trap 'exit 143' TERM && """
+        f"mkdir -p {q(node.worker_log_dir)} && rm -f {q(node.dir + '/exit_code')} \"$job_env\" && : > {q(node.log)} && "
+        "command -v setsid >/dev/null && "
         f"(umask 077 && tar -xf - -C {q(node.dir)}) && "
         f"{{ env {q(marker(job_id, node.name))} setsid /bin/sh {q(node.dir + '/job_wrapper.sh')} {q(node.dir)} "
-        "< /dev/null > /dev/null 2>&1 & echo $! $(date +%z); }"
+        "< /dev/null > /dev/null 2>&1 & trap - EXIT HUP INT TERM; echo $! $(date +%z); }"
     )
+
+
+def forget_env_command(node: NodePlan) -> str:
+    """Remove the env file of a start that failed (its shell may have been KILLed before its EXIT trap)."""
+    return f"rm -f {shlex.quote(env_file(node))}"
+
+
+FORGET_ENV_TIMEOUT = 10.0  # seconds for that cleanup: a node that does not answer by then is unreachable anyway
+
+
+def _forget_env(transport: Transport, node: NodePlan) -> None:
+    """Best effort after a failed start: no secret left on the node, also when the start's own shell could not clean up."""
+    try:
+        transport.run(forget_env_command(node), timeout=FORGET_ENV_TIMEOUT)
+    except AscendctlError as exc:  # unreachable now: its start shell's traps are all that could act
+        log.debug("%s: could not remove %s after the failed start: %s", node.name, env_file(node), exc)
 
 
 class SSHNodeStream:
@@ -141,10 +171,15 @@ class SSHRunner:
 
         def start(node: Node, transport: Transport) -> tuple[int, int | None]:
             node_plan = plans[node.name]
-            result = transport.run(start_command(plan.job_id, node_plan), timeout=node.command_timeout,
-                                   stdin=start_payload(node_plan))
+            try:
+                result = transport.run(start_command(plan.job_id, node_plan), timeout=node.command_timeout,
+                                       stdin=start_payload(node_plan))
+            except AscendctlError:
+                _forget_env(transport, node_plan)
+                raise
             words = result.stdout.split()
             if not result.ok or not words or not words[0].isdigit():
+                _forget_env(transport, node_plan)
                 raise AscendctlError(f"start failed (exit {result.exit_code}): {(result.stderr or result.stdout).strip()[-300:]}")
             return int(words[0]), parse_utc_offset(words[1]) if len(words) > 1 else None
 
@@ -182,7 +217,9 @@ class SSHRunner:
     # -- stop, state, logs ---------------------------------------------------------------------
     def stop(self, record: JobRecord, nodes: Sequence[str], *, grace: float) -> NodeResults[str]:
         def stop(node: Node, transport: Transport) -> str:
-            command, stdin = remote("teardown_job.sh", marker(record.id, node.name), int(grace * 1000))
+            # the job directory too: a wrapper stopped before it read (and deleted) the env file leaves it there
+            command, stdin = remote("teardown_job.sh", marker(record.id, node.name), int(grace * 1000),
+                                    _job_dir(record, node.name))
             result = transport.run(command, stdin=stdin, timeout=grace + STOP_EXTRA_SECONDS)
             words = result.stdout.split()
             return words[-1] if words else "none"
@@ -220,6 +257,13 @@ class SSHRunner:
 
     def close(self) -> None:
         self.group.close()
+
+
+def _job_dir(record: JobRecord, node: str) -> str:
+    try:
+        return record.node(node).dir
+    except KeyError:
+        return ""
 
 
 def with_stop_results(record: JobRecord, results: NodeResults[str]) -> JobRecord:

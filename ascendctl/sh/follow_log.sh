@@ -3,6 +3,8 @@
 # shell (PID) has ended, then a last line "@@NONCE exit RC TIME@@" (RC: the exit status, or "none" when the
 # launcher vanished without one; TIME: the exit file's mtime, epoch seconds).
 # Whether the launcher is done is decided before each read, so the last read sees all of its output.
+# POSIX sh plus stat -c, head -c and date -r, which GNU coreutils and busybox both have; busybox's date has no %N
+# (it prints "%N"), so TIME then has whole seconds; a sleep of whole seconds only (POSIX's) polls once a second.
 dir=$1 pid=$2 nonce=$3 off=${4:-0}
 log="$dir/launcher.log" exit_file="$dir/exit_code"
 while :; do
@@ -15,8 +17,9 @@ while :; do
         off=$size
     fi
     [ "$fin" = 1 ] && break
-    sleep 0.2
+    sleep 0.2 2>/dev/null || sleep 1
 done
 rc=$(cat "$exit_file" 2>/dev/null)
 t=$(date -r "$exit_file" +%s.%N 2>/dev/null)
+case $t in *[!0-9.]*) t=$(date -r "$exit_file" +%s 2>/dev/null) ;; esac
 printf '\n@@%s exit %s %s@@\n' "$nonce" "${rc:-none}" "${t:-none}"

@@ -9,12 +9,20 @@ log_dir=$1 job=$2
 node=${SLURMD_NODENAME:?not a Slurm task}
 dir="$log_dir/$node"
 mkdir -p "$dir/workers" && rm -f "$dir/exit_code" "$dir/pid" && : > "$dir/launcher.log" || exit 96
+# .job.env holds secrets: removed first (so tar creates it anew, 0600), and on every way out of this task until
+# the wrapper owns it (it reads it, then deletes it, first thing): a full disk part way through the unpack, a
+# rank mismatch, a signal
+trap 'rm -f "$dir/.job.env"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+rm -f "$dir/.job.env"
 (umask 077 && tar -xf - -C "$log_dir" "$node") || { echo "ascendctl: $node: cannot unpack the job into $dir" >&2; exit 96; }
 rank=$(cat "$dir/.job.rank")
 rm -f "$dir/.job.rank"
 if [ "$rank" != "${SLURM_NODEID:-}" ]; then
-    rm -f "$dir/.job.env"
     echo "ascendctl: $node: Slurm node rank ${SLURM_NODEID:-unset} is not the planned node rank $rank" >&2
     exit 97
 fi
+trap - EXIT HUP INT TERM
 exec env "ASCENDCTL_JOB=$job/$node" /bin/sh "$dir/job_wrapper.sh" "$dir" < /dev/null

@@ -16,8 +16,8 @@ from rich.text import Text
 from typing import Any
 
 from ..errors import ExitCode
-from ..jobs import JobRecord, LaunchOutcome, LaunchPlan, LeftoverCheck, plan_to_dict, render_plan
-from . import emit_json, err, error, out, visible, write_out
+from ..jobs import JobListing, JobRecord, LaunchOutcome, LaunchPlan, LeftoverCheck, plan_to_dict, render_plan
+from . import emit_json, err, error, out, visible, warning, write_out
 from .triage_view import verdict_lines
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
@@ -43,8 +43,10 @@ def leftovers_to_dict(leftovers: Any) -> list[dict[str, Any]]:
              "error": c.error} for c in leftovers or ()]
 
 
-def emit_jobs(records: list[JobRecord], argv: list[str]) -> None:
-    emit_json(argv, ExitCode.OK, {"jobs": [r.to_dict() for r in records]})
+def emit_jobs(listing: JobListing, argv: list[str]) -> None:
+    """The jobs document: every readable record; each unreadable one an error naming its file (`path`)."""
+    emit_json(argv, listing.exit_code, {"jobs": [r.to_dict() for r in listing.records]},
+              errors=[{"message": bad.message, "hint": bad.hint, "path": str(bad.path)} for bad in listing.unreadable])
 
 
 def emit_logs(lines: list[tuple[str, str]], code: ExitCode, argv: list[str]) -> None:
@@ -149,15 +151,18 @@ def _status(record: JobRecord) -> str:
     return f"{record.status} ({record.stopped_by})" if record.stopped_by and record.status == "interrupted" else record.status
 
 
-def show_jobs(records: list[JobRecord]) -> None:
-    """One line per recorded job, newest last."""
-    if not records:
+def show_jobs(listing: JobListing) -> None:
+    """One line per recorded job, newest last; a warning on stderr for each record that could not be read."""
+    if listing.records:
+        out.print(f"{'JOB':<22} {'STATUS':<12} {'LAUNCHER':<9} {'NODES':>5}  {'STARTED':<19}  SCRIPT", markup=False)
+    elif not listing.unreadable:
         out.print("no jobs recorded", markup=False)
-        return
-    out.print(f"{'JOB':<22} {'STATUS':<12} {'LAUNCHER':<9} {'NODES':>5}  {'STARTED':<19}  SCRIPT", markup=False)
-    for r in records:
+    for r in listing.records:
         out.print(f"{r.id:<22} {_status(r):<12} {r.launcher:<9} {len(r.nodes):>5}  {_when(r.started):<19}  {' '.join(r.script)}",
                   markup=False)
+    for i, bad in enumerate(listing.unreadable):
+        warning(f"unreadable job record, not listed: {bad.problem}", subject=str(bad.path),
+                hint=bad.hint if i == len(listing.unreadable) - 1 else None)
 
 
 def show_status(record: JobRecord, leftovers: tuple[LeftoverCheck, ...] = ()) -> None:

@@ -174,3 +174,34 @@ def test_node_unreachable_at_teardown_is_asked_again_by_status(cluster_factory: 
     status = subprocess.run([*ASCENDCTL, "status", job_id, "-i", str(inv)], capture_output=True, text=True, timeout=120)
     assert "h03: unreachable at teardown; now reachable: nothing left" in status.stdout, status.stdout + status.stderr
     assert marked(job_id) == [] and job_processes(cluster, SCRIPT) == []
+
+
+
+def test_a_start_that_runs_out_of_disk_part_way_leaves_no_secret_on_any_host(cluster_factory: Any, tmp_path: Path) -> None:
+    """On each host the job's log directory is a 64 KiB tmpfs (in that host's mount namespace, where its sshd runs) with
+    one page free: the start writes .job.env (the --env secret), then cannot write the next job file. No host may keep
+    the env file, or the secret in any file."""
+    cluster: Cluster = cluster_factory(hosts(2))
+    inv = inventory(cluster, tmp_path)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    nearly_full = (f"mount -t tmpfs -o size=64k,mode=0755 tmpfs {logs} && "
+                   f"{{ dd if=/dev/zero of={logs}/filler bs=4096 2>/dev/null; size=$(stat -c %s {logs}/filler); "
+                   f"truncate -s $(( (size / 4096 - 1) * 4096 )) {logs}/filler; }} && df -k --output=avail {logs} | tail -n 1")
+    try:
+        for host in cluster.hosts:
+            free = cluster.run_on(host, nearly_full)
+            assert free.returncode == 0 and int(free.stdout) <= 8, free  # a page (or two), not room for every job file
+        secret = f"hf_{os.urandom(8).hex()}"
+        proc = start(inv, tmp_path, "torchrun", SCRIPT, "--no-preflight", env={**FAST, "HF_TOKEN": secret})
+        code, out, err = finish(proc, 120)
+        assert code != 0 and "No space left on device" in out + err, (code, out[-2000:], err[-2000:])
+        job = last_job()
+        assert job["status"] == "failed" and all(n["error"].startswith("not started") for n in job["nodes"]), job["nodes"]
+        for host in cluster.hosts:
+            left = cluster.run_on(host, f"find {logs} -name .job.env; grep -rl {secret} {logs}")
+            assert left.stdout == "", f"{host.name}: {left.stdout}"
+        assert marked(job["id"]) == [] and job_processes(cluster, SCRIPT) == []
+    finally:
+        for host in cluster.hosts:
+            cluster.run_on(host, ["umount", "-l", str(logs)])
