@@ -306,6 +306,39 @@ def test_detach_status_logs_follow_and_stop(local_inventory: Path, tmp_path: Pat
     assert follow.exit_code == 0 and "[b] launcher rank 1 args:" in follow.stdout
 
 
+def test_collect_and_status_of_a_job_use_its_own_nodes_and_refuse_an_inventory_that_disagrees(
+        local_inventory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #30: `collect last` without -i collected this machine (the built-in inventory), not the job's nodes."""
+    result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--detach",
+                                 "--env", "FAKE_0=sleep", "--log-dir", str(tmp_path / "logs"), "--", "t.py"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    record = load_job()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # no ./inventory.yaml here: without the record, the built-in inventory would be used
+    monkeypatch.delenv("ASCENDCTL_INVENTORY", raising=False)
+    try:
+        collected = runner.invoke(app, ["collect", "last", "-o", "bundle", "--json"], catch_exceptions=False)
+        assert collected.exit_code == 0, collected.stderr
+        assert [n["name"] for n in json.loads(collected.stdout)["manifest"]["nodes"]] == ["a", "b", "c"]
+        one = runner.invoke(app, ["collect", record.id, "-w", "b", "-o", "one", "--json"], catch_exceptions=False)
+        assert [n["name"] for n in json.loads(one.stdout)["manifest"]["nodes"]] == ["b"]
+        # an inventory without one of the job's nodes, or with another host for it, is refused before anything runs
+        other = tmp_path / "other.yaml"
+        other.write_text(local_inventory.read_text().replace("  - {name: c, host: 127.0.0.3}\n", ""))
+        refused = runner.invoke(app, ["collect", "last", "-i", str(other), "-o", "x"])
+        assert refused.exit_code == 2 and f"job {record.id} ran on a,b,c, but {other} has no node c" in refused.stderr
+        assert "leave out -i" in refused.stderr and not (elsewhere / "x").exists()
+        moved = tmp_path / "moved.yaml"
+        moved.write_text(local_inventory.read_text().replace("127.0.0.3", "127.0.0.9"))
+        refused = runner.invoke(app, ["status", record.id, "-i", str(moved)])
+        assert refused.exit_code == 2 and "c is 127.0.0.3 in the job record, 127.0.0.9 there" in refused.stderr
+    finally:
+        stop = runner.invoke(app, ["stop", record.id, "--grace", "1"], catch_exceptions=False)
+    assert stop.exit_code == 0, stop.output
+    assert marked(record.id) == []
+
+
 def launched(local_inventory: Path, tmp_path: Path, *env: str) -> subprocess.Popen[str]:
     """`ascendctl launch` of the stand-in launcher on the local nodes, in a subprocess, once every node has started."""
     argv = [sys.executable, "-m", "ascendctl", "launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight",

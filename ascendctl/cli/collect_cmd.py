@@ -18,7 +18,7 @@ from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutO
     "ascendctl collect -w 'n[01-08]' --max-node-size 50M", codes="0 ok, 1 error, 2 usage or bad inventory, 3 checks failed or not evaluated, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
 def collect(
-    job: Annotated[Optional[str], typer.Argument(help="Job id (a unique prefix) or 'last'; default: no job, node state and recent logs.",
+    job: Annotated[Optional[str], typer.Argument(help="Job id (a unique prefix) or 'last': that job's nodes, from its record (-i must agree); default: no job, node state and recent logs.",
                                                  show_default=False)] = None,
     inventory: InventoryOpt = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Bundle to write: NAME.tar.gz, or a directory.",
@@ -43,14 +43,22 @@ def collect(
 ) -> None:
     """Collect vendor-tool state, kernel messages, plogs, launcher logs and msprof summaries into one bundle."""
     from ..collect import CollectOptions, collect_bundle, parse_since, parse_size
-    from ..jobs import load_job
+    from ..inventory import load_inventory
+    from ..jobs import job_inventory, load_job
+    from ..retry import rerun_nodes
+    from ..selection import select_nodes
     from ..retry import save_failures
     from ..ui import collect_view, progress
 
     flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
                      accept_new_host_keys=accept_new_host_keys)
-    inv = load_selected(inventory, nodes, exclude, flags, rerun="collect" if rerun_failed else None)
     record = load_job(None if job == "last" else job) if job else None
+    if record is None:
+        inv = load_selected(inventory, nodes, exclude, flags, rerun="collect" if rerun_failed else None)
+    else:  # the job's own nodes, from its record's inventory unless -i is given (which must agree with the record)
+        given = load_inventory(inventory, flags=flags) if inventory else None
+        selected = job_inventory(record, given, flags=flags)
+        inv = select_nodes(selected, nodes, exclude, names=rerun_nodes("collect", selected.source) if rerun_failed else None)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     options = CollectOptions(
         output=output or Path(f"ascendctl-collect-{record.id if record else stamp}.tar.gz"), job=record,

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import AscendctlError, ExitCode, Interrupted, UsageError, signal_name
 from ..group import NodeGroup
-from ..inventory import Inventory, load_inventory
+from ..inventory import BUILTIN_SOURCE, Inventory, builtin_inventory, load_inventory
 from ..network import resolve_endpoints
 from ..outcome import Outcome, exit_code_for, stop_outcome
 from ..transport import TransportFactory
@@ -38,7 +38,7 @@ __all__ = [
     "DEFAULT_GRACE", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobListing", "JobRecord", "JobRecordError",
     "LaunchOptions", "LaunchOutcome", "JobStatus", "LaunchPlan", "LaunchRefused", "LeftoverCheck", "NodeEnded",
     "StateWriteError", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan", "default_log_dir", "dry_run",
-    "job_logs", "job_outcomes", "job_status", "jobs_dir", "launch_job", "launcher_binary", "list_jobs", "load_job", "marker",
+    "job_inventory", "job_logs", "job_outcomes", "job_status", "jobs_dir", "launch_job", "launcher_binary", "list_jobs", "load_job", "marker",
     "new_job_id", "plan_to_dict", "read_jobs", "refresh_job", "render_plan", "save_job", "state_dir", "stop_job", "submit_job",
 ]
 
@@ -272,9 +272,36 @@ def _placeholder_record(job_id: str) -> JobRecord:
 
 
 # -- jobs started earlier -------------------------------------------------------------------
-def _job_inventory(record: JobRecord, inventory: Inventory | None) -> Inventory:
-    if inventory is not None:
-        return inventory
+def job_inventory(record: JobRecord, inventory: Inventory | None = None, *,
+                  flags: Mapping[str, Any] | None = None) -> Inventory:
+    """The nodes a job ran on and how to reach them, for `collect JOB`, `status`, `logs` and `stop`.
+
+    The inventory given (-i), else the one the job was launched with (or its Slurm allocation), narrowed to the
+    job's nodes (their inventory indexes kept). Without this, `collect last` with no -i collected this machine,
+    and triage of that bundle named a wrong culprit. A UsageError when that inventory lacks one of the job's nodes
+    or gives it another host: asking those hosts about this job would answer for other machines.
+    """
+    inv = inventory if inventory is not None else _recorded_inventory(record, flags)
+    if not record.nodes:  # a submitted job that has not started: its nodes are not known yet
+        return inv
+    by_name = {node.name: node for node in inv.nodes}
+    missing = [n.name for n in record.nodes if n.name not in by_name]
+    moved = [f"{n.name} is {n.host} in the job record, {by_name[n.name].host} there" for n in record.nodes
+             if n.name in by_name and n.host and by_name[n.name].host != n.host]
+    if missing or moved:
+        from ..nodeset import fold
+
+        why = [f"no node {fold(missing)}"] if missing else []
+        raise UsageError(f"job {record.id} ran on {fold([n.name for n in record.nodes])}, but {inv.source} has "
+                         + "; ".join(why + moved),
+                         hint=f"leave out -i: the job's own inventory ({record.inventory}) is used"
+                         if inventory is not None else "the inventory changed since the job ran; pass the one it ran with (-i)")
+    names = {n.name for n in record.nodes}
+    return replace(inv, nodes=tuple(node for node in inv.nodes if node.name in names))
+
+
+def _recorded_inventory(record: JobRecord, flags: Mapping[str, Any] | None) -> Inventory:
+    """The inventory the job was launched with, loaded again (with today's command-line `flags`)."""
     if record.runner == "slurm" and record.slurm_job:
         # the allocation the job ran in, also when asked from outside it (its node list from scontrol show job)
         import os
@@ -282,8 +309,10 @@ def _job_inventory(record: JobRecord, inventory: Inventory | None) -> Inventory:
         from ..inventory import allocation_inventory
 
         environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_JOB")}
-        return allocation_inventory(environ={**environ, "SLURM_JOB_ID": record.slurm_job})
-    return load_inventory(None if record.inventory.startswith("<") else record.inventory)
+        return allocation_inventory(flags=flags, environ={**environ, "SLURM_JOB_ID": record.slurm_job})
+    if record.inventory == BUILTIN_SOURCE:
+        return builtin_inventory(flags=flags)
+    return load_inventory(None if record.inventory.startswith("<") else record.inventory, flags=flags)
 
 
 def _runner(record: JobRecord, inventory: Inventory) -> SSHRunner:
@@ -312,7 +341,7 @@ def refresh_job(record: JobRecord, inventory: Inventory | None = None) -> JobRec
     """Ask each node of a running job whether its launcher is still running; save what changed."""
     if record.status != "running":
         return record
-    inv = _job_inventory(record, inventory)
+    inv = job_inventory(record, inventory)
     runner = _runner(record, inv)
     try:
         results = runner.states(record, [n.name for n in record.nodes if n.name in inv.names])
@@ -350,7 +379,7 @@ def job_status(job_id: str | None, inventory: Inventory | None = None) -> JobSta
     unreached = {n.name: n.teardown_error for n in record.nodes if n.teardown_error} if record.status != "running" else {}
     if not unreached:
         return JobStatus(record)
-    inv = _job_inventory(record, inventory)
+    inv = job_inventory(record, inventory)
     runner = _runner(record, inv)
     try:
         results = runner.leftovers(record, [name for name in unreached if name in inv.names]).by_node()
@@ -371,7 +400,7 @@ def job_status(job_id: str | None, inventory: Inventory | None = None) -> JobSta
 def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inventory | None = None) -> JobRecord:
     """Tear a (detached) job down on every node and record it as stopped."""
     record = load_job(job_id)
-    inv = _job_inventory(record, inventory)
+    inv = job_inventory(record, inventory)
     runner = _runner(record, inv)
     try:
         names = [n.name for n in record.nodes if n.pid is not None and n.name in inv.names]
@@ -410,7 +439,7 @@ def job_logs(
     chosen = set(expand_nodeset(nodes, {"all": tuple(names)})) if nodes else set(names)
     if chosen - set(names):
         raise UsageError(f"job {record.id} has no node {fold(sorted(chosen - set(names)))}", hint=fold(names))
-    inv = _job_inventory(record, inventory)
+    inv = job_inventory(record, inventory)
     runner = _runner(record, inv)
     try:
         if follow_logs:
