@@ -339,6 +339,30 @@ def test_collect_and_status_of_a_job_use_its_own_nodes_and_refuse_an_inventory_t
     assert marked(record.id) == []
 
 
+def test_jobs_asks_the_nodes_of_running_jobs_and_records_when_they_ended_there(local_inventory: Path, tmp_path: Path) -> None:
+    """Issue #30: a detached job that ended stayed `running` in `jobs`, and `ended` was when someone asked."""
+    result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--detach",
+                                 "--env", "FAKE_1=fail", "--log-dir", str(tmp_path / "logs"), "--", "t.py"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    record = load_job()
+    deadline = time.monotonic() + 30
+    while not all((tmp_path / "logs" / name / "exit_code").exists() for name in "abc"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    ended_on_nodes = max((tmp_path / "logs" / name / "exit_code").stat().st_mtime for name in "abc")
+    time.sleep(1.5)  # asking later must not move the end
+    stale = runner.invoke(app, ["jobs", "--json", "--no-refresh"], catch_exceptions=False)
+    assert [j["status"] for j in json.loads(stale.stdout)["jobs"] if j["id"] == record.id] == ["running"]
+    fresh = runner.invoke(app, ["jobs", "--json"], catch_exceptions=False)
+    assert fresh.exit_code == 0, fresh.stderr
+    (job,) = [j for j in json.loads(fresh.stdout)["jobs"] if j["id"] == record.id]
+    assert job["status"] == "failed" and [n["exit_code"] for n in job["nodes"]] == [0, 7, 0]
+    assert int(ended_on_nodes) <= job["ended"] <= ended_on_nodes + 1
+    assert load_job(record.id).status == "failed"  # saved: the next `jobs` need not ask again
+    text = runner.invoke(app, ["jobs"], catch_exceptions=False)
+    assert record.id in text.stdout and "failed" in text.stdout
+
+
 def launched(local_inventory: Path, tmp_path: Path, *env: str) -> subprocess.Popen[str]:
     """`ascendctl launch` of the stand-in launcher on the local nodes, in a subprocess, once every node has started."""
     argv = [sys.executable, "-m", "ascendctl", "launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight",

@@ -64,7 +64,8 @@ def test_job_state_reads_the_exit_file_a_live_pid_or_says_gone(local: LocalTrans
         sleeper.kill()
         sleeper.wait()
     (tmp_path / "exit_code").write_text("3\n")
-    assert run(local, "job_state.sh", tmp_path, "", "ASCENDCTL_JOB=nobody/here") == "exit 3\npids\n"
+    os.utime(tmp_path / "exit_code", (1_700_000_000, 1_700_000_000))  # when the launcher ended: `jobs` shows it
+    assert run(local, "job_state.sh", tmp_path, "", "ASCENDCTL_JOB=nobody/here") == "exit 3 1700000000\npids\n"
 
 
 def test_job_state_lists_the_pids_of_every_process_left_with_the_marker(local: LocalTransport, tmp_path: Path) -> None:
@@ -74,13 +75,13 @@ def test_job_state_lists_the_pids_of_every_process_left_with_the_marker(local: L
     (tmp_path / "exit_code").write_text("143\n")  # the launcher ended, two of its processes did not
     try:
         state, pids = run(local, "job_state.sh", tmp_path, "", marker).splitlines()
-        assert state == "exit 143"
+        assert re.fullmatch(r"exit 143 \d+", state), state
         assert sorted(pids.split()[1:]) == sorted(str(p.pid) for p in marked)
     finally:
         for proc in (*marked, other):
             proc.kill()
             proc.wait()
-    assert run(local, "job_state.sh", tmp_path, "", marker) == "exit 143\npids\n"
+    assert re.fullmatch(r"exit 143 \d+\npids\n", run(local, "job_state.sh", tmp_path, "", marker))
 
 
 def test_teardown_finds_processes_by_their_marker_only(local: LocalTransport) -> None:
@@ -174,7 +175,7 @@ def test_a_job_runs_start_to_end_on_a_busybox_node(shell: str, busybox_path: str
     assert (tmp_path / "launcher.log").read_text() == "hello from busybox\n"
     assert (tmp_path / "exit_code").read_text() == "3\n" and not (tmp_path / ".job.env").exists()
     state = run_on_busybox(shell, busybox_path, "job_state.sh", tmp_path, "", "ASCENDCTL_JOB=nobody/here")
-    assert (state.returncode, state.stdout) == (0, "exit 3\npids\n")
+    assert state.returncode == 0 and re.fullmatch(r"exit 3 \d+\npids\n", state.stdout), state.stdout
     follow = run_on_busybox(shell, busybox_path, "follow_log.sh", tmp_path, 999999, "n0nce", 6)
     assert follow.returncode == 0
     assert re.fullmatch(r"from busybox\n\n@@n0nce exit 3 \d+(\.\d+)?@@\n", follow.stdout), follow.stdout  # a time, never "%N"

@@ -116,12 +116,13 @@ def launch(
 @app.command(epilog=examples("ascendctl jobs", "ascendctl jobs --json",
                              codes="0 ok, 1 error (also: some job record could not be read; it is named, the others are listed)"))
 @cli_errors
-def jobs(as_json: JsonOpt = False) -> None:
-    """List the jobs `ascendctl launch` recorded."""
-    from ..jobs import read_jobs
+def jobs(as_json: JsonOpt = False,
+         no_refresh: Annotated[bool, typer.Option("--no-refresh", help="Show the records as saved; do not ask the nodes of running jobs.")] = False) -> None:
+    """List the jobs `ascendctl launch` recorded; those recorded as running are asked on their nodes first."""
+    from ..jobs import refreshed_jobs
     from ..ui import launch_view
 
-    listing = read_jobs()
+    listing = refreshed_jobs(refresh=not no_refresh)
     if as_json:
         launch_view.emit_jobs(listing, argv_now())
     else:

@@ -12,6 +12,7 @@ changes. Must not import typer or rich.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping
@@ -34,12 +35,14 @@ from .supervise import Supervised, supervise
 if TYPE_CHECKING:
     from .submit import SubmitOptions
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "DEFAULT_GRACE", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobListing", "JobRecord", "JobRecordError",
     "LaunchOptions", "LaunchOutcome", "JobStatus", "LaunchPlan", "LaunchRefused", "LeftoverCheck", "NodeEnded",
     "StateWriteError", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan", "default_log_dir", "dry_run",
     "job_inventory", "job_logs", "job_outcomes", "job_status", "jobs_dir", "launch_job", "launcher_binary", "list_jobs", "load_job", "marker",
-    "new_job_id", "plan_to_dict", "read_jobs", "refresh_job", "render_plan", "save_job", "state_dir", "stop_job", "submit_job",
+    "new_job_id", "plan_to_dict", "read_jobs", "refresh_job", "refreshed_jobs", "render_plan", "save_job", "state_dir", "stop_job", "submit_job",
 ]
 
 
@@ -329,8 +332,9 @@ def _with_states(record: JobRecord, states: dict[str, str]) -> JobRecord:
     for name, value in states.items():
         entry = record.node(name)
         if value.startswith("exit "):
-            code = value.split()[1]
-            record = record.with_node(replace(entry, exit_code=int(code) if code.lstrip("-").isdigit() else None))
+            code, when = (value.split() + [""])[1:3]
+            ended = float(when) if when.isdigit() else entry.ended  # when the node wrote its exit status
+            record = record.with_node(replace(entry, exit_code=int(code) if code.lstrip("-").isdigit() else None, ended=ended))
         elif value.split(":")[0] == "gone" and entry.exit_code is None and entry.signal is None:
             why = value.partition(": ")[2] or "launcher gone without an exit status"
             record = record.with_node(replace(entry, error=entry.error or why))
@@ -350,9 +354,39 @@ def refresh_job(record: JobRecord, inventory: Inventory | None = None) -> JobRec
     record = _with_states(record, {r.node: r.value for r in results if r.value is not None})
     if all(n.exit_code is not None or n.error for n in record.nodes):
         ok = all(n.exit_code == 0 for n in record.nodes)
-        record = replace(record, status="succeeded" if ok else "failed", ended=time.time())
+        ends = [n.ended for n in record.nodes if n.ended is not None]
+        # when the job ended on its nodes, not when someone asked (time.time() only where no node could say)
+        record = replace(record, status="succeeded" if ok else "failed", ended=max(ends) if ends else time.time())
         save_job(record)
     return record
+
+
+REFRESH_AT_ONCE = 8  # running jobs `jobs` asks at the same time (each asks its nodes through its own bounded group)
+
+
+def refreshed_jobs(*, refresh: bool = True) -> JobListing:
+    """Every job record (read_jobs), each one still recorded as running asked again on its nodes, as `status` does.
+
+    A detached job that ended stayed `running` in `jobs` until someone ran `status JOB` on it. The questions go out
+    in parallel, bounded by each node's connect and command timeouts; a job whose nodes cannot be asked (an
+    inventory gone, a node unreachable) is listed as recorded.
+    """
+    listing = read_jobs()
+    running = [record for record in listing.records if record.status == "running"]
+    if not refresh or not running:
+        return listing
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(record: JobRecord) -> JobRecord:
+        try:
+            return refresh_job(record)
+        except AscendctlError as exc:
+            log.info("jobs: %s not refreshed: %s", record.id, exc)
+            return record
+
+    with ThreadPoolExecutor(max_workers=min(REFRESH_AT_ONCE, len(running))) as pool:
+        fresh = {record.id: record for record in pool.map(ask, running)}
+    return replace(listing, records=tuple(fresh.get(record.id, record) for record in listing.records))
 
 
 @dataclass(frozen=True, slots=True)
