@@ -223,7 +223,9 @@ def _check_count(node: Node, info: NodeDevices, selected: Sequence[int] | None) 
 
 def _check_ip(node: Node, device: DeviceAddress, hosts: Mapping[str, str], seen: dict[str, tuple[str, int]]) -> list[Problem]:
     if device.ip is None:
-        return [Problem("no device IP" + (f" ({device.note})" if device.note else ""), node.name, device.device_id)]
+        return [Problem("no device IP" + (f" ({device.note})" if device.note else ""), node.name, device.device_id,
+                        hint="give the nodes' device IPs in the inventory (`device_ips: [...]` per node, in device-id order), "
+                        "or make `hccn_tool -i N -ip -g` answer on them")]
     canonical = _canonical_ip(device.ip)
     if canonical is None:
         return [Problem(f"malformed device IP {device.ip!r} (from {device.source or 'unknown'})", node.name, device.device_id)]

@@ -207,6 +207,8 @@ def test_every_problem_is_one_line_naming_node_and_device_and_nothing_is_written
         "ascendctl: error: n2: device 2: device IP 10.0.0.1 is also the host IP of n1",
         "ascendctl: error: n2: device 3: malformed device IP '10.1.0.999' (from inventory)",
         "ascendctl: error: n3: device 3: no device IP (device_ips has 3 entries, none for device 3)",
+        "  hint: give the nodes' device IPs in the inventory (`device_ips: [...]` per node, in device-id order), "
+        "or make `hccn_tool -i N -ip -g` answer on them",
         "ascendctl: error: n4: device_ips lists 3 addresses but slots is 2",
         "ascendctl: error: ranktable: 5 problem(s); nothing written",
     ]
@@ -418,3 +420,22 @@ def test_an_interface_without_an_address_is_an_error_not_a_fallback(write_invent
 def test_core_does_not_import_cli_stack() -> None:
     code = "import ascendctl.render, ascendctl.devices, sys; assert not {'typer', 'rich', 'click'} & set(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_same_problem_on_many_nodes_and_devices_is_one_line_with_its_hint_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #30: 200 nodes x 16 devices without device IPs printed 3,201 error lines and no hint to set device_ips."""
+    from ascendctl.render import Problem
+    from ascendctl.ui.render_view import show_problems
+
+    hint = "give the device IPs"
+    problems = [Problem("no device IP (hccn_tool not found)", f"n{i:03d}", device, hint=hint) for i in range(1, 201) for device in range(16)]
+    problems += [Problem("no device IP (hccn_tool not found)", "n201", 0, hint=hint)]  # another device set: its own line
+    problems += [Problem("device_ips lists 3 addresses but slots is 2", "n007")]
+    show_problems(problems)
+    assert capsys.readouterr().err.splitlines() == [
+        "ascendctl: error: n[001-200]: device 0-15: no device IP (hccn_tool not found)",
+        "  hint: give the device IPs",
+        "ascendctl: error: n201: device 0: no device IP (hccn_tool not found)",
+        "  hint: give the device IPs",
+        "ascendctl: error: n007: device_ips lists 3 addresses but slots is 2",
+    ]

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from ..errors import ExitCode
 from ..environment import NodeEnvironment, env_snippet, redacted_names, write_private
+from ..nodeset import fold, fold_numbers, group_by
 from ..render import Problem, RankTableCheck, RankTableResult
 from . import emit_json, err, error, write_out
 
@@ -22,9 +23,17 @@ def _note(message: str) -> None:
 
 
 def show_problems(problems: Sequence[Problem]) -> None:
-    """One `ascendctl: error: <node>: device <N>: <what>` line per problem, in the order found."""
-    for problem in problems:
-        error(problem.message, subject=problem.subject or None, hint=problem.hint)
+    """`ascendctl: error: <nodes>: device <N>: <what>` lines, in the order found; the same problem on many nodes and
+    devices is one line (`n[001-200]: device 0-15: no device IP`), its hint once (--json keeps every problem)."""
+    devices: dict[tuple[str | None, str, str | None, str | None], list[int]] = {}
+    for p in problems:  # per node: the devices that have this problem
+        devices.setdefault((p.where, p.message, p.hint, p.node), []).extend([] if p.device is None else [p.device])
+    grouped = group_by(devices.items(), key=lambda item: (*item[0][:3], tuple(item[1])), name=lambda item: item[0][3] or "")
+    for (where, message, hint, ids), nodes in grouped:
+        subject = [part for part in (where, fold([n for n in nodes if n])) if part]
+        if ids:
+            subject.append(f"device {fold_numbers(ids)}")
+        error(message, subject=": ".join(subject) or None, hint=hint)
 
 
 def show_hostfile(text: str, *, fmt: str, nodes: int, output: Path | None, as_json: bool, argv: list[str]) -> None:
