@@ -89,7 +89,7 @@ def test_plan_ranks_world_size_and_env_precedence() -> None:
     assert env["HCCL_IF_IP"] == "172.16.0.14" and env["HCCL_SOCKET_IFNAME"] == "enp189s0f0"
     assert env["GLOG_v"] == "1"  # --env wins over the inventory
     assert plan.master_addr == "172.16.0.11" and plan.master_port == 8118 and env["MASTER_PORT"] == "8118"
-    assert "--node_rank=3" in plan.nodes[3].command and plan.log_dir == "/tmp/ascendctl/j"
+    assert "--node_rank=3" in plan.nodes[3].command and plan.log_dir == "/tmp/ascendctl-root/j"
 
 
 def test_output_is_unbuffered_unless_asked_and_the_choice_reaches_a_submitted_job() -> None:
@@ -482,6 +482,24 @@ def test_launch_preflight_refuses_a_missing_launcher_or_script_before_starting_a
     assert f"{missing}/torchrun not found" in result.stderr and f"script {script} not found" in result.stderr
     assert result.stderr.count("hint: install torch on the node") == 1
     assert {r.id for r in list_jobs()} == before  # nothing recorded, nothing started
+
+
+def test_the_default_log_dir_is_per_user_and_one_that_cannot_be_created_is_a_preflight_failure(
+        local_inventory: Path, tmp_path: Path) -> None:
+    """Issue #30: /tmp/ascendctl/<job> belonged to the first user; the next user's launch died with Permission denied
+    at start, and the hint pointed at collect/triage."""
+    inv = load_inventory(GOLDEN / "four_nodes" / "inventory.yaml")  # user: root
+    assert build_plan(inv, LaunchOptions("msrun", ("t.py",)), job_id="j", endpoints=endpoints(inv)).log_dir == "/tmp/ascendctl-root/j"
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    (tmp_path / "t.py").write_text("")
+    before = {r.id for r in list_jobs()}
+    result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--log-dir", str(blocker / "logs"),
+                                 "--", str(tmp_path / "t.py")])
+    assert result.exit_code == 3, result.output
+    assert f"cannot create the job's log directory {blocker}/logs: {blocker} is not a directory this user can write" in result.stderr
+    assert "--log-dir DIR" in result.stderr
+    assert {r.id for r in list_jobs()} == before  # refused before anything started
 
 
 def test_preflight_launcher_check_passes_with_the_launcher_and_script_and_skips_without_a_job(local_inventory: Path,

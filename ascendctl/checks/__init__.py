@@ -64,6 +64,7 @@ class JobTarget:
 
     launcher: str  # msrun | torchrun
     script: str | None  # the script as the job will name it (relative to the job's working directory); None: not a file
+    log_dir: str | None = None  # the job's log directory on the nodes (launch): it must be creatable there
 
 
 def job_target(launcher: str | None, script: str | None) -> JobTarget | None:

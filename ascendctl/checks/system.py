@@ -53,6 +53,9 @@ def _launcher_section(node: Node, ctx: ProbeContext) -> str | None:
     if ctx.job.script is not None:
         script = shlex.quote(ctx.job.script)
         lines.append(f"if [ -f {script} ]; then echo 'script ok'; else echo 'script -'; fi")
+    if ctx.job.log_dir is not None:  # the nearest part of it that exists must be a directory this user can write into
+        lines.append(f"d={shlex.quote(ctx.job.log_dir)}; while [ ! -e \"$d\" ] && [ \"$d\" != / ]; do p=${{d%/*}}; d=${{p:-/}}; done; "
+                     "if [ -d \"$d\" ] && [ -w \"$d\" ] && [ -x \"$d\" ]; then echo 'logdir ok'; else echo \"logdir - $d\"; fi")
     return "\n".join(lines)
 
 
@@ -74,6 +77,10 @@ def _launcher_evaluate(node: Node, sections: Mapping[str, Section], ctx: ProbeCo
     if ctx.job.script is not None and found.get("script") != "ok":
         problems.append(f"script {ctx.job.script} not found in {found.get('cwd', '?')} (the job's working directory)")
         hints.append("put the script on every node at the same path (or on a shared filesystem), or give an absolute path")
+    if ctx.job.log_dir is not None and found.get("logdir", "ok") != "ok":
+        blocked = found["logdir"].partition(" ")[2]
+        problems.append(f"cannot create the job's log directory {ctx.job.log_dir}: {blocked} is not a directory this user can write")
+        hints.append("launch with --log-dir DIR where the job's user can write, or set `preflight: {log_dir: DIR}` in the inventory")
     if problems:
         return result("launcher", Status.FAIL, "; ".join(problems), "; ".join(hints))
     what = found["launcher"] + (f", {ctx.job.script}" if ctx.job.script is not None else "")

@@ -38,7 +38,7 @@ def launch(
     nproc_per_node: Annotated[Optional[int], typer.Option("--nproc-per-node", min=1, help="Workers per node (default: the node's slots).", show_default=False)] = None,
     master_addr: Annotated[Optional[str], typer.Option("--master-addr", help="Default: the first node's cluster-interface address.", show_default=False)] = None,
     master_port: Annotated[Optional[int], typer.Option("--master-port", min=1, max=65535, help="Default: 8118 (msrun), 29500 (torchrun).", show_default=False)] = None,
-    log_dir: Annotated[Optional[str], typer.Option("--log-dir", help="Job log directory on every node (default: <preflight log_dir>/ascendctl/<job>).", show_default=False)] = None,
+    log_dir: Annotated[Optional[str], typer.Option("--log-dir", help="Job log directory on every node (default: <preflight log_dir>/ascendctl-<user>/<job>).", show_default=False)] = None,
     env: Annotated[Optional[list[str]], typer.Option("--env", help="NAME=VALUE exported on every node (repeatable; wins over the inventory). A bare NAME takes its value from this environment, keeping secrets out of argv.", show_default=False)] = None,
     rank_table: Annotated[Optional[str], typer.Option("--rank-table", help="Rank table path on the nodes (RANK_TABLE_FILE; a relative path is made absolute here).", show_default=False)] = None,
     rdzv: Annotated[bool, typer.Option("--rdzv", help="torchrun: c10d rendezvous instead of static node ranks.")] = False,

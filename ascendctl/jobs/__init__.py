@@ -87,7 +87,8 @@ def job_outcomes(record: JobRecord, *, started_only: bool = False) -> list[Outco
 LAUNCH_CHECKS = ("ssh", "master_port", "npu_stale_procs", "launcher")
 
 
-def run_launch_preflight(inventory: Inventory, port: int, group: NodeGroup, options: LaunchOptions | None = None) -> None:
+def run_launch_preflight(inventory: Inventory, port: int, group: NodeGroup, options: LaunchOptions | None = None,
+                         job_id: str | None = None) -> None:
     """ssh, master_port (the launch port), npu_stale_procs and the launcher and script on every node.
 
     Raise LaunchRefused listing each problem once with the nodes it is on, folded, and its hint.
@@ -100,7 +101,8 @@ def run_launch_preflight(inventory: Inventory, port: int, group: NodeGroup, opti
     job = None
     if options is not None:
         script = options.script[0] if options.script and not options.script[0].startswith("-") else None
-        job = JobTarget(options.launcher, script)
+        log_dir = options.log_dir or (default_log_dir(inventory, job_id) if job_id else None)
+        job = JobTarget(options.launcher, script, log_dir)
     report = run_preflight(checked, select_checks(list(LAUNCH_CHECKS)), group=group, job=job)
     if report.ok:
         return
@@ -173,7 +175,7 @@ def launch_job(
     group = NodeGroup(inventory, factory=factory)
     try:
         if preflight:
-            run_launch_preflight(inventory, master_port(options.launcher, options.master_port), group, options)
+            run_launch_preflight(inventory, master_port(options.launcher, options.master_port), group, options, job_id)
         plan = build_plan(inventory, options, job_id=job_id, endpoints=resolve_endpoints(group))
         runner = runner_for(inventory, group)
         record = new_record(inventory, plan, runner.name)

@@ -89,7 +89,25 @@ def launcher_binary(node: Node, launcher: str) -> str:
 
 
 def default_log_dir(inventory: Inventory, job_id: str) -> str:
-    return f"{inventory.preflight.log_dir.rstrip('/')}/ascendctl/{job_id}"
+    """`<preflight.log_dir>/ascendctl-<user>/<job>`, the same path on every node.
+
+    Per user: a shared `/tmp/ascendctl` belonged to whoever launched first, and every other user's launch failed
+    with `Permission denied` on it. The user is the one the nodes are reached as (the master's `user`), else ours.
+    """
+    return f"{inventory.preflight.log_dir.rstrip('/')}/ascendctl-{_safe_user(inventory.master.user)}/{job_id}"
+
+
+def _safe_user(user: str | None) -> str:
+    if not user:
+        import getpass
+
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):  # no name for our uid (a container): the uid itself
+            import os
+
+            user = str(os.getuid())
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in user) or "user"
 
 
 def launcher_command(options: LaunchOptions, node: Node, *, nodes: int, nproc: int, master_addr: str, port: int,
