@@ -513,3 +513,28 @@ def test_preflight_launcher_check_passes_with_the_launcher_and_script_and_skips_
     result = runner.invoke(app, ["preflight", "-i", str(local_inventory), "--only", "launcher", "--json"])
     doc = json.loads(result.stdout)
     assert {c["status"] for n in doc["nodes"] for c in n["checks"]} == {"skip"} and result.exit_code == 0
+
+
+def test_start_end_and_status_fold_many_nodes_into_one_line_per_state(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #30: launch's start and end summaries and `status` printed one line per node (1,000 at 1,000 nodes)."""
+    from ascendctl.jobs import JobRecord, LaunchOutcome, NodeJob
+    from ascendctl.ui.launch_view import show_outcome, show_status
+
+    def node(i: int, **kw: Any) -> NodeJob:
+        return NodeJob(f"n{i:04d}", f"10.0.{i // 256}.{i % 256}", i, "torchrun", log=f"/tmp/l/n{i:04d}/launcher.log", pid=1000 + i, **kw)
+
+    many = JobRecord("j1", "torchrun", "inv.yaml", ["t.py"], "10.0.0.1", 29500, "/tmp/l",
+                     tuple(node(i) for i in range(1, 1001)), started=1.0)
+    show_outcome(LaunchOutcome(many, detached=True))
+    out = capsys.readouterr().out.splitlines()
+    assert "  n[0001-1000]  1000 nodes  running" in out and len(out) < 10, out
+    ended = JobRecord("j1", "torchrun", "inv.yaml", ["t.py"], "10.0.0.1", 29500, "/tmp/l",
+                      tuple(node(i, exit_code=1 if i == 7 else 143, signal=None if i == 7 else "SIGTERM") for i in range(1, 1001)),
+                      started=1.0, ended=2.0, status="failed")
+    show_status(ended)
+    out = capsys.readouterr().out.splitlines()
+    assert "  n0007  1 node  exit 1" in out and "  n[0001-0006,0008-1000]  999 nodes  exit 143, SIGTERM sent" in out
+    assert len(out) < 10, out
+    few = JobRecord("j2", "torchrun", "inv.yaml", ["t.py"], "10.0.0.1", 29500, "/tmp/l", tuple(node(i) for i in range(1, 4)), started=1.0)
+    show_status(few)  # a small job keeps its per-node lines (pid, rank, log)
+    assert "pid 1002" in capsys.readouterr().out

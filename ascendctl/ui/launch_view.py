@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import ExitCode
 from ..jobs import JobListing, JobRecord, LaunchOutcome, LaunchPlan, LeftoverCheck, plan_to_dict, render_plan
+from ..nodeset import fold, group_by
 from . import emit_json, err, error, out, visible, warning, write_out
 from .triage_view import verdict_lines
 
@@ -101,14 +102,23 @@ def _when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
 
 
+FOLD_NODES_ABOVE = 16  # a job on more nodes gets one line per state, not one per node (--json keeps every node)
+
+
 def _node_state(record: JobRecord) -> list[str]:
-    lines = []
+    """One line per node (rank, pid, how it ended, its log); past FOLD_NODES_ABOVE nodes, one line per state with the
+    nodes folded (`n[0001-0998]  998 nodes  running`): 1,000 lines at every start, end and status helped nobody."""
+    states = []
     for n in record.nodes:
         state = f"exit {n.exit_code}" if n.exit_code is not None else ("running" if record.status == "running" and not n.error else "unknown")
         extra = "".join([f", {n.signal} sent" if n.signal else "", f", {n.error}" if n.error else "",
                          f", teardown could not reach it: {n.teardown_error}" if n.teardown_error else ""])
-        lines.append(f"  {n.name:<12} node rank {n.rank:<3} pid {n.pid or '-':<8} {state}{extra}  log {n.log}")
-    return lines
+        states.append((n, state + extra))
+    if len(record.nodes) <= FOLD_NODES_ABOVE:
+        return [f"  {n.name:<12} node rank {n.rank:<3} pid {n.pid or '-':<8} {state}  log {n.log}" for n, state in states]
+    grouped = group_by(states, key=lambda item: item[1], name=lambda item: item[0].name)
+    return [f"  {fold(names)}  {len(names)} node{'s' if len(names) > 1 else ''}  {state}" for state, names in grouped] + [
+        f"  logs: {record.log_dir}/<node>/launcher.log; pids and ranks: `ascendctl status {record.id} --json`"]
 
 
 def show_outcome(outcome: LaunchOutcome) -> None:
