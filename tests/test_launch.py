@@ -110,6 +110,24 @@ def test_output_is_unbuffered_unless_asked_and_the_choice_reaches_a_submitted_jo
     assert dict(plan.nodes[0].environment.values)["PYTHONUNBUFFERED"] == ""
 
 
+def test_a_launcher_option_after_the_double_dash_is_refused_not_taken_for_the_script() -> None:
+    """Issue #30: `-- --max-restarts 3 train.py` reached torchrun unseen and was recorded as the script."""
+    from ascendctl.errors import UsageError
+
+    inv = load_inventory(GOLDEN / "four_nodes" / "inventory.yaml")
+    for launcher, script in (("torchrun", ("--max-restarts", "3", "train.py")), ("msrun", ("--bind_core=True", "train.py"))):
+        with pytest.raises(UsageError) as info:
+            build_plan(inv, LaunchOptions(launcher, script), job_id="j", endpoints=endpoints(inv))
+        assert f"{script[0]!r} after -- would be the training script" in info.value.message
+        assert "-- train.py --epochs 3" in (info.value.hint or "")
+    # torchrun's own ways of naming what runs stay possible
+    plan = build_plan(inv, LaunchOptions("torchrun", ("-m", "pkg.train", "--lr", "1")), job_id="j", endpoints=endpoints(inv))
+    assert plan.nodes[0].command.endswith("--tee=3 -m pkg.train --lr 1")
+    result = runner.invoke(app, ["launch", "-i", str(GOLDEN / "four_nodes" / "inventory.yaml"), "--launcher", "torchrun",
+                                 "--dry-run", "--", "--nnodes=2", "train.py"])
+    assert result.exit_code == 2 and "'--nnodes=2' after -- would be the training script" in result.stderr
+
+
 def test_launcher_binary_next_to_an_absolute_python_else_on_path() -> None:
     inv = load_inventory(GOLDEN / "four_nodes" / "inventory.yaml")
     node = inv.nodes[0]

@@ -24,8 +24,8 @@ from ..network import resolve_endpoints
 from ..outcome import Outcome, exit_code_for, stop_outcome
 from ..transport import TransportFactory
 from ..triage import TriageReport
-from .plan import (DEFAULT_GRACE, DRY_RUN_JOB_ID, LaunchOptions, LaunchPlan, NodePlan, build_plan, default_log_dir,
-                   launcher_binary, plan_to_dict, render_plan)
+from .plan import (DEFAULT_GRACE, DRY_RUN_JOB_ID, LaunchOptions, LaunchPlan, NodePlan, build_plan, check_script_first,
+                   default_log_dir, launcher_binary, plan_to_dict, render_plan)
 from .record import (FailureVictim, FirstFailure, JobError, JobListing, JobRecord, JobRecordError, NodeJob, StateWriteError,
                      jobs_dir, list_jobs, load_job, new_job_id, read_jobs, save_job, state_dir)
 from .runner import LineSink, NodeEnded, NoticeSink, Runner
@@ -137,6 +137,7 @@ def with_allocation_port(inventory: Inventory, options: LaunchOptions) -> Launch
 
 def dry_run(inventory: Inventory, options: LaunchOptions, *, factory: TransportFactory | None = None) -> LaunchPlan:
     """The plan a launch would start: the nodes are asked for their cluster endpoints, nothing is started."""
+    check_script_first(options)  # before any node is asked
     options = with_allocation_port(inventory, options)
     with NodeGroup(inventory, factory=factory) as group:
         return build_plan(inventory, options, job_id=DRY_RUN_JOB_ID, endpoints=resolve_endpoints(group))
@@ -169,6 +170,7 @@ def launch_job(
     """Preflight, resolve endpoints, plan, start every node's launcher, then supervise it (unless `detach`)."""
     from ..environment import master_port
 
+    check_script_first(options)  # before any node is asked
     job_id = job_id or new_job_id()
     notice = on_notice or (lambda _msg: None)
     options = with_allocation_port(inventory, options)
@@ -237,6 +239,7 @@ def submit_job(
     from ..slurm import job_state, run_tool
     from .submit import ENDED_STATES, render_submission, submit, wait_for_record
 
+    check_script_first(options)  # before anything is submitted
     notice = on_notice or (lambda _msg: None)
     job_id = new_job_id()
     slurm_job = submit(render_submission(options, submit_options, job_id=job_id, preflight=preflight))

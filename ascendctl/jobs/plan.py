@@ -130,12 +130,30 @@ def launcher_command(options: LaunchOptions, node: Node, *, nodes: int, nproc: i
     return shlex.join([*args, *options.script])
 
 
+# torchrun's ways to say what runs instead of a script file; anything else before the script is a launcher option
+TORCHRUN_RUN_MODES = ("-m", "--module", "--no-python", "--no_python")
+
+
+def check_script_first(options: LaunchOptions) -> None:
+    """The words after `--` are the script and its arguments: a launcher option there would land on the launcher's
+    command line unseen by ascendctl (which sets --nnodes, --node-rank, ... itself), and be recorded as the script."""
+    first = options.script[0]
+    if not first.startswith("-") or (options.launcher == "torchrun" and first in TORCHRUN_RUN_MODES):
+        return
+    raise UsageError(f"{first!r} after -- would be the training script: the script comes first after --, its own "
+                     f"arguments after it; {options.launcher}'s options are set by ascendctl",
+                     hint="ascendctl launch --launcher torchrun --nproc-per-node 8 -- train.py --epochs 3 "
+                     "(launch --help lists the launcher settings it takes: --nproc-per-node, --master-port, --rdzv, "
+                     "--cluster-timeout, ...)")
+
+
 def build_plan(inventory: Inventory, options: LaunchOptions, *, job_id: str, endpoints: Mapping[str, Endpoint]) -> LaunchPlan:
     """Per-node commands and environments; `endpoints` are the nodes' cluster endpoints (network.resolve_endpoints)."""
     if options.launcher not in LAUNCHERS:
         raise UsageError(f"--launcher {options.launcher!r}: expected one of {', '.join(LAUNCHERS)}")
     if not options.script:
         raise UsageError("no script given", hint="ascendctl launch --launcher msrun -- train.py [ARGS...]")
+    check_script_first(options)
     if not inventory.nodes:
         raise UsageError(f"{inventory.source}: no nodes")
     extra = parse_env_assignments(options.env)
