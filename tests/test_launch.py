@@ -381,6 +381,30 @@ def test_jobs_asks_the_nodes_of_running_jobs_and_records_when_they_ended_there(l
     assert record.id in text.stdout and "failed" in text.stdout
 
 
+def test_stop_finds_a_job_whose_record_has_no_pids_by_its_marker_on_the_nodes(local_inventory: Path, tmp_path: Path) -> None:
+    """Issue #30: a launch killed (-9) while starting left a record without pids; `stop` skipped those nodes, said
+    `stopped`, exited 0, and the job kept running everywhere."""
+    from dataclasses import replace as dc_replace
+
+    from ascendctl.jobs import save_job
+
+    result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--detach",
+                                 "--env", "FAKE_0=sleep", "--env", "FAKE_1=sleep", "--env", "FAKE_2=sleep",
+                                 "--log-dir", str(tmp_path / "logs"), "--", "t.py"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    record = load_job()
+    assert marked(record.id)
+    save_job(dc_replace(record, nodes=tuple(dc_replace(n, pid=None) for n in record.nodes)))  # what the killed start left
+    try:
+        stop = runner.invoke(app, ["stop", record.id, "--grace", "1", "--json"], catch_exceptions=False)
+        assert stop.exit_code == 0, stop.output
+        assert marked(record.id) == []  # every node's job processes found by the marker and ended
+        assert load_job(record.id).status == "stopped"
+    finally:
+        for path in marked(record.id):  # what the old code left running: /proc/PID/environ
+            subprocess.run(["kill", "-9", path.split("/")[2]], check=False, capture_output=True)
+
+
 def launched(local_inventory: Path, tmp_path: Path, *env: str) -> subprocess.Popen[str]:
     """`ascendctl launch` of the stand-in launcher on the local nodes, in a subprocess, once every node has started."""
     argv = [sys.executable, "-m", "ascendctl", "launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight",

@@ -182,12 +182,12 @@ def logs(
 def stop(job: JobArg = None, grace: GraceOpt = 10.0, inventory: InventoryOpt = None, as_json: JsonOpt = False) -> None:
     """Stop a (detached) job on every node: SIGTERM, then SIGKILL after --grace."""
     from ..inventory import load_inventory
-    from ..jobs import job_outcomes, stop_job
+    from ..jobs import stop_job, stop_outcomes
     from ..outcome import exit_code_for
     from ..ui import launch_view
 
     record = stop_job(job, grace=grace, inventory=load_inventory(inventory) if inventory else None)
-    code = exit_code_for(job_outcomes(record, started_only=True))
+    code = exit_code_for(stop_outcomes(record))
     if as_json:
         launch_view.emit_record(record, code, argv_now())
     else:

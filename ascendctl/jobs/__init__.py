@@ -42,7 +42,7 @@ __all__ = [
     "LaunchOptions", "LaunchOutcome", "JobStatus", "LaunchPlan", "LaunchRefused", "LeftoverCheck", "NodeEnded",
     "StateWriteError", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan", "default_log_dir", "dry_run",
     "job_inventory", "job_logs", "job_outcomes", "job_status", "jobs_dir", "launch_job", "launcher_binary", "list_jobs", "load_job", "marker",
-    "new_job_id", "plan_to_dict", "read_jobs", "refresh_job", "refreshed_jobs", "render_plan", "save_job", "state_dir", "stop_job", "submit_job",
+    "new_job_id", "plan_to_dict", "read_jobs", "refresh_job", "refreshed_jobs", "render_plan", "save_job", "state_dir", "stop_job", "stop_outcomes", "submit_job",
 ]
 
 
@@ -69,6 +69,12 @@ class LaunchOutcome:
 
 class LaunchRefused(AscendctlError):
     """Preflight or the start on some node failed, so nothing (more) was started."""
+
+
+def stop_outcomes(record: JobRecord) -> list[Outcome]:
+    """What `stop` reports: the start's outcomes, and every node its teardown could not reach (never a clean 0 for a
+    node nobody checked)."""
+    return job_outcomes(record, started_only=True) + [Outcome.UNREACHABLE for n in record.nodes if n.teardown_error]
 
 
 def job_outcomes(record: JobRecord, *, started_only: bool = False) -> list[Outcome]:
@@ -442,7 +448,9 @@ def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inv
     inv = job_inventory(record, inventory)
     runner = _runner(record, inv)
     try:
-        names = [n.name for n in record.nodes if n.pid is not None and n.name in inv.names]
+        # every node of the job, pid recorded or not: a launch killed while starting left a record without pids
+        # and a job running on every node; teardown finds the processes by the job's marker, not by pid
+        names = [n.name for n in record.nodes if n.name in inv.names]
         record = with_stop_results(record, runner.stop(record, names, grace=grace))
         record = _with_states(record, {r.node: r.value for r in runner.states(record, names) if r.value is not None})
     finally:
