@@ -2,7 +2,7 @@
 
 Connects to every node once and reuses the connection for each round: one probe that reads
 the clock and gathers every fact the selected checks need (on the master it also starts the
-port test's listener), then (for path MTU and the master port) one cross-node round.
+port test's listener), then (for path MTU, the master port and name resolution) one cross-node round.
 Evaluation is pure (see checks/). Must not import typer or rich.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .checks import (ALL_CHECKS, Check, CheckResult, ClusterCheck, JobTarget, NodeCheck, NodeFacts, ProbeContext, Status,
                      result)
-from .checks import clock, network, npu, system
+from .checks import clock, names, network, npu, system
 from .probe import NOT_RUN, TIMED_OUT, Section, ask
 from .errors import ExitCode, TransportError
 from .outcome import Outcome, exit_code_for
@@ -265,9 +265,11 @@ def _phase2(
     ctx: ProbeContext,
     group: NodeGroup,
 ) -> list[NodeFacts]:
-    """Cross-node round: every node pings its targets and connects to the listener the master's probe started."""
+    """Cross-node round: every node pings its targets, connects to the listener the master's probe started, and looks
+    up its own name and the others' addresses."""
     want_path = any(c.id == "path_mtu" for c in cluster_checks)
     want_port = any(c.id == "master_port" for c in cluster_checks)
+    want_names = any(c.id == "name_resolution" for c in cluster_checks)
     master = next((f for f in reachable if f.node.name == ctx.inventory.master.name), None)
     listener_pid: str | None = None
     master_address: str | None = None
@@ -283,6 +285,8 @@ def _phase2(
         facts = next(f for f in reachable if f.node.name == node.name)
         sections = network.phase2_sections(facts, reachable, ctx, path=want_path, port=want_port,
                                            master_address=master_address, listener=listener_pid is not None)
+        if want_names:  # last: the port test's listener is not kept waiting by slow lookups
+            sections.update(names.lookup_section(facts, reachable, ctx))
         if not sections:
             return facts
         try:

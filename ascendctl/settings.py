@@ -140,6 +140,7 @@ class PreflightConfig:
     min_free_disk_gb: float = _check(_number(1e6, "a number of gigabytes"), 10.0, "gigabytes log_dir must have free")
     min_open_files: int = _check(_int_range(1, 1 << 20), 65536, "`ulimit -n` below this warns")
     section_timeout: float = _check(_number(3600), 20.0, "seconds one probe section (one tool) may take on a node")
+    max_lookup_seconds: float = _check(_number(60), 0.3, "seconds one name lookup (hostname, reverse of a node's address) may take: fail above")
 
     @classmethod
     def from_dict(cls, raw: Any) -> "PreflightConfig":

@@ -406,3 +406,195 @@ def test_a_listener_the_probe_started_is_stopped_when_the_port_test_does_not_run
     assert not any("begin listener@@" in c for c in factory.transports["b"].calls)
     assert sum(1 for c in master_calls if c.startswith("kill 4242")) == 1
     assert report.cluster[0].status == Status.ERROR and "cannot tell whether port" in report.cluster[0].summary
+
+
+# -- name_resolution (issue #30): lookups in the cross-node round ----------------------------------
+def names_facts(outputs: dict[str, str], inventory: Inventory | None = None, codes: dict[str, int] | None = None) -> list:
+    """Facts of nodes n1..nN at 10.0.0.1..N whose name lookups printed `outputs[name]` (absent: no answer)."""
+    from ascendctl.checks import NodeFacts
+    from ascendctl.checks.names import NAMES_SECTION
+
+    inventory = inventory or inv()
+    facts = []
+    for i, node in enumerate(inventory.nodes):
+        if node.name not in outputs:
+            continue
+        phase2 = {NAMES_SECTION: Section(outputs[node.name], (codes or {}).get(node.name, 0))} if outputs[node.name] is not None else {}
+        facts.append(NodeFacts(node, net_section(9000, address=f"10.0.0.{i + 1}"), phase2=phase2))
+    return facts
+
+
+def lookups(host: str, addresses: dict[str, str], *, host_cs: int = 1, host_rc: int = 0, host_addrs: str | None = None,
+            extra: str = "") -> str:
+    """What sh/name_lookup.sh prints: `addresses` maps each address to the rest of its `addr` line."""
+    own = host_addrs if host_addrs is not None else f"10.0.0.{host[1:]}"
+    lines = [f"asked {len(addresses)}", f"host {host} {host_cs} {host_rc} {own}"]
+    lines += [f"addr {address} {rest}" for address, rest in addresses.items()]
+    return "\n".join(lines + ([extra] if extra else []))
+
+
+def healthy(address: str, name: str) -> str:
+    return f"1 0 {name} 1 0 1 {address}"
+
+
+def all_healthy(host: str, n: int = 3) -> str:
+    return lookups(host, {f"10.0.0.{i}": healthy(f"10.0.0.{i}", f"n{i}") for i in range(1, n + 1)})
+
+
+def test_name_resolution_passes_when_every_lookup_is_fast_and_consistent() -> None:
+    from ascendctl.checks import names
+
+    verdict = names.NAME_RESOLUTION.evaluate(names_facts({f"n{i}": all_healthy(f"n{i}") for i in (1, 2, 3)}), ctx())
+    assert {r.status for r in verdict.per_node.values()} == {Status.PASS}
+    assert verdict.per_node["n1"].summary == "hostname and 3 node address(es) resolve forward and reverse, each within 0.3 s"
+    assert verdict.summary.status == Status.PASS and "within 0.3 s" in verdict.summary.summary
+
+
+def test_a_slow_lookup_fails_with_the_hosts_file_hint_and_a_stalled_resolver_folds_into_one_line() -> None:
+    from ascendctl.checks import names
+    from ascendctl.preflight import NodeReport, PreflightReport
+
+    slow = lookups("n3", {"10.0.0.1": "124 124 - - - - ", "10.0.0.2": "31 2 - - - - ", "10.0.0.3": healthy("10.0.0.3", "n3")})
+    outputs = {"n1": all_healthy("n1"), "n2": all_healthy("n2"), "n3": slow}
+    verdict = names.NAME_RESOLUTION.evaluate(names_facts(outputs), ctx())
+    bad = verdict.per_node["n3"]
+    assert bad.status == Status.FAIL
+    assert bad.summary == "name lookups take over 0.3 s: reverse 10.0.0.1 (n1), reverse 10.0.0.2 (n2)"
+    assert "/etc/hosts with every node's cluster address and name, or a reachable DNS server" in (bad.hint or "")
+    assert verdict.per_node["n1"].status == Status.PASS
+    assert verdict.summary.status == Status.FAIL and verdict.summary.summary == "name lookups fail or stall on n3"
+    # 1,000 nodes behind one stalled resolver: each node's lookers stop after their first slow lookups (which ones
+    # differs from node to node); the summary says what kind, so the report is one line for all of them
+    big = inv("nodes:\n  - host: n[1-12]\n")
+    stalled = {}
+    for k, node in enumerate(big.nodes, start=1):
+        first = [f"10.0.0.{(k + j - 1) % 12 + 1}" for j in range(8)]
+        stalled[node.name] = lookups(node.name, {a: "200 124 - - - - " for a in first}, host_cs=200, host_rc=124,
+                                     extra="stopped 1\nstopped 1\nstopped 1\nstopped 1").replace("asked 8", "asked 12")
+    verdict = names.NAME_RESOLUTION.evaluate(names_facts(stalled, big), ctx(big))
+    texts = {r.summary for r in verdict.per_node.values()}
+    assert texts == {"name lookups take over 0.3 s (its hostname, reverse lookups): the resolver stalls; "
+                     "stopped after the first slow ones, 4 of 12 addresses not checked"}
+    report = PreflightReport(("name_resolution",), tuple(NodeReport(n.name, n.host, True, (verdict.per_node[n.name],))
+                                                         for n in big.nodes), (verdict.summary,))
+    assert [names_ for _, names_ in report.problems()] == [[n.name for n in big.nodes]]
+
+
+def test_missing_and_inconsistent_names_fail_naming_the_nodes_and_addresses() -> None:
+    from ascendctl.checks import names
+
+    missing = lookups("n1", {"10.0.0.1": healthy("10.0.0.1", "n1"), "10.0.0.2": "1 2 - - - - ",
+                             "10.0.0.3": healthy("10.0.0.3", "n3")}, host_rc=2, host_addrs="")
+    inconsistent = lookups("n2", {"10.0.0.1": healthy("10.0.0.1", "n1"), "10.0.0.2": "1 0 n2 1 0 0 10.0.0.9",
+                                  "10.0.0.3": "1 0 old-n3 1 2 0 "})
+    verdict = names.NAME_RESOLUTION.evaluate(names_facts({"n1": missing, "n2": inconsistent, "n3": all_healthy("n3")}), ctx())
+    one, two = verdict.per_node["n1"], verdict.per_node["n2"]
+    assert one.status == Status.FAIL and one.summary == "its hostname does not resolve, no name for 10.0.0.2 (n2)"
+    assert "same /etc/hosts" in (one.hint or "")
+    assert two.status == Status.FAIL and two.summary == (
+        "not back to the same address: 10.0.0.2 (n2) -> n2 -> 10.0.0.9, 10.0.0.3 (n3) -> old-n3, which does not resolve")
+    assert verdict.per_node["n3"].status == Status.PASS
+    assert verdict.summary.summary == "name lookups fail or stall on n[1-2]"
+
+
+def test_a_hostname_that_resolves_only_to_loopback_warns() -> None:
+    from ascendctl.checks import names
+
+    loopback = lookups("n1", {f"10.0.0.{i}": healthy(f"10.0.0.{i}", f"n{i}") for i in (1, 2)}, host_addrs="127.0.1.1")
+    inventory = inv("nodes: [n1, n2]\n")
+    verdict = names.NAME_RESOLUTION.evaluate(names_facts({"n1": loopback, "n2": all_healthy("n2", 2)}, inventory), ctx(inventory))
+    warn = verdict.per_node["n1"]
+    assert warn.status == Status.WARN and warn.summary == "its hostname resolves to 127.0.1.1 (loopback), not its cluster address 10.0.0.1"
+    assert "GLOO_SOCKET_IFNAME" in (warn.hint or "") and "10.0.0.1 <hostname>" in (warn.hint or "")
+    assert verdict.summary.status == Status.WARN
+
+
+def test_name_resolution_without_an_answer_garbage_or_a_stopped_section_is_never_a_traceback() -> None:
+    from ascendctl.checks import names
+    from ascendctl.preflight import _evaluate_cluster
+
+    outputs: dict[str, str] = {"n1": all_healthy("n1"), "n2": "\x00\x01 not what the script prints", "n3": None}  # type: ignore[dict-item]
+    verdict = _evaluate_cluster(names.NAME_RESOLUTION, names_facts(outputs), ctx())
+    assert verdict.per_node["n1"].status == Status.PASS
+    assert verdict.per_node["n2"].status == Status.ERROR and verdict.per_node["n2"].summary.startswith("cannot read the name lookups")
+    assert verdict.per_node["n3"].status == Status.ERROR and "no answer" in verdict.per_node["n3"].summary
+    assert verdict.summary.status == Status.FAIL
+    # the probe runner stopped the section at section_timeout (a node without `timeout` and a stalled resolver)
+    cut = names_facts({"n1": "asked 3", "n2": all_healthy("n2"), "n3": all_healthy("n3")}, codes={"n1": 124})
+    stopped = names.NAME_RESOLUTION.evaluate(cut, ctx()).per_node["n1"]
+    assert stopped.status == Status.FAIL and stopped.summary.startswith("name lookups did not finish within section_timeout 20s")
+    missing = names.NAME_RESOLUTION.evaluate(names_facts({"n1": "asked 3\ngetent missing", "n2": all_healthy("n2")}), ctx())
+    assert missing.per_node["n1"].status == Status.ERROR and "libc-bin" in (missing.per_node["n1"].hint or "")
+    # one node answered (the others unreachable): nothing to compare, nothing to crash on
+    assert names.NAME_RESOLUTION.evaluate(names_facts({"n2": all_healthy("n2")}), ctx()).per_node["n2"].status == Status.PASS
+
+
+def test_the_lookup_section_asks_its_own_address_first_then_the_ring_and_is_bounded() -> None:
+    from ascendctl.checks import names
+
+    inventory = inv("nodes:\n  - host: n[1-300]\n")
+    facts = []
+    for i, node in enumerate(inventory.nodes):
+        from ascendctl.checks import NodeFacts
+        facts.append(NodeFacts(node, net_section(9000, address=f"10.0.{i // 250}.{i % 250 + 1}")))
+    text = names.lookup_section(facts[10], facts, ctx(inventory))[names.NAMES_SECTION]
+    args = text.splitlines()[0].split()
+    assert args[:6] == ["set", "--", "30", "2", "4", "2"]  # 0.3 s, stopped at 2 s, 4 lookers, 2 slow lookups each
+    addresses = args[6:]
+    assert len(addresses) == names.MAX_ADDRESSES and addresses[:2] == ["10.0.0.11", "10.0.0.12"]
+    assert subprocess.run(["sh", "-n", "-c", text]).returncode == 0
+    assert names.lookup_section(facts[0], facts[:1], ctx(inv("nodes: [n1]\n"))) == {}
+    assert names.stop_seconds(0.3) == 2 and names.stop_seconds(2.5) == 4
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_the_lookup_script_times_each_lookup_and_stops_a_stalled_one(shell: str, tmp_path: Path) -> None:
+    """The real script with a getent that answers from a table and stalls on one address (`timeout` stops it)."""
+    from ascendctl.checks import names
+
+    fake = tmp_path / "getent"
+    fake.write_text("#!/bin/sh\ncase \"$1 $2\" in\n"
+                    "  'hosts 10.0.0.1') echo '10.0.0.1 n1' ;;\n  'hosts 10.0.0.2') echo '10.0.0.2 n2' ;;\n"
+                    "  'hosts 10.0.0.3') sleep 30 ;;\n"
+                    "  'ahosts n1') printf '10.0.0.1 STREAM n1\\n10.0.0.1 DGRAM\\n' ;;\n"
+                    "  'ahosts n2') printf '10.0.0.9 STREAM n2\\n' ;;\n"
+                    "  *) printf '10.0.0.1 STREAM x\\n' ;;\nesac\n")
+    fake.chmod(0o755)
+    section = names.lookup_section(names_facts({"n1": ""})[0], names_facts({"n1": "", "n2": "", "n3": ""}), ctx())
+    text = section[names.NAMES_SECTION].replace("set -- 30 2 ", "set -- 30 1 ")  # stop after 1 s: a quicker test
+    started = time.monotonic()
+    out = subprocess.run([shell, "-c", text], capture_output=True, text=True, timeout=20,
+                         env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    assert time.monotonic() - started < 5 and out.returncode == 0, out
+    parsed = names.parse_lookups(out.stdout)
+    assert parsed.asked == 3 and parsed.host is not None and parsed.host.addresses == ("10.0.0.1",)
+    by = {a.address: a for a in parsed.addresses}
+    assert by["10.0.0.1"].maps_back is True and by["10.0.0.2"].maps_back is False and by["10.0.0.2"].forward == ("10.0.0.9",)
+    assert by["10.0.0.3"].rc == 124 and by["10.0.0.3"].name is None
+    verdict = names.NAME_RESOLUTION.evaluate(names_facts({"n1": out.stdout, "n2": all_healthy("n2"), "n3": all_healthy("n3")}), ctx())
+    assert verdict.per_node["n1"].summary == ("name lookups take over 0.3 s: reverse 10.0.0.3 (n3); "
+                                              "not back to the same address: 10.0.0.2 (n2) -> n2 -> 10.0.0.9")
+
+
+def test_name_resolution_rides_in_the_one_cross_node_round() -> None:
+    """No third round: the lookups are a section of the round that pings and tests the port."""
+    from tests.fakes import ip_sections, probe_reply
+
+    inventory = inv("nodes: [10.0.0.11, 10.0.0.12]\n")
+    now = (lambda cmd: CommandResult(cmd, 0, f"{time.time():.6f}\n", "", 0.0))
+    both = {"10.0.0.11": healthy("10.0.0.11", "a"), "10.0.0.12": healthy("10.0.0.12", "b")}
+    rules = {}
+    for node in inventory.nodes:
+        outputs = {**ip_sections("eth0", node.host), "ports": "", "listener": "listener none", "port": "port 2",
+                   "names": lookups("a", both, host_addrs=node.host)}
+        rules[node.name] = [(r"^date", now), (r"@@", probe_reply(outputs))]
+    factory = FakeFactory(inventory, rules)
+    report = run_preflight(inventory, select_checks(["path_mtu", "master_port", "name_resolution"]),
+                           group=NodeGroup(inventory, factory=factory))
+    for name in ("10.0.0.11", "10.0.0.12"):
+        probes = [c for c in factory.transports[name].calls if "@@" in c]
+        assert len(probes) == 2, [p[:80] for p in probes]  # the probe, then ONE cross-node round
+        assert "begin names@@" in probes[1] and "begin port@@" in probes[1] and "begin names@@" not in probes[0]
+    for node in report.nodes:
+        result = {c.check: c for c in node.checks}["name_resolution"]
+        assert result.status == Status.PASS, result

@@ -167,7 +167,7 @@ def result(check: str, status: Status, summary: str, hint: str | None = None) ->
 
 
 def _registry() -> tuple[Check, ...]:
-    from . import clock, network, npu, system
+    from . import clock, names, network, npu, system
 
     return (
         network.SSH,
@@ -176,6 +176,7 @@ def _registry() -> tuple[Check, ...]:
         network.MTU,
         network.PATH_MTU,
         network.MASTER_PORT,
+        names.NAME_RESOLUTION,
         npu.NPU_COUNT,
         npu.NPU_HEALTH,
         npu.NPU_STALE_PROCS,

@@ -11,7 +11,8 @@ from . import app
 from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, HtmlOpt, InventoryOpt, JsonOpt,
                      argv_now, cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt, RerunFailedOpt)
 
-IdsOpt = Annotated[Optional[list[str]], typer.Option(help="Check ids, comma-separated or repeated.", show_default=False)]
+IdsOpt = Annotated[Optional[list[str]], typer.Option(help="Check ids, comma-separated or repeated (docs/preflight.md lists them; "
+                                                            "a wrong one is refused with the valid ids).", show_default=False)]
 
 
 @app.command(epilog=examples(
@@ -36,7 +37,7 @@ def preflight(
     script: Annotated[Optional[str], typer.Option("--script", help="With --launcher: the job's script, looked for in the job's working directory on every node.", show_default=False)] = None,
     rerun_failed: RerunFailedOpt = False,
 ) -> None:
-    """Check every node in parallel (NTP, clock skew, MTU and path MTU, NPUs, links, versions, ...)."""
+    """Check every node in parallel (NTP, clock skew, MTU and path MTU, name resolution, NPUs, links, versions, ...)."""
     from ..checks import job_target, select_checks
     from ..preflight import junit_xml, run_preflight
     from ..retry import save_failures

@@ -12,7 +12,8 @@ port and IP forwarding is not touched):
   clusters, created on first use, deleted when the last cluster is torn down);
 * cluster ``k`` (1..254) host ``i`` (1..240) is 10.213.k.(10+i)/16;
 * 10.213.k.254 is never assigned: it is the unreachable NTP server of
-  ``chrony="unsynced"`` hosts;
+  ``chrony="unsynced"`` hosts and the unreachable nameserver of ``resolver="stalled"`` hosts;
+* every host's /etc/hosts names every host of its cluster (``HostSpec.resolver``);
 * extra addresses (``HostSpec.extra_addresses``: many SSH endpoints on few hosts) come from
   cluster k's block 10.216.0.0/13 + k*2048 (/21), as /32s on eth0, routed in the root
   namespace via the host's own address (one ARP entry per host, not per address).
@@ -98,6 +99,7 @@ GLOBAL_LOCK = STATE_DIR / "global.lock"          # flock: bridge, veths, placeho
 PLACEHOLDER_REGISTRY = STATE_DIR / "placeholders.json"   # {path: [cluster index, ...]}
 DEFAULT_WORKDIR_PREFIX = "asct-c"
 CHRONY_MODES = ("server", "client", "unsynced", "none")
+RESOLVER_MODES = ("hosts", "stalled")
 
 _DAEMON_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -143,6 +145,11 @@ class HostSpec:
     private_home: bool = True
     # more IPv4 addresses on eth0 (sshd listens on all of them): many SSH endpoints from few namespaces
     extra_addresses: int = 0
+    # name resolution inside the host: "hosts" (default): an /etc/hosts with every host's name and addresses;
+    # "stalled": an /etc/hosts with only localhost and the host itself, and an /etc/resolv.conf whose only
+    # nameserver is the cluster's dead address (10.213.k.254, nothing answers): every other lookup stalls.
+    # A files= entry for /etc/hosts or /etc/resolv.conf wins over either.
+    resolver: str = "hosts"
 
 
 @dataclass
@@ -558,6 +565,8 @@ def _normalize_specs(specs: Sequence[HostSpec | str] | int) -> list[HostSpec]:
         seen.add(s.name)
         if s.chrony not in CHRONY_MODES:
             raise ValueError(f"{s.name}: chrony must be one of {CHRONY_MODES}, not {s.chrony!r}")
+        if s.resolver not in RESOLVER_MODES:
+            raise ValueError(f"{s.name}: resolver must be one of {RESOLVER_MODES}, not {s.resolver!r}")
         for m in (s.mtu, s.bridge_mtu):
             if m is not None and not (68 <= int(m) <= 65535):
                 raise ValueError(f"{s.name}: bad MTU {m}")
@@ -1201,6 +1210,14 @@ def _chrony_conf_text(c: Cluster, h: Host, server: Host | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _etc_hosts_text(hosts: Sequence[Host]) -> str:
+    """An /etc/hosts naming every address of these hosts (eth0, eth1, extra addresses), as a cluster's nodes have."""
+    lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+    for h in hosts:
+        lines += [f"{ip} {h.name}" for ip in (h.ip, *([h.cluster_ip] if h.cluster_ip else []), *h.extra_ips)]
+    return "\n".join(lines) + "\n"
+
+
 def _holder_script(h: Host, mounts: list[tuple[str, str]]) -> str:
     q = shlex.quote
     ipb = "\n".join([
@@ -1305,6 +1322,7 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
 
     for target in sorted({f for h in hosts for f in h.spec.files if overlay(h, f) is None}):
         _acquire_target(target, is_dir=False, owner=k)
+    etc_hosts = _etc_hosts_text(hosts)
 
     # ---- per-host files
     mounts: dict[str, list[tuple[str, str]]] = {}
@@ -1324,6 +1342,14 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
             for tool, script in h.spec.tools.items():
                 _write(h.bin_dir / tool, script, 0o755)
             m.append((str(h.bin_dir), TOOLS_DIR))
+        resolver = {"/etc/hosts": etc_hosts}
+        if h.spec.resolver == "stalled":
+            resolver = {"/etc/hosts": _etc_hosts_text([h]), "/etc/resolv.conf": f"nameserver {c.dead_ip}\n"}
+        for target, content in resolver.items():
+            if target not in h.spec.files and os.path.exists(target):  # files= wins; never a placeholder in /etc
+                source = h.workdir / target.replace("/", "_")
+                _write(source, content, 0o644)
+                m.append((str(source), target))
         for j, (target, content) in enumerate(sorted(h.spec.files.items())):
             mode = 0o755 if _is_executable_content(content) else 0o644
             direct = overlay(h, target)

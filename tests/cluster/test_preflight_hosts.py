@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,9 @@ from tests.sim.hccn_tool import hccn_tool_script
 from tests.sim.npu_smi import npu_smi_script
 
 runner = CliRunner()
+# An /etc/hosts lookup takes milliseconds, but this 2-core machine under a test run (load 20) has delayed one by
+# 0.28 s: 1 s keeps the healthy hosts' lookups clear of it, and a stalled resolver (stopped at 2 s) still fails.
+LOOKUPS = {"max_lookup_seconds": 1.0}
 
 
 def device_ips(host_number: int) -> dict[int, str]:
@@ -38,7 +42,8 @@ def statuses(doc: dict[str, Any]) -> dict[str, dict[str, str]]:
 
 def test_healthy_cluster_passes(cluster_factory: Any, tmp_path: Path) -> None:
     cluster: Cluster = cluster_factory([HostSpec(f"h{i:02d}", tools=ascend_tools(i)) for i in range(1, 5)])
-    inventory = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"accelerator": "ascend"})
+    # the harness gives every host an /etc/hosts with every host: name lookups are local
+    inventory = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"accelerator": "ascend", "preflight": LOOKUPS})
     junit = tmp_path / "preflight.xml"
     code, doc = preflight(inventory, "--junit", str(junit))
     bad = {name: {k: v for k, v in checks.items() if v not in ("pass", "warn")} for name, checks in statuses(doc).items()}
@@ -46,11 +51,13 @@ def test_healthy_cluster_passes(cluster_factory: Any, tmp_path: Path) -> None:
     assert doc["ok"] is True
     assert all(not checks for checks in bad.values())
     assert {c["id"]: c["status"] for c in doc["cluster"]} == {
-        "clock_skew": "pass", "path_mtu": "pass", "master_port": "pass", "device_ips": "pass", "versions": "pass",
+        "clock_skew": "pass", "path_mtu": "pass", "master_port": "pass", "name_resolution": "pass", "device_ips": "pass",
+        "versions": "pass",
     }
+    assert all(checks["name_resolution"] == "pass" for checks in statuses(doc).values())
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None
-    assert suite.get("tests") == str(4 * 14 + 5) and suite.get("failures") == "0" and suite.get("errors") == "0"
+    assert suite.get("tests") == str(4 * 15 + 6) and suite.get("failures") == "0" and suite.get("errors") == "0"
     # the port test's listener (started by the master's probe) is gone once every node connected: the job can bind
     port = doc["cluster"][[c["id"] for c in doc["cluster"]].index("master_port")]
     assert port["status"] == "pass"
@@ -74,7 +81,8 @@ def test_each_fault_fails_exactly_its_check(cluster_factory: Any, tmp_path: Path
         HostSpec("h11", tools=ascend_tools(11, link={5: "DOWN"})),
     ]
     cluster: Cluster = cluster_factory(specs)
-    inventory = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"connect_timeout": 5, "connect_retries": 0})
+    inventory = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"connect_timeout": 5, "connect_retries": 0,
+                                                                          "preflight": LOOKUPS})
     code, doc = preflight(inventory)
     assert code == 4  # unreachable nodes win over failed checks
     expected = {
@@ -119,3 +127,25 @@ def test_only_and_skip_select_checks_and_the_table_folds(cluster_factory: Any, t
     assert any(line.startswith("fail h03: mtu: eth0 MTU 1500 < 9000") for line in lines)
     code, doc = preflight(inventory, "--skip", "mtu", "--only", "ssh,mtu,ntp")
     assert code == 0 and doc["checks"] == ["ssh", "ntp"]
+
+
+def test_a_host_whose_resolver_stalls_fails_name_resolution(cluster_factory: Any, tmp_path: Path) -> None:
+    """Issue #30: no reachable DNS server and no /etc/hosts entries for the others: every reverse lookup of another
+    node's address stalls (gloo does one per connection). Only that host's name_resolution fails."""
+    cluster: Cluster = cluster_factory([HostSpec("h01"), HostSpec("h02"), HostSpec("h03", resolver="stalled")])
+    inventory = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"preflight": LOOKUPS})
+    started = time.monotonic()
+    code, doc = preflight(inventory, "--only", "ssh,mtu,name_resolution")
+    elapsed = time.monotonic() - started
+    assert code == 3, doc
+    found = statuses(doc)
+    assert {name: checks["name_resolution"] for name, checks in found.items()} == {"h01": "pass", "h02": "pass", "h03": "fail"}
+    h03 = next(c for n in doc["nodes"] if n["name"] == "h03" for c in n["checks"] if c["id"] == "name_resolution")
+    h01, h02 = (cluster.host(name).ip for name in ("h01", "h02"))
+    # its own name is in its /etc/hosts (fast); the others' addresses go to the dead nameserver
+    assert h03["summary"] == f"name lookups take over 1 s: reverse {h01} (h01), reverse {h02} (h02)", h03
+    assert "/etc/hosts with every node's cluster address and name, or a reachable DNS server" in h03["hint"]
+    cluster_row = {c["id"]: c for c in doc["cluster"]}["name_resolution"]
+    assert cluster_row["status"] == "fail" and cluster_row["summary"] == "name lookups fail or stall on h03"
+    # each stalled lookup is stopped after 2 s, side by side: the check costs seconds, not the resolver's 10 s each
+    assert elapsed < 20, elapsed
