@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import os
 import re
 import secrets
@@ -39,10 +40,11 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Mapping, Sequence, cast
 
 from .probe import TOOL_PATH, ask
-from .errors import ExitCode, UsageError
+from .errors import ExitCode, TransportError, UsageError
+from .fanout import node_error
 from .group import NodeGroup
 from .inventory import Inventory, Node
-from .jobs import JobRecord
+from .jobs import JobRecord, NodeJob
 from .models import EventSink, NodeError, NodeStatus
 from .outcome import Outcome, exit_code_for, node_outcome
 from .paths import child
@@ -76,7 +78,6 @@ class CollectOptions:
     max_node_size: int = DEFAULT_NODE_CAP
     max_total_size: int | None = None
     section_timeout: float = 30.0
-    stream_timeout: float = 1800.0
     comm_limit: float = 0.15
     max_streams: int = 8  # nodes sending their archive at once; bounds memory (SSH windows, buffers) at any node count
 
@@ -94,6 +95,7 @@ class NodePlan:
     msprof_dir: str | None
     budget: int  # bytes the node may send (commands + files)
     section_timeout: float = 30.0
+    silence: float = 60.0  # seconds the node may send nothing (its command_timeout): then it is lost, and its tar stopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +124,7 @@ class FileEntry:
     mtime: float
     bytes: int  # in the bundle
     truncated: bool
-    reason: str | None = None  # why not all of it: "node cap", "total cap", "stream cut at cap"
+    reason: str | None = None  # why not all: "node cap", "stream cut at cap", "node lost", "not received", "changed while read"
     file: str | None = None  # bundle-relative path, None when dropped
 
     def to_dict(self) -> dict[str, Any]:
@@ -339,12 +341,13 @@ def command_sections(npu_ids: Sequence[int], since: float | None) -> list[tuple[
 
 
 def collect_command(plan: NodePlan) -> tuple[str, bytes]:
-    """(command, stdin) that runs ascendctl/sh/collect_node.sh for this plan: commands, newest files in budget, tar to stdout.
+    """(command, stdin) that runs ascendctl/sh/collect_node.sh for this plan: commands, files by priority in budget, tar out.
 
     Member names: `<nonce>/...` is the staging dir (commands, .meta, tails of truncated
     files under files/), anything else is a whole file relative to `/`.
     """
-    args: list[object] = [plan.nonce, TOOL_PATH, f"{plan.section_timeout:g}", plan.budget, MIN_TAIL,
+    silence = max(1, math.ceil(plan.silence))  # whole seconds: the node's watchdog counts them
+    args: list[object] = [plan.nonce, TOOL_PATH, f"{plan.section_timeout:g}", silence, plan.budget, MIN_TAIL,
                           "" if plan.since is None else int(plan.since), "" if plan.until is None else int(plan.until),
                           plan.log_base.rstrip("/"), plan.msprof_dir or ""]
     for name, tool, command in command_sections(plan.npu_ids, plan.since):
@@ -679,13 +682,14 @@ def stream_slack(cap: int) -> int:
 
 
 def _fetch(transport: Transport, plan: NodePlan, node_dir: Path, cap: int, total: _Budget,
-           timeout: float) -> tuple[UnpackResult, bool, str]:
+           unpacker: SafeUnpacker) -> tuple[bool, str]:
     """Run the collection script and write its tar stream into the node's directory as it arrives.
 
     The unpacker runs in the reading thread on each chunk as the transport hands it over: no pipe, no
-    second thread, no copy of the data. Returns (unpacked, capped, stderr tail).
+    second thread, no copy of the data. The transfer has no total limit, only `plan.silence`: the node must keep
+    sending (data, or the script's heartbeat while it works), else it is lost (NodeSilentError). Returns
+    (capped, stderr tail); a transport error (the node lost) is raised with what arrived left in `unpacker`.
     """
-    unpacker = SafeUnpacker(node_dir, rename=lambda name: member_target(name, plan.nonce))
     received = 0
     capped = False
     stderr = bytearray()
@@ -699,15 +703,16 @@ def _fetch(transport: Transport, plan: NodePlan, node_dir: Path, cap: int, total
         unpacker.feed(chunk)  # after an error (a refused stream, a full disk) it ignores the rest
 
     def on_stderr(chunk: bytes) -> None:
-        stderr.extend(chunk)
+        stderr.extend(chunk.replace(b"\0", b""))  # NUL bytes are the script's heartbeat
         del stderr[:-8192]
 
     try:
         command, script = collect_command(plan)
-        transport.stream(command, on_stdout=on_stdout, on_stderr=on_stderr, timeout=timeout, stdin=script)
+        transport.stream(command, on_stdout=on_stdout, on_stderr=on_stderr, timeout=float("inf"), idle=plan.silence,
+                         stdin=script)
     except _CapReached:
         log.info("%s: stopped reading at the cap (%d bytes)", node_dir.name, received)
-    return unpacker.result(), capped, stderr.decode("utf-8", "replace")
+    return capped, stderr.decode("utf-8", "replace")
 
 
 def _read_records(path: Path, end: bytes) -> list[str]:
@@ -770,8 +775,7 @@ def collect_node(node: Node, transport: Transport, options: CollectOptions, dire
     node_dir = child(directory, node.name)
     node_dir.mkdir(parents=True, exist_ok=True)
     nonce = secrets.token_hex(6)
-    sections = ask(transport, facts_probe(), section_timeout=options.section_timeout,
-                   timeout=options.section_timeout * 5 + 10).sections
+    sections = ask(transport, facts_probe(), section_timeout=options.section_timeout, timeout=node.command_timeout).sections
     session_env = parse_env(sections["env"].output if "env" in sections else "")
     job_node = next((n for n in options.job.nodes if n.name == node.name), None) if options.job else None
     job_env = dict(job_node.env) if job_node else {}
@@ -804,16 +808,36 @@ def collect_node(node: Node, transport: Transport, options: CollectOptions, dire
     }
     (node_dir / "facts.json").write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
     log_base = job_env.get("ASCEND_PROCESS_LOG_PATH") or session_env.get("ASCEND_PROCESS_LOG_PATH") or f"{home}/ascend/log"
-    launcher = tuple(_absolute(p, home) for p in ((job_node.log, job_node.log_dir) if job_node else ()) if p)
+    launcher = launcher_paths(job_node, home)
     since, until = job_window(options.job, options.since, now=now)
     if options.until is not None:
         until = options.until
     plan = NodePlan(nonce=nonce, since=since, until=until, npu_ids=npu_ids, log_base=_absolute(log_base, home),
                     launcher_paths=launcher, msprof_dir=_absolute(options.msprof_dir, home) if options.msprof_dir else None,
-                    budget=node_budget, section_timeout=options.section_timeout)
+                    budget=node_budget, section_timeout=options.section_timeout, silence=node.command_timeout)
+    unpacker = SafeUnpacker(node_dir, rename=lambda name: member_target(name, nonce))
+    lost: NodeError | None = None
     with streams or threading.Semaphore():
-        unpacked, capped, stderr = _fetch(transport, plan, node_dir, node_budget, total, options.stream_timeout)
-    return _describe(node, node_dir, unpacked, capped, stderr, commands)
+        try:
+            capped, stderr = _fetch(transport, plan, node_dir, node_budget, total, unpacker)
+        except TransportError as exc:  # lost mid-transfer: what arrived is kept and described, the node is not ok
+            lost, capped, stderr = node_error(exc), False, ""
+    return _describe(node, node_dir, unpacker.result(), capped, stderr, commands, lost=lost)
+
+
+def launcher_paths(job_node: NodeJob | None, home: str) -> tuple[str, ...]:
+    """What collect takes of a job on a node: the launcher log, the exit_code and pid files beside it (what triage
+    cannot do without) and the launcher's log directory (each rank's log); absolute, relative ones under `home`."""
+    if job_node is None:
+        return ()
+    paths = []
+    if job_node.log:
+        log_file = _absolute(job_node.log, home)
+        directory = log_file.rsplit("/", 1)[0]  # NodeJob.dir: launcher.log, exit_code, pid
+        paths += [log_file, f"{directory}/exit_code", f"{directory}/pid"]
+    if job_node.log_dir:
+        paths.append(_absolute(job_node.log_dir, home))
+    return tuple(paths)
 
 
 def _absolute(path: str, home: str) -> str:
@@ -823,7 +847,7 @@ def _absolute(path: str, home: str) -> str:
 
 
 def _describe(node: Node, node_dir: Path, unpacked: UnpackResult, capped: bool, stderr: str,
-              commands: list[CommandEntry]) -> NodeBundle:
+              commands: list[CommandEntry], *, lost: NodeError | None = None) -> NodeBundle:
     meta = node_dir / ".meta"
     warnings = []
     for row in _read_tsv(meta / "status.tsv"):
@@ -850,11 +874,12 @@ def _describe(node: Node, node_dir: Path, unpacked: UnpackResult, capped: bool, 
         local = node_dir / "files" / path.lstrip("/")
         have = local.stat().st_size if local.is_file() and not local.is_symlink() else None
         rel = f"{node.name}/files/{path.lstrip('/')}"
+        cut = "stream cut at cap" if capped else "node lost" if lost else None
         if action == "drop" or have is None:
-            reason = "node cap" if action == "drop" else ("stream cut at cap" if capped else "not received")
+            reason = "node cap" if action == "drop" else (cut or "not received")
             files.append(FileEntry(path, category, size, mtime, 0, True, reason, None))
         elif action == "tail" or have < size:
-            reason = "node cap" if action == "tail" else ("stream cut at cap" if capped else "changed while read")
+            reason = "node cap" if action == "tail" else (cut or "changed while read")
             files.append(FileEntry(path, category, size, mtime, have, True, reason, rel))
         else:
             files.append(FileEntry(path, category, size, mtime, have, False, None, rel))
@@ -863,15 +888,16 @@ def _describe(node: Node, node_dir: Path, unpacked: UnpackResult, capped: bool, 
     refused_files, more = _refused_files(meta)
     if more:
         warnings.append(f"{more} more files refused on the node, not listed")
-    if not (meta / "status.tsv").exists():
+    if not (meta / "status.tsv").exists() and lost is None:
         warnings.append("no collection metadata received" + (f": {stderr.strip()[-300:]}" if stderr.strip() else ""))
-    if unpacked.error and not capped:
-        warnings.append(unpacked.error)
+    if unpacked.error and not capped and lost is None:  # a lost node's error says why its stream broke off
+        warnings.append(unpacked.error + (f" ({stderr.strip()[-300:]})" if stderr.strip() else ""))
     shutil.rmtree(meta, ignore_errors=True)
     size = sum(p.stat().st_size for p in node_dir.rglob("*") if p.is_file() and not p.is_symlink())
-    return NodeBundle(node.name, node.host, NodeStatus.OK, commands=tuple(commands), files=tuple(files),
-                      refused=unpacked.refused, refused_files=refused_files, bytes=size, capped=capped,
-                      warnings=tuple(warnings))
+    return NodeBundle(node.name, node.host, lost.status if lost else NodeStatus.OK,
+                      error=lost.message if lost else None, hint=lost.hint if lost else None,
+                      commands=tuple(commands), files=tuple(files), refused=unpacked.refused, refused_files=refused_files,
+                      bytes=size, capped=capped, warnings=tuple(warnings))
 
 
 def _bundle_dir(output: Path) -> Path:

@@ -54,6 +54,7 @@ class FakeTransport:
         on_stdout: Callable[[bytes], None] | None = None,
         on_stderr: Callable[[bytes], None] | None = None,
         timeout: float | None = None,
+        idle: float | None = None,
         stdin: bytes | None = None,
     ) -> CommandResult:
         result = self.run(command, timeout=timeout, stdin=stdin)

@@ -176,9 +176,10 @@ def test_collect_script_keeps_newest_files_within_the_budget(tmp_path: Path) -> 
     assert result.refused == () and result.error is None
     rows = [line.split("\t") for line in (dest / ".meta/selection.tsv").read_text().splitlines()]
     actions = {Path(r[5]).name: (r[0], r[4]) for r in rows}
+    # the big plog keeps its newest bytes, and leaves room for the older small one (it takes the rest afterwards)
     assert actions == {"plog-3_new.log": ("keep", "plog"), "device-7_1.log": ("keep", "device_log"),
                        "op_summary_1.csv": ("keep", "msprof"), "plog-2_big.log": ("tail", "plog"),
-                       "plog-1_old.log": ("drop", "plog")}
+                       "plog-1_old.log": ("keep", "plog")}
     big = dest / "files" / str(base / "run/plog/plog-2_big.log").lstrip("/")
     assert 0 < big.stat().st_size <= 2 * 2**20
     assert (dest / "files" / str(base / "debug/plog/plog-3_new.log").lstrip("/")).read_bytes() == b"n" * 1000
@@ -244,7 +245,7 @@ class StreamingNode:
         return CommandResult(command, 0, "", "", 0.0)
 
     def stream(self, command: str, *, on_stdout: Any = None, on_stderr: Any = None, timeout: float | None = None,
-               stdin: bytes | None = None) -> Any:
+               idle: float | None = None, stdin: bytes | None = None) -> Any:
         import shlex
 
         if stdin is None:  # the facts probe (ascendctl.probe.ask streams too): nothing to say
@@ -589,7 +590,7 @@ def test_collect_script_checks_each_chosen_file_again_just_before_reading_it(tmp
     climb = f"{plog}/../../../secret/id_rsa"
     wrappers = tmp_path / "bin"
     wrappers.mkdir()
-    forged = "".join(f"9999999999\t0\tplog\t{p}\n" for p in (secret / "id_rsa", climb, plog / "sub", secret))
+    forged = "".join(f"2\t9999999999\t0\tplog\t{p}\n" for p in (secret / "id_rsa", climb, plog / "sub", secret))
     swapped, target = shlex.quote(str(plog / "plog-2_swapped.log")), shlex.quote(str(secret / "id_rsa"))
     (wrappers / "sort").write_text(f"""#!/bin/sh
 rm {swapped} && ln -s {target} {swapped}
@@ -662,3 +663,180 @@ def test_collect_manifest_names_each_refused_file_and_keeps_names_python_would_s
     assert text.exit_code == 0
     assert f"not collected: {str(forged / 'secret')!r}: control character in the path" in text.stderr
     assert f"not collected: {str(plog / 'link.log')!r}: symbolic link" in text.stderr
+
+
+# -- size caps: the files triage cannot do without come first (issue #30, round 2) --------------------------------
+
+HUGE = 5 * 2**30  # sparse: costs no disk
+
+
+def job_files(tmp_path: Path) -> dict[str, Path]:
+    """One node's job directory as `ascendctl launch` leaves it, plus plogs and a device log in the window."""
+    job = tmp_path / "job/n1"
+    return {
+        "launcher.log": plant(job, "launcher.log", b"2026-11-22T19:00:01 | worker 3 exited with 1\n" * 40, age=300),
+        "exit_code": plant(job, "exit_code", b"1\n", age=290),
+        "pid": plant(job, "pid", b"4242\n", age=400),
+        "rank_0.log": plant(job, "workers/rank_0.log", b"Traceback (most recent call last):\n" * 10, age=250),
+        "plog-1.log": plant(tmp_path / "log", "debug/plog/plog-1.log", b"[ERROR] HCCL(1,python): first\n" * 100, age=200),
+        "plog-2.log": plant(tmp_path / "log", "debug/plog/plog-2.log", b"[ERROR] HCCL(1,python): later\n" * 30, age=100),
+        "device-0_1.log": plant(tmp_path / "log", "debug/device-0/device-0_1.log", b"[ERROR] DRV\n", age=100),
+    }
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("where", ["debug/plog", "job/n1/workers"])
+def test_a_huge_new_file_never_displaces_the_files_triage_needs(tmp_path: Path, shell: str, where: str) -> None:
+    """A 5 GB log, newer than everything, in the plog directory or the launcher's log directory: the job's
+    launcher.log, exit_code and pid files and every plog are kept whole; the huge file keeps its newest bytes."""
+    files = job_files(tmp_path)
+    root = tmp_path / "log" if where == "debug/plog" else tmp_path
+    huge = plant(root, f"{where}/huge.log", HUGE, age=0)
+    with open(huge, "ab") as f:
+        f.write(b"LAST LINE\n")
+    job = tmp_path / "job/n1"
+    budget = 2**20
+    plan = NodePlan("n0nce4", time.time() - 3600, None, (), str(tmp_path / "log"),
+                    (str(job / "launcher.log"), str(job / "exit_code"), str(job / "pid"), str(job / "workers")), None,
+                    budget=budget)
+    staging = tmp_path / "staging"
+    members = run_collect_script(shell, plan, staging)
+    rows = {Path(r[5]).name: r for r in (line.split("\t") for line in (staging / ".meta/selection.tsv").read_text().splitlines())}
+    for name, path in files.items():
+        assert rows[name][0] == "keep", (name, rows[name])
+        assert members[str(path).lstrip("/")] == path.read_bytes(), name
+    assert rows["launcher.log"][4] == rows["exit_code"][4] == rows["rank_0.log"][4] == "launcher"
+    assert rows["huge.log"][0] == "tail" and int(rows["huge.log"][2]) == HUGE + len(b"LAST LINE\n")
+    kept = (staging / "files" / str(huge).lstrip("/")).read_bytes()
+    assert kept.endswith(b"LAST LINE\n") and 0 < len(kept) == int(rows["huge.log"][1]) <= budget
+    assert sum(int(r[1]) for r in rows.values()) <= budget
+
+
+def test_the_budget_goes_by_priority_then_newest_first_and_big_files_get_a_share(tmp_path: Path) -> None:
+    """Priority (launcher files, plogs, the launcher's log directory, device logs, msprof), newest first within
+    each; no file takes more than a quarter of the budget while others wait, what is left goes to the tails."""
+    base = tmp_path / "log"
+    budget = 8 * 2**20
+    job = tmp_path / "job/n1"
+    plant(job, "launcher.log", 5 * 2**20, age=500)  # big and oldest: first anyway, cut to a quarter at first
+    plant(job, "workers/rank_0.log", 2**20, age=0)
+    plant(base, "debug/plog/plog-1.log", 2**20, age=300)
+    plant(base, "debug/plog/plog-2.log", 600 * 1024, age=200)
+    plant(base, "debug/device-0/device-0_1.log", 3 * 2**20, age=0)
+    plan = NodePlan("n0nce5", time.time() - 3600, None, (), str(base), (str(job / "launcher.log"), str(job / "workers")),
+                    None, budget=budget)
+    staging = tmp_path / "staging"
+    run_collect_script("sh", plan, staging)
+    rows = [line.split("\t") for line in (staging / ".meta/selection.tsv").read_text().splitlines()]
+    order = [(Path(r[5]).name, r[0], int(r[1])) for r in rows]
+    assert [name for name, _, _ in order] == ["launcher.log", "plog-2.log", "plog-1.log", "rank_0.log", "device-0_1.log"]
+    got = {name: (action, kept) for name, action, kept in order}
+    assert got["plog-2.log"] == ("keep", 600 * 1024) and got["plog-1.log"] == got["rank_0.log"] == ("keep", 2**20)
+    # the device log got its quarter (of the budget less the commands' output); what was left then went to the
+    # launcher log, first in line
+    assert got["device-0_1.log"][0] == "tail" and budget // 4 - 2**18 < got["device-0_1.log"][1] <= budget // 4
+    assert got["launcher.log"][0] == "tail" and got["launcher.log"][1] > budget // 4 + 2**20
+    assert budget - 2**20 < sum(kept for _, _, kept in order) <= budget
+
+
+def test_launcher_paths_name_the_job_files_triage_needs() -> None:
+    from ascendctl.collect import launcher_paths
+    from ascendctl.jobs import NodeJob
+
+    node = NodeJob("n1", "10.0.0.1", 0, "msrun ...", log="/data/ascendctl/j1/n1/launcher.log",
+                   log_dir="/data/ascendctl/j1/n1/workers")
+    assert launcher_paths(node, "/root") == ("/data/ascendctl/j1/n1/launcher.log", "/data/ascendctl/j1/n1/exit_code",
+                                             "/data/ascendctl/j1/n1/pid", "/data/ascendctl/j1/n1/workers")
+    relative = NodeJob("n1", "10.0.0.1", 0, "msrun ...", log="job/launch.log")
+    assert launcher_paths(relative, "/home/u") == ("/home/u/job/launch.log", "/home/u/job/exit_code", "/home/u/job/pid")
+    assert launcher_paths(None, "/root") == ()
+
+
+def test_collect_of_a_job_keeps_its_launcher_log_and_exit_code_beside_a_huge_new_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end on this machine (the real script through the local transport): `collect JOB` with a 5 GB log,
+    newest of all, in the job's log directory; the manifest has launcher.log, exit_code and pid whole."""
+    import socket
+
+    from ascendctl.collect import CollectOptions, collect_bundle
+    from ascendctl.inventory import builtin_inventory
+    from ascendctl.jobs import NodeJob
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ASCEND_PROCESS_LOG_PATH", str(tmp_path / "log"))
+    files = job_files(tmp_path)
+    job = tmp_path / "job/n1"
+    huge = plant(job, "workers/huge.log", HUGE, age=0)
+    inventory = builtin_inventory(environ={})
+    name = inventory.nodes[0].name
+    assert name == (socket.gethostname() or "localhost")
+    record = JobRecord("j1", "msrun", "inv", [], "127.0.0.1", 1, str(tmp_path / "job"),
+                       (NodeJob(name, "localhost", 0, "msrun ...", log=str(job / "launcher.log"), log_dir=str(job / "workers")),),
+                       started=time.time() - 600, ended=time.time(), status="failed")
+    budget = 2**20
+    report = collect_bundle(inventory, CollectOptions(output=tmp_path / "b", job=record, max_node_size=budget))
+    assert report.exit_code == 0
+    [node] = report.manifest()["nodes"]
+    entries = {Path(f["path"]).name: f for f in node["files"]} | {Path(f["path"]).name: f for f in node["truncated"]}
+    for wanted in ("launcher.log", "exit_code", "pid", "rank_0.log", "plog-1.log", "plog-2.log"):
+        assert entries[wanted]["truncated"] is False and entries[wanted]["bytes"] == files[wanted].stat().st_size, wanted
+        assert (tmp_path / "b" / entries[wanted]["file"]).read_bytes() == files[wanted].read_bytes()
+    assert entries["exit_code"]["category"] == "launcher"
+    assert entries["huge.log"]["truncated"] is True and 0 < entries["huge.log"]["bytes"] <= budget
+    assert entries["huge.log"]["size"] == huge.stat().st_size
+
+
+# -- a node that stops sending: lost after the silence limit, its tar stopped by the script's own watchdog ---------
+
+def test_collect_script_stops_its_tar_when_nothing_reads_its_output(tmp_path: Path) -> None:
+    """The client is gone (a link cut): sshd takes nothing, tar blocks in write() for ever. The script's watchdog
+    stops tar once it could write nothing for SILENCE seconds; the script ends and leaves nothing behind."""
+    token = f"asct-unit-{os.urandom(4).hex()}"
+    tmp = tmp_path / token
+    tmp.mkdir()
+    plant(tmp_path / "log", "debug/plog/plog-1.log", os.urandom(2**20), age=10)
+    plan = NodePlan("n0nce6", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=8 * 2**20, silence=2)
+    command, script = collect_command(plan)
+    err = tmp_path / "stderr"
+    with open(err, "wb") as stderr:
+        proc = subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                env={**os.environ, "TMPDIR": str(tmp)}, start_new_session=True)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(script)
+        proc.stdin.close()
+        started = time.monotonic()
+        rc = proc.wait(timeout=30)  # stdout never read: the pipe fills and stays full
+        assert time.monotonic() - started < 20
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+    assert rc == 143
+    assert b"collect_node.sh: tar could send nothing for 2s: stopped" in err.read_bytes()
+    time.sleep(0.3)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert [line for line in ps.splitlines() if token in line] == []
+    assert list(tmp.iterdir()) == []  # its staging directory removed
+
+
+def test_collect_script_says_it_is_alive_while_its_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A vendor command that takes longer than the silence limit (each is bounded by the section timeout): the
+    script's heartbeat (NUL bytes on stderr) keeps the node from being called lost."""
+    import ascendctl.collect as collect
+    from ascendctl.inventory import parse_inventory
+    from ascendctl.transport.local import LocalTransport
+
+    monkeypatch.setattr(collect, "command_sections", lambda npu_ids, since: [("slow", "sleep", "sleep 4; echo done")])
+    plan = NodePlan("n0nce7", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=2**20, silence=2)
+    command, script = collect_command(plan)
+    local = LocalTransport(parse_inventory("defaults: {transport: local}\nnodes: [here]\n", environ={}).nodes[0])
+    out, err = bytearray(), bytearray()
+    result = local.stream(command, on_stdout=out.extend, on_stderr=err.extend, timeout=float("inf"), idle=2.0, stdin=script)
+    assert result.exit_code == 0 and err.count(b"\0") >= 3
+    staging = tmp_path / "staging"
+    unpack_tar_stream(io.BytesIO(bytes(out)), staging, rename=lambda n: member_target(n, "n0nce7"))
+    assert (staging / ".meta/status.tsv").read_text() == "slow\t0\tsleep\n"
+    assert (staging / "commands/slow.txt").read_text() == "done\n"

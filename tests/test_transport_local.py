@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.errors import CommandTimeoutError
+from ascendctl.errors import CommandTimeoutError, NodeSilentError
 from ascendctl.inventory import parse_inventory
 from ascendctl.transport.local import LocalTransport
 
@@ -35,6 +35,20 @@ def test_timeout_kills_the_whole_process_group() -> None:
         transport().run("sleep 30 & sleep 30; echo never", timeout=0.5)
     assert info.value.timeout == 0.5
     assert "never" not in info.value.stdout
+
+
+def test_idle_limit_ends_a_stream_that_goes_quiet_and_spares_one_that_keeps_talking() -> None:
+    """`idle`: no total limit, but nothing received for that long and the node is lost (NodeSilentError, `unreachable`),
+    its command stopped."""
+    chunks: list[bytes] = []
+    result = transport().stream("for i in 1 2 3 4 5 6; do echo $i; sleep 0.4; done", on_stdout=chunks.append,
+                                timeout=float("inf"), idle=1.5)
+    assert result.exit_code == 0 and b"".join(chunks) == b"1\n2\n3\n4\n5\n6\n"  # 2.4 s in all, never 1.5 s quiet
+    started = time.monotonic()
+    with pytest.raises(NodeSilentError) as info:
+        transport().stream("echo hello; sleep 30", on_stdout=chunks.append, timeout=float("inf"), idle=1.0)
+    assert 1.0 <= time.monotonic() - started < 1.0 + 3.0
+    assert info.value.status == "unreachable" and "nothing received for 1s" in info.value.message
 
 
 def test_put_and_get(tmp_path: Path) -> None:

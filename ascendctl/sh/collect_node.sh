@@ -1,14 +1,23 @@
 #!/bin/sh
 # Collect one node for `ascendctl collect`: run the vendor and kernel commands into a staging
-# directory, choose the newest log files that fit the node's byte budget (a file that does not
-# fit keeps its newest bytes when enough budget is left), and write one tar stream to stdout.
+# directory, choose the log files that fit the node's byte budget (by priority, then newest first; no
+# file takes more than a quarter of the budget while others wait, a big one keeps its newest bytes),
+# and write one tar stream to stdout.
 #
-# usage: sh -s -- NONCE TOOL_PATH SECTION_TIMEOUT BUDGET MIN_TAIL SINCE UNTIL LOG_BASE MSPROF_DIR \
+# usage: sh -s -- NONCE TOOL_PATH SECTION_TIMEOUT SILENCE BUDGET MIN_TAIL SINCE UNTIL LOG_BASE MSPROF_DIR \
 #                  [NAME TOOL COMMAND]... -- [LAUNCHER_PATH]...
+#   SILENCE        whole seconds the node may send nothing (ascendctl's command_timeout): ascendctl calls a node
+#                  that sends nothing for that long lost, so this script says it is alive (a NUL byte on stderr)
+#                  while it works, and stops tar when tar could write nothing for that long (its reader is gone)
 #   SINCE, UNTIL   epoch seconds of the log window, or empty for none
 #   LOG_BASE       $ASCEND_PROCESS_LOG_PATH (or ~/ascend/log) without a trailing slash ("" for /)
 #   MSPROF_DIR     msprof output directory, or empty
 #   NAME TOOL COMMAND  one command: its output goes to commands/NAME.txt; skipped when TOOL is missing
+#   LAUNCHER_PATH  the job's files (launcher log, exit_code, pid) and its launcher's log directory
+#
+# Priority, highest first (lower ones never displace a file of a higher one): 1 the job's own files (each
+# LAUNCHER_PATH that is not a directory), 2 plogs, 3 the launcher's log directory (each rank's log), 4 device
+# logs, 5 msprof summaries; newest first within each.
 #
 # Tar members: NONCE/... is the staging directory (commands/, .meta/ with status.tsv, cand.tsv,
 # selection.tsv, roots and refused, files/ with the tails of truncated files); any other member is a
@@ -22,13 +31,25 @@
 # which no path can hold), as is a chosen file that, just before it is read, is not a regular file
 # any more, or is not under a searched directory, or has a ".." component. tar adds exactly the listed
 # files: no recursion, each list line a name as it is (never an option, no backslash escapes).
-nonce=$1 tool_path=$2 section_timeout=$3 budget=$4 min_tail=$5 since=$6 until=$7 log_base=$8 msprof_dir=$9
-shift 9
+nonce=$1 tool_path=$2 section_timeout=$3 silence=$4 budget=$5 min_tail=$6 since=$7 until=$8 log_base=$9
+msprof_dir=${10}
+shift 10
 PATH="$PATH:$tool_path"; LC_ALL=C; export PATH LC_ALL
 tab=$(printf '\t')
 max_refused=1000  # records of .meta/refused sent; the count of the others goes to .meta/refused.more
+# a heartbeat every few seconds, well inside the silence ascendctl allows
+beat=$((silence / 4)); [ "$beat" -ge 1 ] || beat=1; [ "$beat" -le 5 ] || beat=5
 T=$(mktemp -d "${TMPDIR:-/tmp}/ascendctl-collect.XXXXXX") || exit 70
-trap 'rm -rf "$T"' EXIT HUP INT TERM
+helpers=  # background processes of this script (heartbeat, watchdog): stopped with it
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+    # shellcheck disable=SC2086  # a list of pids
+    [ -z "$helpers" ] || kill $helpers 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+# a signal, or stderr gone (ascendctl closed the channel): end here, through cleanup
+trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; trap 'exit 143' TERM
 S="$T/$nonce"; M="$S/.meta"
 mkdir -p "$S/commands" "$S/files" "$M" || exit 70
 : > "$M/status.tsv"; : > "$M/cand.tsv"; : > "$M/roots"; : > "$M/refused"
@@ -40,6 +61,42 @@ else
     run() { sh -c "$1" 2>&1 </dev/null; }
 fi
 
+# alive: tell ascendctl this node is still at work (a NUL byte on stderr, which ascendctl drops)
+alive() { printf '\000' >&2; }
+
+# heartbeat: alive every $beat seconds while the (bounded) vendor commands run, until this script is gone. Its
+# sleep holds neither stdout nor stderr: sshd ends the session only once every writer of both has closed them.
+heartbeat() {
+    while kill -0 "$$" 2>/dev/null; do
+        alive || exit
+        sleep "$beat" > /dev/null 2>&1
+    done
+}
+
+# watchdog PID: stop PID (tar) when what it wrote (wchar, /proc/PID/io) has not grown for $silence seconds. Its reader,
+# sshd, takes nothing when the client is gone (a link cut: sshd may not notice for many minutes), so tar would
+# wait in write() for ever; a node without /proc/PID/io has no watchdog. Its sleeps hold no output (see heartbeat).
+watchdog() {
+    trap '' PIPE  # its message is a courtesy: a closed stderr must not stop it
+    last='' still=0
+    while kill -0 "$1" 2>/dev/null; do
+        written=
+        while IFS=' ' read -r key value; do
+            if [ "$key" = "wchar:" ]; then written=$value; fi
+        done < "/proc/$1/io" || return 0
+        [ -n "$written" ] || return 0
+        if [ "$written" = "$last" ]; then still=$((still + 1)); else still=0 last=$written; fi
+        if [ "$still" -ge "$silence" ]; then
+            echo "collect_node.sh: tar could send nothing for ${silence}s: stopped" >&2
+            kill -TERM "$1" 2>/dev/null
+            sleep 2 > /dev/null 2>&1
+            kill -KILL "$1" 2>/dev/null
+            return 0
+        fi
+        sleep 1 > /dev/null 2>&1
+    done
+}
+
 # sect NAME TOOL COMMAND: status.tsv gets "NAME<tab>exit status<tab>TOOL", or "absent" for a missing tool
 sect() {
     if ! command -v "$2" >/dev/null 2>&1; then
@@ -50,12 +107,12 @@ sect() {
     printf '%s\t%s\t%s\n' "$1" "$?" "$2" >> "$M/status.tsv"
 }
 
-# cand CATEGORY ROOT... [FIND TESTS]: regular files under the ROOTs (absolute paths) passing the tests, as
-# "mtime<tab>size<tab>category<tab>path" lines in cand.tsv; the ROOTs go to roots (a root whose own name has a
-# control character is left out: everything under it is refused); what passes the tests but is no candidate
+# cand PRIORITY CATEGORY ROOT... [FIND TESTS]: regular files under the ROOTs (absolute paths) passing the tests, as
+# "priority<tab>mtime<tab>size<tab>category<tab>path" lines in cand.tsv; the ROOTs go to roots (a root whose own name
+# has a control character is left out: everything under it is refused); what passes the tests but is no candidate
 # (see the top) goes to refused
 cand() {
-    c=$1; shift
+    prio=$1 c=$2; shift 2
     for a in "$@"; do
         case $a in
         /*) case $a in *[[:cntrl:]]*) ;; *) while [ "${a%/}" != "$a" ]; do a=${a%/}; done; printf '%s\n' "$a" >> "$M/roots" ;; esac ;;
@@ -64,19 +121,19 @@ cand() {
     done
     find "$@" ! -type d \( \
         -path '*[[:cntrl:]]*' -fprintf "$M/refused.$c" "$c\tcontrol character in the path\t%p\0" \
-        -o -type f -printf "%T@\t%s\t$c\t%p\n" \
+        -o -type f -printf "$prio\t%T@\t%s\t$c\t%p\n" \
         -o -type l -fprintf "$M/refused.$c" "$c\tsymbolic link\t%p\0" \
         -o -fprintf "$M/refused.$c" "$c\tnot a regular file\t%p\0" \) 2>/dev/null >> "$M/cand.tsv"
     cat "$M/refused.$c" >> "$M/refused" 2>/dev/null
     rm -f "$M/refused.$c"
+    alive
 }
 
-# cand_in_window CATEGORY PATH...: candidates modified inside [SINCE, UNTIL]
+# cand_in_window PRIORITY CATEGORY PATH...: candidates modified inside [SINCE, UNTIL]
 cand_in_window() {
-    category=$1; shift
     if [ -n "$since" ]; then set -- "$@" -newermt "@$since"; fi
     if [ -n "$until" ]; then set -- "$@" ! -newermt "@$until"; fi
-    cand "$category" "$@"
+    cand "$@"
 }
 
 # readable PATH: PATH is a regular file (not a link), under one of the roots, with no ".." component; else false,
@@ -91,19 +148,26 @@ readable() {
     if [ -h "$1" ] || [ ! -f "$1" ]; then why="not a regular file when read"; return 1; fi
 }
 
+alive
+heartbeat > /dev/null &
+beating=$!
+helpers=$beating
 while [ "$#" -ge 3 ] && [ "$1" != "--" ]; do
     sect "$1" "$2" "$3"
     shift 3
 done
 [ "${1-}" = "--" ] && shift
+kill "$beating" 2>/dev/null
+helpers=
+# from here on each step says it is alive when it ends
 
-cand_in_window plog "$log_base/run/plog" "$log_base/debug/plog"
-cand_in_window device_log "$log_base"/run/device-* "$log_base"/debug/device-* /var/log/npu/slog
-if [ "$#" -gt 0 ]; then
-    cand launcher "$@"
-fi
+for p in "$@"; do
+    if [ -d "$p" ]; then cand 3 launcher "$p"; else cand 1 launcher "$p"; fi
+done
+cand_in_window 2 plog "$log_base/run/plog" "$log_base/debug/plog"
+cand_in_window 4 device_log "$log_base"/run/device-* "$log_base"/debug/device-* /var/log/npu/slog
 if [ -n "$msprof_dir" ]; then
-    cand msprof "$msprof_dir" -path '*/mindstudio_profiler_output/*' -name '*.csv'
+    cand 5 msprof "$msprof_dir" -path '*/mindstudio_profiler_output/*' -name '*.csv'
 fi
 # a directory of a million hostile names must not take the budget of the logs
 refused=$(tr -cd '\000' < "$M/refused" | wc -c)
@@ -114,14 +178,29 @@ fi
 
 used=$(du -sk "$S" | cut -f1)
 budget=$((budget - used * 1024))
-# newest first; a path seen twice (a launcher dir inside the plog dir) counts once
-sort -t "$tab" -k1,1 -g -r "$M/cand.tsv" | awk -F "$tab" -v budget="$budget" -v mintail="$min_tail" '
-    BEGIN { OFS = "\t" }
-    seen[$4]++ { next }
-    {
-        if ($2 + 0 <= budget) { budget -= $2; print "keep", $2, $2, $1, $3, $4 }
-        else if (budget >= mintail) { print "tail", budget, $2, $1, $3, $4; budget = 0 }
-        else print "drop", 0, $2, $1, $3, $4
+# By priority, then newest first; a path seen twice (a launcher dir inside the plog dir) counts once, at its
+# higher priority. Each file in turn gets what it needs, at most a share of the budget (a quarter) and at most
+# what is left: all of it (keep), else its newest bytes when at least MIN_TAIL (tail), else nothing (drop). So a
+# huge file, however new, keeps a tail and leaves room for the files after it. Then what is left goes to the
+# files cut short, in the same order.
+sort -t "$tab" -k1,1n -k2,2gr "$M/cand.tsv" | awk -F "$tab" -v budget="$budget" -v mintail="$min_tail" '
+    BEGIN { OFS = "\t"; n = 0 }
+    seen[$5]++ { next }
+    { n++; size[n] = $3 + 0; rest[n] = $3 OFS $2 OFS $4 OFS $5 }
+    END {
+        left = budget
+        share = int(budget / 4); if (share < mintail) share = mintail
+        for (i = 1; i <= n; i++) {
+            want = size[i]; if (want > share) want = share; if (want > left) want = left
+            got[i] = (want == size[i] || want >= mintail) ? want : 0
+            left -= got[i]
+        }
+        for (i = 1; i <= n && left > 0; i++) {
+            more = size[i] - got[i]; if (more > left) more = left
+            if (more > 0 && (got[i] + more == size[i] || got[i] + more >= mintail)) { got[i] += more; left -= more }
+        }
+        for (i = 1; i <= n; i++)
+            print (got[i] == size[i] ? "keep" : got[i] > 0 ? "tail" : "drop"), got[i], rest[i]
     }' > "$T/chosen.tsv"
 # each chosen file checked again, then its tail copied or its name listed for tar; a refused one leaves the selection
 while IFS="$tab" read -r action keep size mtime category path; do
@@ -131,12 +210,20 @@ while IFS="$tab" read -r action keep size mtime category path; do
     fi
     case $action in
     keep) printf '%s\n' "${path#/}" >&3 ;;
-    tail) mkdir -p "$S/files${path%/*}" && tail -c "$keep" -- "$path" > "$S/files$path" ;;
+    tail) mkdir -p "$S/files${path%/*}" && tail -c "$keep" -- "$path" > "$S/files$path"; alive ;;
     esac
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$action" "$keep" "$size" "$mtime" "$category" "$path"
 done < "$T/chosen.tsv" > "$M/selection.tsv" 3> "$T/list"
-tar -cf - -C "$T" "$nonce" -C / --ignore-failed-read --no-recursion --verbatim-files-from --no-unquote -T "$T/list"
+alive
+# tar in the background (its stdout is still ours) so that the watchdog can stop it
+tar -cf - -C "$T" "$nonce" -C / --ignore-failed-read --no-recursion --verbatim-files-from --no-unquote -T "$T/list" &
+taring=$!
+watchdog "$taring" > /dev/null &
+watching=$!
+helpers="$watching $taring"
+wait "$taring"
 rc=$?
+helpers=$watching
 # GNU tar exits 1 when a file changed while it was read: the bundle is still good
 [ "$rc" -le 1 ] && exit 0
 exit "$rc"

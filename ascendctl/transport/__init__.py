@@ -91,11 +91,16 @@ class Transport(Protocol):
         on_stdout: Callable[[bytes], None] | None = None,
         on_stderr: Callable[[bytes], None] | None = None,
         timeout: float | None = None,
+        idle: float | None = None,
         stdin: bytes | None = None,
     ) -> CommandResult:
         """Like run, but output goes to the callbacks chunk by chunk as it arrives (never all in memory).
 
         `timeout` None means the node's command_timeout; pass float("inf") for a stream with no limit.
+        `idle`: the node must keep sending; once nothing at all (no stdout, no stderr) has arrived for `idle`
+        seconds it is lost: NodeSilentError (`unreachable`). For transfers with no total limit (collect), whose
+        node-side program says it is alive while it has nothing to send. A transport that hands output over only
+        at the end (Slurm steps) cannot watch it and leaves it to the node's own watchdog.
         """
         ...
 

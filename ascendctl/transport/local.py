@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..errors import CommandTimeoutError
+from ..errors import CommandTimeoutError, NodeSilentError
 from . import KILL_GRACE
 from ..inventory import Node
 from ..models import CommandResult
@@ -38,6 +38,7 @@ class LocalTransport:
         on_stdout: Callable[[bytes], None] | None = None,
         on_stderr: Callable[[bytes], None] | None = None,
         timeout: float | None = None,
+        idle: float | None = None,
         stdin: bytes | None = None,
     ) -> CommandResult:
         """Run `command`, handing output to the callbacks as it arrives (kept in the result otherwise)."""
@@ -54,6 +55,7 @@ class LocalTransport:
         out: list[bytes] = []
         err: list[bytes] = []
         sinks = {proc.stdout: on_stdout or out.append, proc.stderr: on_stderr or err.append}
+        heard = started  # when the last byte arrived (the `idle` clock)
         try:
             if stdin is not None and proc.stdin is not None:
                 proc.stdin.write(stdin)
@@ -63,15 +65,23 @@ class LocalTransport:
                     if pipe is not None:
                         selector.register(pipe, selectors.EVENT_READ)
                 while selector.get_map():
-                    remaining = started + limit - time.monotonic()
+                    now = time.monotonic()
+                    remaining = started + limit - now
                     if remaining <= 0:
                         _stop_group(proc)
                         raise CommandTimeoutError.after(limit, _text(b"".join(out)), _text(b"".join(err)))
+                    if idle is not None:
+                        if now - heard >= idle:
+                            _stop_group(proc)
+                            raise NodeSilentError(f"local command stopped answering: nothing received for {idle:g}s "
+                                                  "(command_timeout)")
+                        remaining = min(remaining, idle - (now - heard))
                     for key, _ in selector.select(min(remaining, 0.5)):
                         chunk = os.read(key.fd, 65536)
                         if not chunk:
                             selector.unregister(key.fileobj)
                             continue
+                        heard = time.monotonic()
                         sinks[key.fileobj](chunk)  # type: ignore[index]
             proc.wait()
         finally:

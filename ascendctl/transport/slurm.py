@@ -262,7 +262,8 @@ class SlurmNodeTransport:
 
     def stream(self, command: str, *, on_stdout: Callable[[bytes], None] | None = None,
                on_stderr: Callable[[bytes], None] | None = None, timeout: float | None = None,
-               stdin: bytes | None = None) -> CommandResult:
+               idle: float | None = None, stdin: bytes | None = None) -> CommandResult:
+        # `idle` cannot be watched: a step's output arrives at its end (a node Slurm loses ends its step)
         result = self.run(command, timeout=timeout, stdin=stdin)
         if on_stdout is not None and result.stdout:
             on_stdout(result.stdout.encode())

@@ -58,6 +58,12 @@ BANNER_PREVIEW = 256  # bytes of the server's first line looked at (without taki
 # packet, which costs this client a quarter less CPU per byte than paramiko's default aes128-ctr + hmac-sha2-256
 # (collect streams gigabytes). A server that disallows them gets the rest of paramiko's list.
 PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+# An SSH keepalive (a global request, as OpenSSH's ServerAliveInterval sends) after this many seconds in which we sent
+# nothing: an idle connection keeps its state in NATs and firewalls, and a dead link under a quiet command shows up
+# as unacknowledged data, so the kernel ends the connection (tcp_retries2) instead of waiting on it for ever.
+KEEPALIVE = 15
+SILENT_HINT = ("is the node (or its network) down? a node that is only slow needs a larger command_timeout "
+               "(--command-timeout); `ascendctl preflight -i ... --only ssh`")
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +214,7 @@ class SSHConnector:
         except BaseException:
             transport.close()
             raise
+        transport.set_keepalive(KEEPALIVE)
         return transport
 
     def _open_socket(self, node: Node, ep: Endpoint) -> Any:
@@ -451,6 +458,7 @@ class SSHTransport:
         on_stdout: Callable[[bytes], None] | None = None,
         on_stderr: Callable[[bytes], None] | None = None,
         timeout: float | None = None,
+        idle: float | None = None,
         stdin: bytes | None = None,
     ) -> CommandResult:
         """Run `command`, handing output to the callbacks as it arrives (kept in the result otherwise)."""
@@ -462,21 +470,31 @@ class SSHTransport:
         err: list[bytes] = []
         to_out = on_stdout or out.append
         to_err = on_stderr or err.append
+        heard = started  # when the last byte arrived (the `idle` clock)
         try:
             while True:
                 if chan.recv_ready():
                     to_out(chan.recv(TAKE_ALL))
+                    heard = time.monotonic()
                     continue
                 if chan.recv_stderr_ready():
                     to_err(chan.recv_stderr(TAKE_ALL))
+                    heard = time.monotonic()
                     continue
                 if chan.exit_status_ready() and chan.eof_received:
                     break
-                remaining = deadline - time.monotonic()
+                now = time.monotonic()
+                remaining = deadline - now
                 if remaining <= 0:
                     raise NodeSilentError(f"{self.endpoint.label} stopped answering: no output and no exit status "
                                           f"{limit + KILL_GRACE + ANSWER_SLACK:g}s into a command limited to {limit:g}s",
                                           hint="is the node (or its network) down? `ascendctl preflight -i ... --only ssh`")
+                if idle is not None:
+                    quiet = now - heard
+                    if quiet >= idle:
+                        raise NodeSilentError(f"{self.endpoint.label} stopped answering: nothing received for {idle:g}s "
+                                              "(command_timeout)", hint=SILENT_HINT)
+                    remaining = min(remaining, idle - quiet)
                 if chan.closed or not self._transport.is_active():
                     if chan.exit_status_ready():
                         break
