@@ -17,6 +17,17 @@ _YAML_START = re.compile(r"^(---|\.\.\.|%|\{|\[|-(\s|$)|[^#]*?:(\s|$))")
 _COUNT_KEYS = ("slots", "max_slots", "max-slots")  # max_slots: Open MPI's oversubscription cap; read, not used
 
 
+def _lines(text: str) -> list[str]:
+    """Lines as an editor numbers them: str.splitlines() also breaks at U+0085, U+2028, U+2029, \\v, \\f and \\x1c-\\x1e,
+    which would turn one line holding them into two hosts; here they stay in the field, where the inventory refuses them."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+def _fields(line: str) -> list[str]:
+    """The fields of a line, split at spaces and tabs only (str.split() also splits at U+0085 and U+00A0)."""
+    return [field for field in line.split("#", 1)[0].replace("\t", " ").split(" ") if field]
+
+
 @dataclass(frozen=True, slots=True)
 class HostfileEntry:
     """One host line: where it is, the host, and its slots as written (None when the line gives none)."""
@@ -28,8 +39,8 @@ class HostfileEntry:
 
 def is_hostfile(text: str) -> bool:
     """True when the first line that is not blank or a comment reads as a hostfile line, not as YAML."""
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
+    for raw in _lines(text):
+        line = " ".join(_fields(raw))
         if line:
             return _YAML_START.match(line) is None
     return False  # empty or comments only: the YAML reader says what is missing
@@ -39,8 +50,8 @@ def parse_hostfile(text: str, max_entries: int) -> tuple[list[HostfileEntry], li
     """The host lines, and (line, problem) for each line that is not one of FORMS; stops past `max_entries` hosts."""
     entries: list[HostfileEntry] = []
     problems: list[tuple[int, str]] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        fields = raw.split("#", 1)[0].split()
+    for number, raw in enumerate(_lines(text), start=1):
+        fields = _fields(raw)
         if not fields:
             continue
         if len(entries) == max_entries:

@@ -24,7 +24,7 @@ from .errors import InventoryError
 from .hostfile import FORMS, is_hostfile, parse_hostfile
 from .models import Resolved
 from .nodeset import list_size, range_size
-from .paths import name_problem
+from .paths import hidden_char, name_problem
 from .slurm import Allocation, SubmitSettings, allocation_job_id
 from .settings import (CLUSTER_SETTINGS, PreflightConfig, DEFAULTS_SETTINGS, NODE_ONLY_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, SettingError,
                        env_var_name, resolve_settings, shown)
@@ -291,13 +291,15 @@ def _parse(text: str, *, source: str, flags: Mapping[str, Any] | None, environ: 
 
     def where(key_path: str) -> str:
         """`file:line: key.path`, the line of the key or of its nearest ancestor (values reached through an alias)."""
+        # a key holding a newline or a bidi control (an unknown key, a bad group name) is shown escaped
+        shown_path = key_path if key_path.isprintable() else key_path.encode("unicode_escape").decode("ascii")
         probe = key_path
         while probe:
             line = lines.get(probe)
             if line:
-                return f"{source}:{line}: {key_path}"
+                return f"{source}:{line}: {shown_path}"
             probe = probe[: max(probe.rfind("."), probe.rfind("["), 0)]
-        return f"{source}: {key_path}"
+        return f"{source}: {shown_path}"
 
     if not isinstance(data, dict):
         raise InventoryError([f"{source}: expected a mapping with `defaults:` and `nodes:` at the top level"])
@@ -389,7 +391,7 @@ def _slurm_backend(data: dict[str, Any], *, source: str, defaults: dict[str, Any
     return replace(built, backend="slurm", slurm=slurm)
 
 
-_GROUP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+_GROUP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")  # fullmatch: `$` would let a trailing newline through
 
 
 class NodeNames:
@@ -427,7 +429,7 @@ def _groups_from(raw: Any, nodes: list[Node], where: Any, errors: list[str]) -> 
     groups: dict[str, tuple[str, ...]] = {}
     for name, members in raw.items():
         key_path = f"groups.{name}"
-        if not isinstance(name, str) or not _GROUP_NAME.match(name) or name == "all":
+        if not isinstance(name, str) or not _GROUP_NAME.fullmatch(name) or name == "all":
             errors.append(f"{where(key_path)}: bad group name {name!r} (letters, digits, `_.:-`; `all` is built in)")
             continue
         if isinstance(members, str):
@@ -442,6 +444,11 @@ def _groups_from(raw: Any, nodes: list[Node], where: Any, errors: list[str]) -> 
         names: set[str] = set()
         unknown: list[str] = []
         for pattern in patterns:
+            problem = hidden_char(pattern)
+            if problem is not None:
+                errors.append(f"{where(key_path)}: bad node set {shown(pattern)}: it cannot contain control or invisible "
+                              f"characters ({problem})")
+                continue
             try:  # sized before NodeSet expands it; no @groups or operators (NodeSet would resolve the site's groups)
                 size = list_size(pattern.strip())
             except ValueError as exc:
@@ -543,6 +550,19 @@ def _expand_node(entry: dict[str, Any], key_path: str, where: Any, errors: list[
     name = entry.get("name")
     if name is not None and (not isinstance(name, str) or not name.strip()):
         errors.append(f"{where(key_path + '.name')}: expected a name or a range like n[1-16]")
+        return []
+    # Before any range or whitespace rule: U+0085 is whitespace to str.split() and strip(), and must be named as what it is.
+    hidden = [(key, value, problem) for key, value in ((".host", host), (".name", name))
+              if value is not None and (problem := hidden_char(value)) is not None]
+    for key, value, problem in hidden:
+        if key == ".host" and name is not None:
+            what, used = "not a host name or address: a host", ""
+        else:
+            what = "not a node name: a name"
+            used = " (the host is the node's name when `name` is not given)" if key == ".host" else ""
+        errors.append(f"{where(key_path + key)}: {shown(value)}: {what} cannot contain control or invisible characters "
+                      f"({problem}){used}")
+    if hidden:
         return []
     for pattern, key in ((host, ".host"), (name, ".name")):
         if pattern is None or budget <= 0 or "[" not in pattern:

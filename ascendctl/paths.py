@@ -1,6 +1,7 @@
 """Paths built from names that come from input (node names): what a safe name is, and the one join that proves it.
 
-`name_problem` is the rule the inventory applies to node names; `child(root, name)` is how every
+`name_problem` is the rule the inventory applies to node names, and `hidden_char` the one it applies to every string
+it takes (names, hosts, users, paths): no character a terminal would hide, act on or reorder. `child(root, name)` is how every
 path made from such a name is built (collect bundle directories, launch log directories on the
 nodes): it refuses a name that is not a single plain component and checks the result stays under
 `root`. Also `state_dir()`, where ascendctl keeps its own records (jobs, retry records), through `xdg_base`, the
@@ -11,21 +12,43 @@ nothing. Pure apart from resolving symlinks of a local root; must not import typ
 from __future__ import annotations
 
 import os
-import re
+import unicodedata
 from pathlib import Path, PurePath
 from typing import TypeVar
 
 from .errors import PathEscapeError
 
 P = TypeVar("P", bound=PurePath)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NODESET_SPECIAL = frozenset(",@[]!&^* ")
+# What a terminal hides, acts on or reorders instead of showing: Cc (C0 controls, DEL, C1 controls such as U+0085 NEL),
+# Cf (format characters: the bidi marks, embeddings, overrides and isolates U+200E/F, U+202A-E, U+2066-9, U+061C,
+# zero-width characters, the BOM), Cs (lone surrogates: undecodable bytes), Zl and Zp (line and paragraph separators).
+# ui/terminal.py shows the same class escaped.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_KINDS = {"Cc": "a control character", "Cf": "an invisible format character", "Cs": "a lone surrogate",
+          "Zl": "a line separator", "Zp": "a paragraph separator"}
+
+
+def hidden_char(text: str) -> str | None:
+    """The first character of `text` in the hidden class, named (`U+202E, a bidirectional control character`), or None."""
+    if text.isprintable():  # at C speed; nothing in the class is printable (some printable-false characters are allowed)
+        return None
+    for char in text:
+        category = unicodedata.category(char)
+        if category in HIDDEN_CATEGORIES:
+            kind = "a bidirectional control character" if char in _BIDI else _KINDS[category]
+            return f"U+{ord(char):04X}, {kind}"
+    return None
 
 
 def name_problem(name: str) -> str | None:
     """Why `name` cannot be a node name (it becomes a directory name), or None when it can."""
     if not name:
         return "a name cannot be empty"
+    hidden = hidden_char(name)
+    if hidden is not None:
+        return f"a name cannot contain control or invisible characters ({hidden})"
     if "/" in name or "\\" in name:
         return "a name cannot contain '/' or '\\'"
     if ".." in name or name == ".":
@@ -35,8 +58,6 @@ def name_problem(name: str) -> str | None:
         return f"a name cannot contain {special[0]!r} (or any of {''.join(sorted(_NODESET_SPECIAL))!r}, or whitespace)"
     if name.startswith("-"):
         return "a name cannot start with '-'"
-    if _CONTROL.search(name):
-        return "a name cannot contain control characters"
     return None
 
 

@@ -14,6 +14,7 @@ from typing import Collection, Iterable, Mapping
 from .errors import UsageError
 from .inventory import MAX_NODES, Inventory, NodeNames
 from .nodeset import range_size
+from .paths import hidden_char
 
 _GROUP_REF = re.compile(r"@([^,!&^\[\]\s]+)")
 _TOP_LEVEL_OPERATOR = re.compile(r"[,!&^](?![^\[]*\])")  # a node-set list/set operator outside [...]
@@ -25,6 +26,10 @@ def expand_nodeset(pattern: str, groups: Mapping[str, tuple[str, ...]]) -> list[
     from ClusterShell.NodeSet import NodeSet, NodeSetException
     from ClusterShell.NodeUtils import GroupResolver, GroupSource
 
+    hidden = hidden_char(pattern)
+    if hidden is not None:  # no node name or host holds one: say what it is rather than "no such node"
+        raise UsageError(f"bad node set {pattern!r}: it cannot contain control or invisible characters ({hidden})",
+                         hint="retype the node set; a pasted one can carry invisible characters")
     unknown = sorted({g for g in _GROUP_REF.findall(pattern) if g not in groups})
     if unknown:
         known = ", ".join("@" + g for g in sorted(groups)) or "none"

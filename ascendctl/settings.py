@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .models import Resolved
+from .paths import hidden_char
 
 Validator = Callable[[Any], Any]  # returns the normalised value or raises ValueError(expectation)
 
@@ -32,10 +33,19 @@ def shown(value: Any) -> str:
     return reprlib.repr(value)
 
 
+def _plain(text: str) -> str:
+    """`text`, refused (ValueError) when it holds a control or invisible character: every string setting becomes a
+    user, host, path or command on a node, and reaches the terminal."""
+    problem = hidden_char(text)
+    if problem is not None:
+        raise ValueError(f"cannot contain control or invisible characters ({problem})")
+    return text
+
+
 def _str(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError("expected a non-empty string")
-    return value
+    return _plain(value)
 
 
 def _opt_str(value: Any) -> str | None:
@@ -89,6 +99,8 @@ def _env_map(value: Any) -> dict[str, str]:
             problems.append((str(key), "invalid environment variable name"))
         elif isinstance(item, (dict, list)) or item is None:
             problems.append((key, f"expected a string or number (got {shown(item)})"))
+        elif (problem := hidden_char(str(item))) is not None:  # exported into the job's shell, shown by launch --dry-run
+            problems.append((key, f"cannot contain control or invisible characters ({problem}) (got {shown(item)})"))
         else:
             out[key] = str(item).lower() if isinstance(item, bool) else str(item)
     if problems:
@@ -99,7 +111,7 @@ def _env_map(value: Any) -> dict[str, str]:
 def _str_list(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not value or not all(isinstance(item, str) and item for item in value):
         raise ValueError("expected a list of addresses in device-id order, like [192.168.1.8, 192.168.1.9]")
-    return tuple(value)
+    return tuple(_plain(item) for item in value)
 
 
 def _int_list(value: Any) -> tuple[int, ...]:
@@ -119,7 +131,7 @@ def _port_or_ports(value: Any) -> int | tuple[int, ...]:
 def _id_str(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value) == "":
         raise ValueError("expected an id (string or integer)")
-    return str(value)
+    return _plain(str(value))
 
 
 def _check(validate: Validator, default: Any, doc: str) -> Any:

@@ -1,4 +1,5 @@
-"""SSH transport failure modes that need no test host: a server that stalls mid-handshake, on loopback."""
+"""SSH transport failure modes that need no test host: a server that stalls mid-handshake, one that sends its banner
+slowly (a paramiko server behind a relay that trickles the banner), on loopback."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import socket
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from ascendctl.execute import run_command
 from ascendctl.inventory import load_inventory
@@ -51,6 +54,112 @@ def test_handshake_stall_is_reported_as_a_likely_mtu_black_hole(tmp_path: Path) 
     assert node.status == NodeStatus.UNREACHABLE
     assert node.error is not None and "SSH handshake stalled" in node.error
     assert node.hint is not None and "MTU black hole" in node.hint
+
+
+def slow_banner_server(pieces: int, gap: float, *, kex_delay: float = 0.0,
+                       then_close: bool = False) -> tuple[int, threading.Event]:
+    """A real (paramiko) SSH server whose banner reaches the client in `pieces`, `gap` seconds apart, through a relay.
+
+    `kex_delay`: a further pause before the server's key exchange is relayed (a loaded sshd is slow at both).
+    `then_close`: send the first pieces of the banner, then close (the rest never comes).
+    """
+    import paramiko
+
+    host_key = paramiko.ECDSAKey.generate()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    stop = threading.Event()
+
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+
+    def relay(conn: socket.socket) -> None:
+        inner, outer = socket.socketpair()
+        server = paramiko.Transport(inner)
+        server.add_server_key(host_key)
+        server.start_server(event=threading.Event(), server=paramiko.ServerInterface())
+        try:
+            banner = b""
+            while not banner.endswith(b"\n"):
+                banner += outer.recv(1)
+            size = -(-len(banner) // pieces)
+            for i in range(0, len(banner), size):
+                if then_close and i >= len(banner) // 2 or stop.is_set():
+                    return
+                conn.sendall(banner[i:i + size])
+                stop.wait(gap)
+            stop.wait(kex_delay)
+            threading.Thread(target=pump, args=(conn, outer), daemon=True).start()
+            pump(outer, conn)
+        except OSError:
+            pass  # the client gave up (what some of these tests expect)
+        finally:
+            conn.close()
+            server.close()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=relay, args=(conn,), daemon=True).start()
+        listener.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return int(listener.getsockname()[1]), stop
+
+
+def _connect_report(tmp_path: Path, port: int, timeout: float) -> tuple[float, NodeStatus, str, str]:
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(f"defaults: {{port: {port}, connect_timeout: {timeout}, connect_retries: 0}}\nnodes: [127.0.0.1]\n")
+    started = time.monotonic()
+    report = run_command(load_inventory(inventory, environ={}), "true")
+    (node,) = report.nodes
+    return time.monotonic() - started, node.status, node.error or "", node.hint or ""
+
+
+def test_a_banner_arriving_in_pieces_within_the_connect_timeout_is_accepted(tmp_path: Path) -> None:
+    # Eight pieces 0.4 s apart: the banner ends 2.8 s into a 4 s connect_timeout; the key exchange then takes 2 s more.
+    # The handshake completes: what stops it is the unknown host key (no known_hosts here), not a banner problem.
+    port, stop = slow_banner_server(8, 0.4, kex_delay=2.0)
+    try:
+        _, status, error, _ = _connect_report(tmp_path, port, 4)
+    finally:
+        stop.set()
+    assert status == NodeStatus.HOST_KEY, error
+    assert error.startswith(f"unknown host key for [127.0.0.1]:{port}")
+
+
+def test_a_banner_still_arriving_at_the_connect_timeout_is_a_timeout_naming_it(tmp_path: Path) -> None:
+    port, stop = slow_banner_server(8, 0.5)  # the banner would end after 3.5 s; connect_timeout is 2 s
+    try:
+        elapsed, status, error, hint = _connect_report(tmp_path, port, 2)
+    finally:
+        stop.set()
+    assert status == NodeStatus.UNREACHABLE
+    assert error.startswith(f"SSH banner from 127.0.0.1:{port} timed out after 2s: it was still arriving ('SSH-2.0-"), error
+    assert "protocol error" not in error and "instead of an SSH banner" not in error and "MTU" not in hint
+    assert "connect_timeout" in hint
+    assert elapsed < 5
+
+
+@pytest.mark.parametrize("pieces", [4, 40])
+def test_a_banner_cut_off_by_a_close_is_a_dropped_connection_not_a_foreign_service(tmp_path: Path, pieces: int) -> None:
+    port, stop = slow_banner_server(pieces, 0.05, then_close=True)
+    try:
+        elapsed, status, error, _ = _connect_report(tmp_path, port, 10)
+    finally:
+        stop.set()
+    assert status == NodeStatus.UNREACHABLE
+    assert "dropped the connection" in error and "instead of an SSH banner" not in error, error
+    assert elapsed < 5  # seen as closed at once, not waited on until connect_timeout
 
 
 def _key_line(name: str) -> str:

@@ -184,6 +184,9 @@ class SSHConnector:
                 sock.close()
                 raise TransientConnectError(f"{ep.hostname}:{ep.port} dropped the connection before its SSH banner "
                                             f"({exc.strerror or exc})") from None
+            except _UnfinishedBanner as exc:
+                sock.close()
+                raise _slow_banner_error(ep, exc.seen) from None
             if not preview or preview.startswith(SSHD_REFUSALS):
                 sock.close()
                 raise _no_banner_error(ep, closed=preview is not None, said=preview)
@@ -573,26 +576,66 @@ class SSHSpawned:
         self._chan.close()
 
 
+class _UnfinishedBanner(Exception):
+    """The start of an SSH banner (or of sshd's refusal) arrived, but not its line end, within the connect timeout."""
+
+    def __init__(self, seen: bytes) -> None:
+        super().__init__(seen)
+        self.seen = seen
+
+
+_LINE_STARTS = (b"SSH-", *SSHD_REFUSALS)  # the first lines an SSH server sends: its banner, or why it turns us away
+_POLLRDHUP = getattr(select, "POLLRDHUP", 0)  # Linux: the peer closed its side; seen even while unread bytes wait
+
+
+def _may_become(data: bytes, starts: tuple[bytes, ...] = _LINE_STARTS) -> bool:
+    """Whether `data`, the first bytes of a line still arriving, may yet turn into a line starting with one of `starts`."""
+    return any(data[:len(start)] == start[:len(data)] for start in starts)
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    if not _POLLRDHUP:
+        return False
+    poller = select.poll()
+    poller.register(sock, _POLLRDHUP)
+    return bool(poller.poll(0))
+
+
 def _peek_first_line(sock: socket.socket, timeout: float) -> bytes | None:
     """The server's first bytes, up to its first line end, left in the socket for paramiko (MSG_PEEK).
 
-    None: nothing came within `timeout`; b"": the server closed the connection first.
+    None: nothing came within `timeout`; b"": the server closed the connection first. A banner (or sshd's refusal) that
+    arrives in pieces, however slowly, is waited for until its line end or `timeout`; past `timeout` it is
+    _UnfinishedBanner, a slow server rather than a foreign one. Other text that stops growing is returned as it is, for
+    paramiko and _handshake_error to judge; so is whatever was sent before the server closed the connection.
     """
     deadline = time.monotonic() + timeout
     seen, changed = b"", time.monotonic()
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0 or not select.select([sock], [], [], remaining)[0]:
+            if seen and _may_become(seen):
+                raise _UnfinishedBanner(seen)
             return seen or None
         data = sock.recv(BANNER_PREVIEW, socket.MSG_PEEK)
         if not data or b"\n" in data or len(data) >= BANNER_PREVIEW:
             return data
         if data != seen:
             seen, changed = data, time.monotonic()
-        elif time.monotonic() - changed > 0.25:  # a partial line that stopped growing: paramiko judges it
-            return data
-        else:  # the socket stays readable while unread bytes wait: don't spin
-            time.sleep(0.02)
+        elif _peer_closed(sock) or not _may_become(data) and time.monotonic() - changed > 0.25:
+            return data  # closed mid-line, or text that is no banner and stopped growing: paramiko judges it
+        # the socket stays readable while unread bytes wait: don't spin
+        time.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
+
+
+def _slow_banner_error(ep: Endpoint, seen: bytes) -> ConnectError:
+    """A banner that began but did not end within connect_timeout: a slow server or path, not a foreign service."""
+    return ConnectError(
+        f"SSH banner from {ep.hostname}:{ep.port} timed out after {ep.connect_timeout:g}s: it was still arriving "
+        f"({_first_line(seen)} so far)",
+        hint="the server (or a proxy or link on the way) sends its banner this slowly: a loaded sshd or a slow path; "
+        "raise connect_timeout in the inventory if it is only slow",
+    )
 
 
 def _no_banner_error(ep: Endpoint, *, closed: bool, said: bytes | None = None) -> TransportError:
@@ -612,7 +655,7 @@ def _handshake_error(exc: BaseException, ep: Endpoint, elapsed: float, preview: 
     """Name what failed: no or a foreign banner (protocol error), a stall after the banner (MTU), a drop (retried)."""
     text = str(exc) or type(exc).__name__
     where = f"{ep.hostname}:{ep.port}"
-    if not banner_read and preview is not None and not preview.startswith(b"SSH-"):
+    if not banner_read and preview is not None and not _may_become(preview, (b"SSH-",)):  # a banner's start is no foreign text
         return SSHProtocolError(
             f"SSH protocol error: {where} sent {_first_line(preview)} instead of an SSH banner",
             hint=f"another service answers on port {ep.port}: check `port` in the inventory and that sshd listens there",

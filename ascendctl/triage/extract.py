@@ -21,6 +21,7 @@ from .times import parse_time, split_stamp
 MAX_TEXT = 400
 KEEP_PER_KEY = 5  # findings kept per (node, rank, signature); the rest are only counted
 LISTED = 100  # unreadable or skipped inputs named one by one; past that they are counted
+INERT_KEPT = 4096  # candidate lines remembered as changing nothing (then forgotten all at once)
 NOT_NODE_DIRS = {"plog", "debug", "run", "process_log", "launcher", "log", "logs", "device_log", "slog", "ascend", "workers"}
 
 _RANK_RXS = (
@@ -194,6 +195,9 @@ class Extraction:
     job: dict[str, object] | None = None
     addresses: dict[str, str] = field(default_factory=dict)  # address or host name -> node
     order: int = 0
+    # Candidate lines that changed nothing (no signature, no context): what a line does depends on its text alone until
+    # it matches, so a line seen again costs a lookup. A flood of one line (1 MB of gzip holds 50 million) stays cheap.
+    inert: set[str] = field(default_factory=set)
 
     def cannot_read(self, what: str) -> None:
         """An input (file, archive, member) that could not be read: `path: why`."""
@@ -227,6 +231,8 @@ class Extraction:
 
     def line(self, src: Source, number: int, raw: str) -> None:
         """One candidate line of a file (the prefilter already saw a trigger in it)."""
+        if raw in self.inert:
+            return
         stamp, text = split_stamp(raw)
         prefixes = strip_prefixes(text)
         body = prefixes.body
@@ -239,6 +245,7 @@ class Extraction:
             return
         start = _MSRUN_START_RX.search(text)
         if start is not None:
+            self._inert(raw)
             return
         spawn = _SPAWN_RX.search(text)
         if spawn is not None:
@@ -250,9 +257,9 @@ class Extraction:
             src.block = (number, rank_id if rank_id >= 0 else None, device_id if device_id >= 0 else None, int(block.group(1)),
                          BLOCK_LINES)
         sig = match_line(body)
-        if sig is None:
-            return
-        if sig.role == "error" and sig.category == Category.COMM_TIMEOUT and _BENIGN_LEVEL_RX.match(body):
+        if sig is None or sig.role == "error" and sig.category == Category.COMM_TIMEOUT and _BENIGN_LEVEL_RX.match(body):
+            if block is None:  # a block header set the file's state: not inert
+                self._inert(raw)
             return
         groups = sig.regex.search(body)
         assert groups is not None
@@ -333,6 +340,11 @@ class Extraction:
             self._scale(finding, text)
             return
         self.add(finding)
+
+    def _inert(self, raw: str) -> None:
+        if len(self.inert) >= INERT_KEPT:
+            self.inert.clear()
+        self.inert.add(raw)
 
     def _context(self, src: Source, text: str, m: re.Match[str], local: int | None) -> None:
         ctx_rank = next(int(g) for g in (m["r1"], m["r2"], m["r3"], m["r4"], m["r5"]) if g is not None)

@@ -1,10 +1,10 @@
 """Reading for triage: bundles (.tar.gz members as streams), directories, plain and gzip files, each read once.
 
-Owns the prefilter (`grep -E` over the signature triggers, a pure-Python pass when grep is
-missing or fails), the line-length cap, the tail kept for progress, what is never opened (FIFOs,
-devices, sockets, links, unsafe archive members), what could not be read, and collect's own records
-(job.json, facts.json, summary.json) that feed the facts rather than the signatures.
-Must not import typer or rich.
+Owns the prefilter (`grep -E` over the signature triggers: over batches of plain files, or fed a long stream through
+a pipe; a pure-Python pass for short streams and when grep is missing or fails), the line-length cap, the bound on how
+far compressed input may expand, the tail kept for progress, what is never opened (FIFOs, devices, sockets, links,
+unsafe archive members), what could not be read, and collect's own records (job.json, facts.json, summary.json) that
+feed the facts rather than the signatures. Must not import typer or rich.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ import stat
 import subprocess
 import tarfile
 import tempfile
+import threading
 import zlib
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Callable, Iterator, Protocol
+from typing import IO, Any, Callable, Iterator, Protocol, cast
 
 from ..errors import parse_json
 from ..signatures import TRIGGERS, trigger_pattern
@@ -42,6 +43,16 @@ GREP_BATCH = 256  # plain files per grep process
 GREP_MEMORY = 1 << 30  # address-space cap of a grep child; past it grep fails and Python reads the files instead
 TAR_BUFFER = 64 * 1024  # tarfile copies what is left of its buffer on every read: 1 MiB made small members quadratic
 MAX_MEMBERS = 1_000_000  # archive members read at most: a few MB of .tar.gz can hold millions of empty files
+# Python's regex over the ~160 triggers reads about 3 MB/s, whatever the text (a GB of empty lines too); grep reads
+# hundreds. A stream longer than this goes to a grep child (one costs ~3 ms to start: Python reads ~10 KB in that time).
+GREP_STREAM = 32 * 1024
+# Decompression bombs: 1 MB of gzip expands to 1 GB of newlines (deflate's limit is ~1032:1; bz2 and xz go far past it).
+# A compressed file, archive or member gives at most MAX_EXPANSION bytes per byte it holds; deflate's fastest level
+# tops out near 230:1 and logs compress 5-30:1, so only repeated content gets near it. Past its own share a stream draws
+# on one EXPANSION_ALLOWANCE for the whole run (a small file of one repeated line), so many small members cannot
+# multiply it; when that is spent the stream stops and is named as not read in full.
+MAX_EXPANSION = 256
+EXPANSION_ALLOWANCE = 64 << 20
 TARS = (".tar.gz", ".tgz", ".tar", ".tar.xz", ".tar.bz2")
 
 
@@ -116,6 +127,99 @@ def _keep_tail(tail: bytearray, chunk: bytes) -> None:
         del tail[: len(tail) - TAIL]
 
 
+class LineCutter:
+    """Cuts every line of a stream passing through to `limit` bytes, keeping its start and its newline.
+
+    What grep is fed: its memory stays small whatever the line lengths, and line numbers hold. The work is linear in the
+    bytes and not per line: a line longer than `limit` holds a whole window of `limit // 2` bytes without a newline on
+    a grid of that step, and each window costs one `bytes.find` (which stops at the first newline).
+    """
+
+    def __init__(self, limit: int = MAX_LINE) -> None:
+        self.limit = limit
+        self.run = 0  # bytes of the unfinished line already passed on (at most `limit`)
+
+    def cut(self, data: bytes) -> bytes:
+        limit, step = self.limit, max(1, self.limit // 2)
+        first = data.find(b"\n")
+        if first < 0:  # the unfinished line goes on
+            keep = max(0, min(len(data), limit - self.run))
+            self.run += keep
+            return data[:keep]
+        out = [data[:max(0, min(first, limit - self.run))]]
+        pos = first  # data[pos:] still to be passed on; it starts at a newline
+        last = data.rfind(b"\n")
+        window = first + 1
+        while window + step <= last:
+            if data.find(b"\n", window, window + step) >= 0:
+                window += step
+                continue
+            start = data.rfind(b"\n", 0, window) + 1
+            end = data.find(b"\n", window + step)  # found: `last` is a newline past the window
+            if end - start > limit:
+                out.append(data[pos:start + limit])
+                pos = end
+            window = end + 1
+        self.run = min(len(data) - last - 1, limit)
+        out.append(data[pos:last + 1 + self.run])
+        return b"".join(out)
+
+
+def candidate_lines_grep(stream: _Readable, first: bytes, tail: bytearray) -> Iterator[tuple[int, bytes]]:
+    """candidate_lines_python's lines, from a grep child that a thread feeds `first` and the rest of `stream`.
+
+    The feed is cut into lines of at most MAX_LINE (LineCutter), so grep's memory stays bounded. `tail` gets what is
+    read after `first`. An error reading the stream (a corrupt gzip, the expansion bound) is raised once grep has
+    printed what came before it; grep failing is an OSError naming it (the stream cannot be read again).
+    """
+    assert _GREP is not None
+    with tempfile.TemporaryFile() as errors:  # a file, not a pipe: grep never blocks on what it says
+        proc = subprocess.Popen(_grep_args(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
+                                env={**os.environ, "LC_ALL": "C"}, preexec_fn=_limit_memory)
+        assert proc.stdin is not None and proc.stdout is not None
+        failed: list[BaseException] = []
+
+        def feed(sink: IO[bytes]) -> None:
+            cutter = LineCutter()
+            try:
+                data = first
+                while data:
+                    sink.write(cutter.cut(data))
+                    data = stream.read(CHUNK)
+                    _keep_tail(tail, data)
+            except BrokenPipeError:
+                pass  # grep is gone: its exit status says why
+            except BaseException as exc:  # handed to the reading thread, which raises it
+                failed.append(exc)
+            finally:
+                try:
+                    sink.close()
+                except BrokenPipeError:
+                    pass
+
+        feeder = threading.Thread(target=feed, args=(proc.stdin,), name="triage-grep-feed", daemon=True)
+        feeder.start()
+        done = False
+        try:
+            for raw in _bounded_lines(proc.stdout, MAX_LINE + 32):  # lines come in cut: room for the number
+                number, _, text = raw.partition(b":")
+                if number.isdigit():
+                    yield int(number), text.rstrip(b"\n")[:MAX_LINE]
+            done = True
+        finally:
+            if not done:  # the reader stopped early (an error, Ctrl-C): the feeder's next write fails, it stops
+                proc.kill()
+            proc.stdout.close()
+            feeder.join()
+            code = proc.wait()
+        if failed:
+            raise failed[0]
+        if code not in (0, 1):
+            errors.seek(0)
+            said = errors.read(200).decode(errors="replace").strip()
+            raise OSError(errno.EIO, f"grep failed (exit {code}{': ' + said if said else ''})")
+
+
 def _limit_memory() -> None:  # runs in the grep child before exec
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     cap = GREP_MEMORY if hard == resource.RLIM_INFINITY else min(GREP_MEMORY, hard)  # never above a cap we run under
@@ -182,6 +286,7 @@ class Reader:
         self.ex = ex
         self.pending: list[tuple[str, Source]] = []
         self.use_grep = _GREP is not None
+        self.allowance = _Allowance(EXPANSION_ALLOWANCE)
 
     # ------------------------------------------------------------------------------ entry point
 
@@ -269,9 +374,18 @@ class Reader:
             # where tarfile's stream reader ends quietly.
             opener = next((open_ for prefix, open_ in _DECOMPRESSORS if magic.startswith(prefix)), None)
             stream: IO[bytes] | io.BufferedIOBase = opener(raw) if opener else raw
+            capped = _Capped(stream, os.fstat(raw.fileno()).st_size, self.allowance) if opener else None
+            # tarfile's stream mode only reads; typeshed's protocol for its fileobj asks for write, seek and tell too
+            source = cast(IO[bytes], capped) if capped is not None else stream
             headers = _HeaderWatch()
-            with stream, tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFFER, tarinfo=headers.info) as tar:
-                self._members(path, stem, tar)
+            try:
+                with stream, tarfile.open(fileobj=source, mode="r|", bufsize=TAR_BUFFER, tarinfo=headers.info) as tar:
+                    self._members(path, stem, tar)
+            except _Expanded as exc:
+                if exc.stream is not capped:
+                    raise
+                self.ex.cannot_read(f"{path}: {exc}")
+                return True
             if headers.problem:
                 self.ex.cannot_read(f"{path}: {headers.problem}: the rest was not read")
         return True
@@ -302,7 +416,7 @@ class Reader:
             if fileobj is None:
                 continue
             with fileobj:
-                self._stream(fileobj, self._source(f"{path.name}:{rel}", node, rank, local, device, pid))
+                self._stream(fileobj, self._source(f"{path.name}:{rel}", node, rank, local, device, pid), size=member.size)
 
     def _record(self, rel: PurePosixPath, opener: Callable[[], IO[bytes] | None], *, top: bool) -> bool:
         """collect's records feed the facts: job.json (exits, addresses), facts.json (addresses), summary.json (notes)."""
@@ -341,7 +455,7 @@ class Reader:
                 head = raw.read(2)
                 if head == b"\x1f\x8b":
                     raw.seek(0)
-                    self._stream(raw, src)
+                    self._stream(raw, src, size=os.fstat(raw.fileno()).st_size)
                     return
                 first = head + raw.read(8190)
                 if b"\0" in first:
@@ -366,29 +480,44 @@ class Reader:
         if len(self.pending) >= GREP_BATCH:
             self._flush()
 
-    def _stream(self, raw: IO[bytes], src: Source) -> None:
+    def _stream(self, raw: IO[bytes], src: Source, *, size: int) -> None:
+        """A file or member of `size` bytes read once as a stream: gunzipped within the expansion bound when it is gzip,
+        its candidate lines from grep when it is long (Python's regex when short), its tail kept."""
         head = raw.read(2)
-        stream: IO[bytes] = raw
+        stream: _Readable = raw
+        capped = None
         if head == b"\x1f\x8b":
-            stream = gzip.GzipFile(fileobj=_Prefixed(head, raw))  # type: ignore[assignment]
+            stream = capped = _Capped(gzip.GzipFile(fileobj=_Prefixed(head, raw)), size, self.allowance)
             head = b""
-        try:
-            first = head + stream.read(8192)
-        except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:
-            self.ex.cannot_read(f"{src.file}: {_why(exc)}")
-            return
-        if b"\0" in first:
-            return
-        self.ex.files += 1
-        tail = bytearray()
-        _keep_tail(tail, first)
         counter = _Counting(stream)
         try:
-            self._lines(src, candidate_lines_python(counter, first, tail))
+            first = head + stream.read(8192)
+            if b"\0" in first:
+                return
+            self.ex.files += 1
+            tail = bytearray()
+            _keep_tail(tail, first)
+            try:
+                self._lines(src, self._candidates(counter, first, tail))
+            finally:
+                self.ex.bytes_read += len(first) + counter.count
+                self.ex.tail(src, bytes(tail))
         except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:
             self.ex.cannot_read(f"{src.file}: {_why(exc)}")
-        self.ex.bytes_read += len(first) + counter.count
-        self.ex.tail(src, bytes(tail))
+        except _Expanded as exc:
+            if exc.stream is not capped:  # the archive around this member ran out: _tar names it
+                raise
+            self.ex.cannot_read(f"{src.file}: {exc}")
+
+    def _candidates(self, stream: _Readable, first: bytes, tail: bytearray) -> Iterator[tuple[int, bytes]]:
+        """Candidate lines of a stream: a short one through Python's regex, a long one through grep."""
+        if not self.use_grep:
+            return candidate_lines_python(stream, first, tail)
+        more = stream.read(GREP_STREAM)
+        _keep_tail(tail, more)
+        if len(more) < GREP_STREAM:  # the whole stream is in hand (buffered reads return less only at its end)
+            return candidate_lines_python(io.BytesIO(), first + more)
+        return candidate_lines_grep(stream, first + more, tail)
 
     def _lines(self, src: Source, lines: Iterator[tuple[int, bytes]]) -> None:
         for number, data in lines:
@@ -556,12 +685,52 @@ class _Prefixed(io.RawIOBase):
 class _Counting:
     """Counts the bytes read through it (for throughput figures)."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: _Readable) -> None:
         self._stream = stream
         self.count = 0
 
     def read(self, size: int = -1) -> bytes:
         data = self._stream.read(size)
+        self.count += len(data)
+        return data
+
+
+class _Allowance:
+    """The run's one EXPANSION_ALLOWANCE: bytes that compressed streams may expand past their own share."""
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+
+class _Expanded(Exception):
+    """A compressed stream expanded past its bound (MAX_EXPANSION times its size, then the run's allowance)."""
+
+    def __init__(self, stream: "_Capped") -> None:
+        super().__init__(f"expands more than {MAX_EXPANSION}-fold (a decompression bomb?): stopped after {stream.count:,} "
+                         f"bytes from {stream.size:,} compressed: the rest was not read")
+        self.stream = stream
+
+
+class _Capped:
+    """A decompressed stream that raises _Expanded once it has given more than its bound (reads must name a size)."""
+
+    def __init__(self, stream: _Readable, size: int, allowance: _Allowance) -> None:
+        self._stream = stream
+        self.size = size
+        self._share = MAX_EXPANSION * size
+        self._allowance = allowance
+        self.count = 0
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:  # read(-1) would decompress everything before the bound is looked at
+            raise ValueError("a capped stream is read in pieces of a given size")
+        data = self._stream.read(size)
+        past = self.count + len(data) - max(self.count, self._share)  # what this read takes beyond the stream's own share
+        if past > 0:
+            if past > self._allowance.left:
+                self._allowance.left = 0
+                raise _Expanded(self)  # this piece is dropped: `count` is what was given
+            self._allowance.left -= past
         self.count += len(data)
         return data
 

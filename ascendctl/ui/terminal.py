@@ -6,7 +6,8 @@ window or reorder what is shown (bidi overrides). Every terminal path shows them
 the shared consoles sanitise in `render_str` (print of a str, table cells, titles, rules), raw
 writes and `Text` objects go through `visible` (ui.write_out, launch_view's line sink), log
 records through `LogFormatter`. JSON documents are not sanitised: they carry the node's text
-exactly, JSON-escaped. Imports only rich (and the standard library).
+exactly, JSON-escaped. Imports only rich, the standard library and the class of hidden characters (paths.py, which
+the inventory refuses in its strings).
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from ..paths import HIDDEN_CATEGORIES as _HIDDEN_CATEGORIES  # Cc, Cf, Cs, Zl, Zp: see there
+
 # Everything but printable ASCII, newline and tab; each match is then judged by its Unicode category.
 _SUSPECT = re.compile(r"[^\x20-\x7e\n\t]")
-# Cc: C0, DEL, C1; Cf: format controls (bidi embeddings, overrides and isolates, zero-width, BOM);
-# Cs: lone surrogates (undecodable bytes); Zl/Zp: line and paragraph separators.
-_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 @lru_cache(maxsize=4096)

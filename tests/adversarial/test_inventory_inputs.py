@@ -316,3 +316,116 @@ def test_groups_are_sized_before_expansion_and_take_no_nodeset_extensions() -> N
         "inv.yaml:4: groups.big: 'n[1-100000000]' is 100,000,000 names; an inventory holds at most 100,000 nodes"]
     (problem,) = problems_of(base + "  site: '@all'\n")
     assert problem.startswith("inv.yaml:4: groups.site: bad node set '@all': unexpected '@'")
+
+
+# ------------------------------------------------------------------------------ hidden characters (issue #30)
+
+# The whole class, one of each kind: C0 (tab, ESC), DEL, C1 (NEL, CSI), bidi marks, embeddings, overrides and
+# isolates, the Arabic letter mark, other format characters (zero-width space, BOM, soft hyphen), the line and
+# paragraph separators. Each is written into the YAML as an escape, so the file itself stays plain ASCII.
+HIDDEN_CHARS = ["\t", "\x1b", "\x7f", "\x85", "\x9b", "\u200e", "\u200f", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
+                "\u2066", "\u2067", "\u2068", "\u2069", "\u061c", "\u200b", "\ufeff", "\u00ad", "\u2028", "\u2029"]
+
+
+def yaml_escaped(text: str) -> str:
+    """`text` as the inside of a YAML double-quoted scalar, every character past printable ASCII as a \\uXXXX escape."""
+    return "".join(c if " " <= c <= "~" and c not in '"\\' else f"\\u{ord(c):04x}" for c in text)
+
+
+def hidden_id(char: str) -> str:
+    return f"U+{ord(char):04X}"
+
+
+@pytest.mark.parametrize("char", HIDDEN_CHARS, ids=hidden_id)
+def test_hidden_characters_in_names_and_hosts_are_refused_naming_the_character(char: str) -> None:
+    code = f"U+{ord(char):04X}"
+    for where, entry in (("name", f'{{host: 10.0.0.1, name: "{yaml_escaped("n" + char + "1")}"}}'),
+                         ("name", f'{{host: "h[1-2]", name: "{yaml_escaped("n[1-2]" + char)}"}}'),  # a range, at its end
+                         ("host", f'{{host: "{yaml_escaped("a" + char + "b")}", name: n1}}'),
+                         ("host", f'"{yaml_escaped(char + "10.0.0.1")}"')):  # a bare host is the name too
+        (problem,) = problems_of(f"nodes:\n  - {entry}\n")
+        assert problem.startswith(f"inv.yaml:2: nodes[0].{where}: "), problem
+        assert f"cannot contain control or invisible characters ({code}, " in problem, problem
+        what = "not a node name" if where == "name" or entry.startswith('"') else "not a host name or address"
+        assert what in problem, problem
+
+
+@pytest.mark.parametrize("key, value", [
+    ("user", '"ro{c}ot"'), ("jump_host", '"bastion{c}"'), ("interface", '"eth0{c}"'), ("identity_file", '"/k/id{c}"'),
+    ("known_hosts", '"/k/known{c}"'), ("python", '"python3{c}"'), ("host_ip", '"10.0.0.1{c}"'),
+    ("device_ips", '["10.1.0.1", "10.1.0.2{c}"]'), ("super_pod_id", '"1{c}"'), ("env", '{{A: "x{c}y"}}'),
+])
+@pytest.mark.parametrize("char", ["\x85", "\u202e", "\u2066", "\u2028"], ids=hidden_id)
+def test_hidden_characters_in_string_settings_are_refused_with_file_line_key(key: str, value: str, char: str) -> None:
+    written = value.format(c=yaml_escaped(char))
+    (problem,) = problems_of(f"nodes:\n  - {{host: h1, {key}: {written}}}\n")
+    key_path = "nodes[0].env.A" if key == "env" else f"nodes[0].{key}"
+    assert problem.startswith(f"inv.yaml:2: {key_path}: cannot contain control or invisible characters "
+                              f"({hidden_id(char)}, "), problem
+
+
+def test_hidden_characters_in_defaults_environment_and_flags_are_refused() -> None:
+    assert problems_of('defaults: {ssh_config: "~/.ssh/c\\u202e", preflight: {log_dir: "/tmp\\x1b[2J"}}\nnodes: [h]\n') == [
+        "inv.yaml:1: defaults.ssh_config: cannot contain control or invisible characters (U+202E, a bidirectional control "
+        "character) (got '~/.ssh/c\\u202e')",
+        "inv.yaml:1: defaults.preflight.log_dir: cannot contain control or invisible characters (U+001B, a control character) "
+        "(got '/tmp\\x1b[2J')"]
+    assert problems_of("nodes: [h]\n", environ={"ASCENDCTL_USER": "ro\u202eot"}) == [
+        "environment: ASCENDCTL_USER='ro\\u202eot': cannot contain control or invisible characters (U+202E, a bidirectional "
+        "control character)"]
+    assert problems_of("nodes: [h]\n", flags={"user": "ro\x85ot"}) == [
+        "command line: --user 'ro\\x85ot': cannot contain control or invisible characters (U+0085, a control character)"]
+
+
+def test_nel_is_named_not_taken_for_whitespace_or_stripped() -> None:
+    """str.split() and strip() treat U+0085 as whitespace: it was 'one host per entry', or silently cut off."""
+    (problem,) = problems_of('nodes:\n  - {host: 10.0.0.1, name: "a\\x85b"}\n')
+    assert problem == ("inv.yaml:2: nodes[0].name: 'a\\x85b': not a node name: a name cannot contain control or invisible "
+                       "characters (U+0085, a control character)")
+    (problem,) = problems_of('nodes:\n  - {host: "h[1-2]\\N"}\n')  # YAML's own escape for NEL, after a range
+    assert problem == ("inv.yaml:2: nodes[0].host: 'h[1-2]\\x85': not a node name: a name cannot contain control or "
+                       "invisible characters (U+0085, a control character) (the host is the node's name when `name` is "
+                       "not given)")
+
+
+def test_hidden_characters_in_a_hostfile_stay_on_their_line_and_are_refused() -> None:
+    """str.splitlines() breaks lines at U+0085, U+2028 and U+2029: one line must not become two hosts."""
+    for char in ("\x85", "\u2028", "\u2029", "\x0b", "\x0c", "\x1c"):
+        with pytest.raises(InventoryError) as info:
+            parse_inventory(f"h1 slots=8\nh2{char}h3 slots=8\nh4\n", source="hosts", environ={})
+        (problem,) = info.value.problems
+        assert problem.startswith(f"hosts:2: host: {'h2' + char + 'h3'!r}: not a node name: ") and hidden_id(char) in problem
+    inv = parse_inventory("h1\tslots=8\r\nh2:4\r\n", source="hosts", environ={})  # tabs and CRLF are still fine
+    assert [(n.name, n.slots) for n in inv.nodes] == [("h1", 8), ("h2", 4)]
+
+
+def test_hidden_characters_in_groups_are_refused() -> None:
+    base = "nodes:\n  - {host: 'h[1-2]', name: 'n[1-2]'}\ngroups:\n"
+    (problem,) = problems_of(base + '  rack: ["n1", "n2\\u202e"]\n')
+    assert problem == ("inv.yaml:4: groups.rack: bad node set 'n2\\u202e': it cannot contain control or invisible characters "
+                       "(U+202E, a bidirectional control character)")
+    (problem,) = problems_of(base + '  "rack\\n": n1\n')  # `$` matched before a trailing newline
+    assert problem.startswith("inv.yaml:4: groups.rack\\n: bad group name 'rack\\n'")
+    (problem,) = problems_of('nodes:\n  - {host: h1, "us\\u202eer": root}\n')  # a key is shown escaped too
+    assert problem.startswith("inv.yaml:2: nodes[0].us\\u202eer: unknown key")
+
+
+@pytest.mark.parametrize("option", ["-w", "-x"])
+@pytest.mark.parametrize("char", ["\x85", "\u202e", "\u2069", "\u200b"], ids=hidden_id)
+def test_hidden_characters_in_node_sets_are_refused(tmp_path: Path, option: str, char: str) -> None:
+    path = tmp_path / "inv.yaml"
+    path.write_text("defaults: {transport: local}\nnodes:\n  - {host: 'h[1-2]', name: 'n[1-2]'}\n")
+    result = runner.invoke(app, ["exec", "-i", str(path), option, f"n[1-2]{char}", "--", "true"])
+    assert result.exit_code == 2, result.output
+    assert (f"bad node set {'n[1-2]' + char!r}: it cannot contain control or invisible characters ({hidden_id(char)}, "
+            in result.stderr), result.stderr
+    assert char not in result.stderr  # shown escaped, never raw
+
+
+def test_a_bidi_host_is_refused_by_the_cli_with_file_line_key_and_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "inv.yaml"
+    path.write_text('nodes:\n  - {host: "10.0.0.1\\u202e", name: n1}\n  - {host: h2, user: "a\\u2066b"}\n')
+    result = cli("inventory", "validate", "-i", str(path))
+    assert_refused(result, f"{path}:2: nodes[0].host: '10.0.0.1\\u202e': not a host name or address",
+                   f"{path}:3: nodes[1].user: cannot contain control or invisible characters (U+2066,")
+    assert "\u202e" not in result.stderr and "\u2066" not in result.stderr

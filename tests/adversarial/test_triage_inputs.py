@@ -1,5 +1,6 @@
-"""Hostile inputs to `ascendctl triage` (issue #13): huge lines, FIFOs, devices, sockets, archives of many
-files, inputs that cannot be read, hostile archive members. Every hostile file is made here, small on disk.
+"""Hostile inputs to `ascendctl triage` (issues #13, #30): huge lines, FIFOs, devices, sockets, archives of many
+files, inputs that cannot be read, hostile archive members, decompression bombs. Every hostile file is made here,
+small on disk.
 
 Subprocess runs carry a generous `timeout` as a hang guard only (a FIFO opened for reading blocks forever);
 nothing here asserts a speed: bench/triage_inputs.py measures that.
@@ -35,14 +36,15 @@ OOM = "[rank{r}]: RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB 20
 TIMEOUT = "[rank{r}]: RuntimeError: [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE)"
 
 
-def run_triage(*paths: Path | str, memory: int | None = None, user: int | None = None) -> tuple[int, dict[str, Any], str]:
+def run_triage(*paths: Path | str, memory: int | None = None, user: int | None = None,
+               timeout: float = HANG_GUARD) -> tuple[int, dict[str, Any], str]:
     """`python -m ascendctl triage --json PATHS` in a child, optionally under an address-space cap or as another user."""
     argv = [sys.executable, "-m", "ascendctl", "triage", "--json", *map(str, paths)]
     if memory is not None:
         argv = ["prlimit", f"--as={memory}", "--", *argv]
     if user is not None:
         argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_GUARD, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
     return proc.returncode, doc, proc.stderr
 
@@ -102,6 +104,139 @@ def test_a_huge_plain_line_that_grep_prints_whole_is_cut_and_grep_stays_under_ou
     assert code == 0, err
     assert doc["category"] == "OOM" and doc["first_failure"]["line"] == 2, doc
     assert len(doc["first_failure"]["text"]) < 64 * 1024
+
+
+# ---------------------------------------------------------------------------------- decompression bombs
+
+BOMB_GUARD = 60  # seconds: generous for what the bound lets through (seconds of grep), far below the old minutes
+
+
+def gzip_of(unit: bytes, size: int, level: int = 9) -> bytes:
+    """`size` bytes of `unit` repeated, gzipped: a 1 GiB of newlines is about 1 MB (deflate's 1032:1 at its limit)."""
+    comp = zlib.compressobj(level, zlib.DEFLATED, 31)
+    block = unit * ((1 << 20) // len(unit))
+    out = [comp.compress(block) for _ in range(size // len(block))]
+    return b"".join(out) + comp.flush()
+
+
+def test_a_gzip_bomb_of_empty_lines_is_read_to_its_bound_in_bounded_time_and_named(tmp_path: Path) -> None:
+    path = tmp_path / "rank0.log.gz"
+    path.write_bytes(gzip_of(b"\n", 1 << 30))  # 1 GiB of empty lines
+    size = path.stat().st_size
+    assert size < 2 << 20
+    code, doc, err = run_triage(path, timeout=BOMB_GUARD)
+    assert code == ExitCode.CHECKS_FAILED, err
+    (unread,) = doc["unreadable"]
+    assert unread.startswith(f"{path}: expands more than {reader.MAX_EXPANSION}-fold")
+    assert unread.endswith("the rest was not read")
+    assert doc["bytes_read"] <= reader.MAX_EXPANSION * size + reader.EXPANSION_ALLOWANCE
+    assert doc["category"] == "UNKNOWN" and doc["files_read"] == 1
+
+
+def test_a_bomb_member_stops_its_archive_and_names_it_after_what_came_before(tmp_path: Path) -> None:
+    archive = tmp_path / "bundle.tar.gz"
+    with archive.open("wb") as out:  # the tar stream gzipped by hand: a 512 MiB member costs no memory to build
+        comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+        oom = (OOM.format(r=1, s=1) + "\n").encode()
+        first = tarfile.TarInfo("bundle/n1/rank1.log")
+        first.size = len(oom)
+        bomb = tarfile.TarInfo("bundle/n0/rank0.log")
+        bomb.size = 512 << 20
+        out.write(comp.compress(first.tobuf() + oom + b"\0" * (-len(oom) % 512) + bomb.tobuf()))
+        block = b"\n" * (1 << 20)
+        for _ in range(bomb.size >> 20):
+            out.write(comp.compress(block))
+        out.write(comp.compress(b"\0" * 1024) + comp.flush())  # the end-of-archive blocks
+    code, doc, err = run_triage(archive, timeout=BOMB_GUARD)
+    assert code == ExitCode.CHECKS_FAILED, err
+    assert doc["category"] == "OOM" and doc["first_failure"]["rank"] == 1
+    (unread,) = doc["unreadable"]
+    assert unread.startswith(f"{archive}: expands more than {reader.MAX_EXPANSION}-fold"), unread
+
+
+def test_many_small_bombs_share_one_allowance_and_each_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reader, "EXPANSION_ALLOWANCE", 8 << 20, raising=False)
+    archive = tmp_path / "bombs.tar"
+    bomb = gzip_of(b"\n", 2 << 20)  # 2 MiB from ~2 KB: its own share is 256 times that, the rest from the allowance
+    with tarfile.open(archive, "w") as tar:
+        _member(tar, "bombs/n0/rank0.log", (TIMEOUT.format(r=0) + "\n").encode())
+        for i in range(20):
+            _member(tar, f"bombs/n0/part{i:02d}.log.gz", bomb)
+    report = triage([archive])
+    assert report.category is Category.COMM_TIMEOUT and report.exit_code == ExitCode.CHECKS_FAILED
+    assert report.unreadable and all(u.startswith("bombs.tar:n0/part") and "expands more than 256-fold" in u
+                                     for u in report.unreadable)
+    assert report.bytes_read <= 256 * archive.stat().st_size + (8 << 20)  # not 20 x 2 MiB
+    assert len(report.unreadable) >= 15
+
+
+def test_gzip_as_dense_as_deflates_fastest_level_is_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real log never reaches the bound: even one repeated line at gzip -1 (about 230:1) is read to its end."""
+    monkeypatch.setattr(reader, "EXPANSION_ALLOWANCE", 0, raising=False)  # the file's own share alone
+    unit = b"[rank0]: iteration 1 | lm loss: 2.1 | nothing to see here\n"
+    path = tmp_path / "rank0.log.gz"
+    path.write_bytes(gzip_of(unit, 64 << 20, level=1)
+                     + gzip.compress((OOM.format(r=0, s=1) + "\n").encode()))  # a second gzip member, as `cat a.gz b.gz`
+    lines = (64 << 20) // ((1 << 20) // len(unit) * len(unit)) * ((1 << 20) // len(unit))
+    report = triage([path])
+    assert report.unreadable == () and report.category is Category.OOM
+    assert report.first_failure is not None and report.first_failure.line == lines + 1
+
+
+def test_a_flood_of_one_candidate_line_is_matched_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ascendctl.triage.extract as extract
+
+    calls = 0
+    match_line = extract.match_line
+
+    def counting(text: str) -> Any:
+        nonlocal calls
+        calls += 1
+        return match_line(text)
+
+    monkeypatch.setattr(extract, "match_line", counting)
+    path = tmp_path / "rank0.log"
+    path.write_text("Error: retrying\n" * 200_000 + OOM.format(r=0, s=1) + "\n")
+    report = triage([path])
+    assert report.category is Category.OOM and report.first_failure is not None
+    assert report.first_failure.line == 200_001
+    assert calls < 10  # not 200,000 times the whole signature table
+
+
+# -------------------------------------------------------------------------------- long streams go to grep
+
+
+def _reference_cut(data: bytes, limit: int) -> bytes:
+    return b"\n".join(line[:limit] for line in data.split(b"\n"))
+
+
+def test_the_line_cutter_grep_is_fed_through_cuts_lines_wherever_the_pieces_end() -> None:
+    import random
+
+    rng = random.Random(30)
+    for _ in range(2000):
+        limit = rng.choice([1, 2, 3, 8, 64])
+        pieces = [rng.choice([b"\n" * rng.randint(1, 4), b"x" * rng.randint(0, limit * 4)]) for _ in range(rng.randint(0, 30))]
+        data = b"".join(pieces)
+        cutter, out, pos = reader.LineCutter(limit), [], 0
+        while pos < len(data):
+            step = rng.randint(1, limit * 3)
+            out.append(cutter.cut(data[pos:pos + step]))
+            pos += step
+        assert b"".join(out) == _reference_cut(data, limit), (limit, data)
+
+
+def test_a_long_gzip_stream_gives_the_same_lines_through_grep_as_through_python(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [f"[rank{i % 8}]: iteration {i} | lm loss: 2.1" for i in range(40_000)]
+    lines[31_337] = OOM.format(r=5, s=1)
+    lines[12_000] = TIMEOUT.format(r=2) + " " + "y" * 200_000  # a line past the 64 KiB cut
+    path = tmp_path / "rank.log.gz"
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    through_grep = triage([path]).to_dict()
+    monkeypatch.setattr(reader, "_GREP", None)
+    assert triage([path]).to_dict() == through_grep
+    assert through_grep["first_failure"]["line"] == 31_338
 
 
 # ------------------------------------------------------------------------------ FIFOs, devices, sockets
@@ -278,6 +413,19 @@ def test_grep_dying_falls_back_to_python_and_the_verdict_holds(tmp_path: Path, m
     dying.chmod(0o755)
     monkeypatch.setattr(reader, "_GREP", str(dying))
     assert triage([root]).to_dict() == expected
+
+
+def test_grep_dying_on_a_long_stream_names_the_stream_unreadable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = job_dir(tmp_path / "job")  # plain files: read again in Python when grep fails
+    stream = root / "n0" / "rank4.log.gz"  # a stream cannot be read twice: named, never a clean verdict
+    stream.write_bytes(gzip.compress("".join(f"[rank4]: iteration {i}\n" for i in range(20_000)).encode()))
+    dying = tmp_path / "grep"
+    dying.write_text("#!/bin/sh\nkill -KILL $$\n")
+    dying.chmod(0o755)
+    monkeypatch.setattr(reader, "_GREP", str(dying))
+    report = triage([root])
+    assert report.unreadable == (f"{stream}: grep failed (exit -9)",)
+    assert report.category is Category.OOM and report.exit_code == ExitCode.CHECKS_FAILED
 
 
 def test_an_unlistable_directory_is_named(tmp_path: Path) -> None:
