@@ -114,6 +114,8 @@ def test_host_with_seven_of_eight_addresses_exits_3(cluster_factory: Any, tmp_pa
     assert result.stderr.splitlines() == [
         "ascendctl: error: h02: device 7: no device IP "
         "(hccn_tool -i 7 -ip -g: printed no ipaddr (no output); /etc/hccn.conf has no address_7)",
+        "  hint: give the nodes' device IPs in the inventory (`device_ips: [...]` per node, in device-id order), "
+        "or make `hccn_tool -i N -ip -g` answer on them",
         "ascendctl: error: ranktable: 1 problem(s); nothing written",
     ]
 
