@@ -247,6 +247,12 @@ NODE_SETTINGS: tuple[str, ...] = tuple(spec.name for spec in SETTINGS if spec.pe
 CLUSTER_SETTINGS: tuple[str, ...] = tuple(spec.name for spec in SETTINGS if not spec.per_node)
 NODE_ONLY_SETTINGS: tuple[str, ...] = tuple(spec.name for spec in SETTINGS if spec.node_only)
 DEFAULTS_SETTINGS: tuple[str, ...] = tuple(spec.name for spec in SETTINGS if not spec.node_only)  # allowed under `defaults:`
+# Seconds a followed node (`launch`, `logs -f`) may send nothing at all, not even its follower's heartbeat, before it is
+# lost: a quiet job still sends heartbeats, so only a node that went dark (link down, host frozen) reaches it.
+# `--silence-limit` overrides it; here only, so the flag's default and the library's are one value.
+DEFAULT_SILENCE_LIMIT = 60.0
+MIN_SILENCE_LIMIT = 3.0  # the follower's heartbeat counts whole seconds
+
 MERGED_SETTINGS = frozenset({"env"})  # mappings merged across levels instead of replaced
 
 

@@ -150,6 +150,32 @@ def test_follow_stream_splits_lines_and_reads_the_framed_exit() -> None:
     assert lines == ["partial"] and ended is not None and ended.lost is not None
 
 
+def test_follow_stream_drops_heartbeats_wherever_they_land_and_ends_a_silent_node_as_lost() -> None:
+    from tests.fakes import FakeSpawned
+
+    beat = b"@@f00d alive@@\n"
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    spawned = FakeSpawned(b"")
+    os.close(spawned.fileno())
+    spawned._r = r  # a follower still running: its channel stays open
+    try:
+        stream = SSHNodeStream("n1", spawned, "f00d", silence=0.5)
+        os.write(w, beat + b"par" + beat + b"tial\n@@f00d al")  # one mid-line, one split between two reads
+        assert stream.pump() == (["partial"], None)
+        os.write(w, b"ive@@\nnext\n")
+        assert stream.pump() == (["next"], None)
+        time.sleep(0.3)
+        os.write(w, beat)  # a heartbeat alone keeps a quiet node alive
+        time.sleep(0.3)
+        assert stream.pump() == ([], None)
+        time.sleep(0.6)  # then nothing at all
+        lines, ended = stream.pump()
+        assert lines == [] and ended is not None and ended.lost is not None and "nothing received for 0.5 s" in ended.lost
+    finally:
+        os.close(w)
+
+
 def test_remote_commands_are_valid_shell_and_quote_everything() -> None:
     inv = load_inventory(GOLDEN / "four_nodes" / "inventory.yaml")
     plan = build_plan(inv, LaunchOptions("torchrun", ("t.py", "a b;rm -rf /"), env=("HCCL_DB_PASSWD=s3cret",)), job_id="j1",
@@ -174,6 +200,7 @@ case $what in
   ok) sleep 0.3; echo "rank $rank done"; exit 0;;
   fail) sleep 0.5; echo "rank $rank failing"; exit 7;;
   sleep) sh -c 'sleep 60' & sleep 60;;
+  quiet) sleep 5; echo "rank $rank done"; exit 0;;
   stubborn) trap '' TERM; sh -c 'sleep 60' & sleep 60;;
 esac
 """
@@ -305,6 +332,64 @@ def test_local_failure_tears_the_others_down_and_names_the_node(local_inventory:
     assert record.nodes[0].signal == "SIGTERM" and record.nodes[0].exit_code is not None
     assert ("b", "rank 1 failing") in lines
     assert marked(record.id) == []
+
+
+def test_a_quiet_job_is_kept_alive_by_the_follower_heartbeat(local_inventory: Path, tmp_path: Path) -> None:
+    outcome = launch_job(load_inventory(local_inventory),
+                         LaunchOptions("torchrun", ("t.py",), env=("FAKE_0=quiet",), silence_limit=3,
+                                       log_dir=str(tmp_path / "logs")), preflight=False)
+    assert int(outcome.exit_code) == 0 and outcome.record.status == "succeeded"  # 5 s without a line, limit 3 s
+    assert not any("alive@@" in line for line in (tmp_path / "logs" / "a" / "launcher.log").read_text().splitlines())
+
+
+def test_a_node_that_goes_silent_is_lost_and_the_job_torn_down(local_inventory: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # no heartbeat from node a's follower: its node went dark as far as ascendctl can tell
+    from ascendctl.jobs import ssh_runner
+
+    real = ssh_runner.heartbeat_every
+    first = {"a": True}
+
+    def beats(silence: float) -> int:
+        if first.pop("a", False):
+            return 0
+        return real(silence)
+
+    monkeypatch.setattr(ssh_runner, "heartbeat_every", beats)
+    started = time.monotonic()
+    outcome = launch_job(load_inventory(local_inventory),
+                         LaunchOptions("torchrun", ("t.py",), env=("FAKE_0=sleep", "FAKE_1=sleep", "FAKE_2=sleep"), grace=2,
+                                       silence_limit=3, log_dir=str(tmp_path / "logs")), preflight=False)
+    assert time.monotonic() - started < 20
+    assert int(outcome.exit_code) == 4  # a node lost during a job
+    record = outcome.record
+    assert record.status == "failed"
+    lost = record.node("a").error or ""
+    assert lost.startswith("unreachable: lost: nothing received for 3 s"), lost
+    assert record.node("b").signal == "SIGTERM" and record.node("c").signal == "SIGTERM"
+    assert marked(record.id) == []
+
+
+def test_status_of_a_running_job_with_a_node_that_cannot_be_asked_exits_4_naming_it(local_inventory: Path,
+                                                                                    tmp_path: Path) -> None:
+    result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--detach",
+                                 "--env", "FAKE_0=sleep", "--env", "FAKE_1=sleep", "--env", "FAKE_2=sleep",
+                                 "--log-dir", str(tmp_path / "logs"), "--", "t.py"], catch_exceptions=False)
+    assert result.exit_code == 0
+    job = load_job()
+    try:
+        # node b's host now has no shell to answer with: its transport fails the question
+        text = local_inventory.read_text().replace("{name: b, host: 127.0.0.2}",
+                                                   "{name: b, host: 127.0.0.2, transport: ssh, port: 1, connect_timeout: 1}")
+        local_inventory.write_text(text)
+        status = runner.invoke(app, ["status", job.id, "-i", str(local_inventory)])
+        assert status.exit_code == 4, status.output
+        assert "b: could not be asked" in status.stderr
+        assert "running" in status.stdout
+    finally:
+        runner.invoke(app, ["stop", job.id, "--grace", "1"])
+        subprocess.run(["sh", "-c", f"kill $(grep -lzF {shlex.quote('ASCENDCTL_JOB=' + job.id)} /proc/[0-9]*/environ "
+                        "| cut -d/ -f3) 2>/dev/null"])
 
 
 def test_detach_status_logs_follow_and_stop(local_inventory: Path, tmp_path: Path) -> None:

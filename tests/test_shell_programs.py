@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -179,6 +180,33 @@ def test_a_job_runs_start_to_end_on_a_busybox_node(shell: str, busybox_path: str
     follow = run_on_busybox(shell, busybox_path, "follow_log.sh", tmp_path, 999999, "n0nce", 6)
     assert follow.returncode == 0
     assert re.fullmatch(r"from busybox\n\n@@n0nce exit 3 \d+(\.\d+)?@@\n", follow.stdout), follow.stdout  # a time, never "%N"
+
+
+@pytest.mark.parametrize("shell", [*SHELLS, "bash"])
+def test_follow_log_sends_heartbeats_while_the_log_is_quiet_and_the_reader_drops_them(shell: str, busybox_path: str,
+                                                                                      tmp_path: Path) -> None:
+    from ascendctl.jobs.ssh_runner import SSHNodeStream
+    from tests.fakes import FakeSpawned
+
+    (tmp_path / "launcher.log").write_text("start\npart")
+    # the launcher (this process stands in: alive) is silent for 3.5 s, then writes its exit status
+    ends = threading.Timer(3.5, lambda: (tmp_path / "exit_code").write_text("0\n"))
+    ends.start()
+    try:
+        if shell == "bash":
+            argv = ["bash", "-s", "--", str(tmp_path), str(os.getpid()), "n0nce", "0", "1"]
+            follow = subprocess.run(argv, input=script("follow_log.sh"), capture_output=True, text=True, timeout=30)
+        else:
+            follow = run_on_busybox(shell, busybox_path, "follow_log.sh", tmp_path, os.getpid(), "n0nce", 0, 1)
+    finally:
+        ends.cancel()
+    assert follow.returncode == 0, follow.stderr
+    beats = follow.stdout.count("@@n0nce alive@@\n")
+    assert 2 <= beats <= 4, follow.stdout  # one a second while nothing else is sent
+    assert follow.stdout.startswith("start\npart@@n0nce alive@@\n"), follow.stdout
+    assert re.search(r"\n@@n0nce exit 0 \S+@@\n$", follow.stdout), follow.stdout
+    lines, ended = SSHNodeStream("n1", FakeSpawned(follow.stdout.encode()), "n0nce", silence=2).pump()
+    assert lines == ["start", "part"] and ended is not None and ended.lost is None
 
 
 def test_follow_log_prints_from_an_offset_then_the_framed_exit(local: LocalTransport, tmp_path: Path) -> None:

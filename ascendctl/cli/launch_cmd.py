@@ -9,11 +9,16 @@ import typer
 
 from . import app
 from ..errors import ExitCode, UsageError
+from ..settings import DEFAULT_SILENCE_LIMIT, MIN_SILENCE_LIMIT
 from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, ExcludeOpt, FanoutOpt, InventoryOpt, JsonOpt, NodesOpt,
                      argv_now, cli_errors, examples, flags_of)
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
 GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
+SilenceOpt = Annotated[float, typer.Option(
+    "--silence-limit", metavar="SECONDS", min=MIN_SILENCE_LIMIT,
+    help="A followed node that sends nothing this long, not even its follower's heartbeat (every few seconds while the job "
+         "is quiet), is lost: exit 4 (launch also stops the others).")]
 
 
 class Backend(str, Enum):
@@ -47,6 +52,7 @@ def launch(
     detach: Annotated[bool, typer.Option("--detach", help="Start and return; follow later with `ascendctl logs JOB -f`.")] = False,
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip the ssh/master_port/npu_stale_procs checks.")] = False,
     grace: GraceOpt = 10.0,
+    silence_limit: SilenceOpt = DEFAULT_SILENCE_LIMIT,
     buffered: Annotated[bool, typer.Option("--buffered", help="Leave Python's output buffering alone (default: PYTHONUNBUFFERED=1, so lines stream as printed).")] = False,
     backend: Annotated[Optional[Backend], typer.Option("--backend", help="ssh (the inventory's nodes), or slurm: outside an allocation, sbatch a batch script that launches inside it (inside one, the allocation is used either way).", case_sensitive=False, show_default=False)] = None,
     partition: Annotated[Optional[str], typer.Option("--partition", help="--backend slurm: sbatch --partition.", show_default=False)] = None,
@@ -67,7 +73,7 @@ def launch(
     from ..ui import launch_view
 
     options = LaunchOptions(launcher.value, tuple(script), nproc_per_node, master_addr, master_port, log_dir, tuple(env or ()),
-                            rank_table, rdzv, cluster_timeout, grace, buffered)
+                            rank_table, rdzv, cluster_timeout, grace, buffered, silence_limit)
     from ..inventory import load_inventory
     from ..selection import select_nodes
     from ..slurm import allocation_job_id
@@ -135,16 +141,18 @@ def jobs(as_json: JsonOpt = False,
 def status(job: JobArg = None, inventory: InventoryOpt = None, as_json: JsonOpt = False) -> None:
     """Show a job's nodes, pids, exit codes and logs (asks the nodes while it runs, and those its teardown could not reach)."""
     from ..inventory import load_inventory
-    from ..jobs import job_outcomes, job_status
+    from ..jobs import job_status
     from ..outcome import exit_code_for
     from ..ui import launch_view
 
     found = job_status(job, load_inventory(inventory) if inventory else None)
-    code = exit_code_for(job_outcomes(found.record))
+    code = exit_code_for(found.outcomes)
     if as_json:
-        launch_view.emit_record(found.record, code, argv_now(), leftovers=launch_view.leftovers_to_dict(found.leftovers))
+        launch_view.emit_record(found.record, code, argv_now(), leftovers=launch_view.leftovers_to_dict(found.leftovers),
+                                unasked=[{"node": node, "message": why} for node, why in found.unasked])
     else:
         launch_view.show_status(found.record, found.leftovers)
+    launch_view.show_unasked(found.unasked)
     raise typer.Exit(int(code))
 
 
@@ -155,6 +163,7 @@ def logs(
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Follow until the launchers end (Ctrl-C detaches).")] = False,
     node: Annotated[Optional[str], typer.Option("-w", "--nodes", "--node", metavar="NODESET", help="Only these nodes (node-set syntax).", show_default=False)] = None,
     inventory: InventoryOpt = None,
+    silence_limit: SilenceOpt = DEFAULT_SILENCE_LIMIT,
     as_json: JsonOpt = False,
 ) -> None:
     """Print or follow a job's launcher logs, `[node]`-prefixed."""
@@ -171,7 +180,7 @@ def logs(
     sink = (lambda name, line: lines.append((name, line))) if as_json else launch_view.line_sink(names)
     with stop_on_signals():  # SIGTERM and SIGHUP stop following like Ctrl-C; the job keeps running
         outcome = job_logs(job, follow_logs=follow, nodes=node, on_line=sink,
-                           inventory=load_inventory(inventory) if inventory else None)
+                           inventory=load_inventory(inventory) if inventory else None, silence_limit=silence_limit)
     if as_json:
         launch_view.emit_logs(lines, outcome.exit_code, argv_now())
     raise typer.Exit(int(outcome.exit_code))

@@ -28,6 +28,7 @@ from .plan import (DEFAULT_GRACE, DRY_RUN_JOB_ID, LaunchOptions, LaunchPlan, Nod
                    default_log_dir, launcher_binary, plan_to_dict, render_plan)
 from .record import (FailureVictim, FirstFailure, JobError, JobListing, JobRecord, JobRecordError, NodeJob, StateWriteError,
                      jobs_dir, list_jobs, load_job, new_job_id, read_jobs, save_job, state_dir)
+from ..settings import DEFAULT_SILENCE_LIMIT
 from .runner import LineSink, NodeEnded, NoticeSink, Runner
 from .ssh_runner import SSHRunner, marker, with_stop_results
 from .supervise import Supervised, supervise
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "DEFAULT_GRACE", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobListing", "JobRecord", "JobRecordError",
+    "DEFAULT_GRACE", "DEFAULT_SILENCE_LIMIT", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobListing", "JobRecord", "JobRecordError",
     "LaunchOptions", "LaunchOutcome", "JobStatus", "LaunchPlan", "LaunchRefused", "LeftoverCheck", "NodeEnded",
     "StateWriteError", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan", "default_log_dir", "dry_run",
     "job_inventory", "job_logs", "job_outcomes", "job_status", "jobs_dir", "launch_job", "launcher_binary", "list_jobs", "load_job", "marker",
@@ -194,7 +195,8 @@ def launch_job(
             save_job(record)
             if record.status != "running" or detach:
                 return LaunchOutcome(record, detached=detach and record.status == "running")
-            result = supervise(runner, record, on_line=on_line, notice=notice, grace=options.grace)
+            result = supervise(runner, record, on_line=on_line, notice=notice, grace=options.grace,
+                               silence=options.silence_limit)
             return _finished(LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict,
                                            stopped_by=result.stopped_by))
         except (KeyboardInterrupt, Interrupted) as stop:
@@ -354,14 +356,20 @@ def _with_states(record: JobRecord, states: dict[str, str]) -> JobRecord:
 
 def refresh_job(record: JobRecord, inventory: Inventory | None = None) -> JobRecord:
     """Ask each node of a running job whether its launcher is still running; save what changed."""
+    return _refresh(record, inventory)[0]
+
+
+def _refresh(record: JobRecord, inventory: Inventory | None) -> tuple[JobRecord, dict[str, str]]:
+    """refresh_job, and why each node that could not be asked was not answered (by node name)."""
     if record.status != "running":
-        return record
+        return record, {}
     inv = job_inventory(record, inventory)
     runner = _runner(record, inv)
     try:
         results = runner.states(record, [n.name for n in record.nodes if n.name in inv.names])
     finally:
         runner.close()
+    unasked = {r.node: r.error.message if r.error else "no answer" for r in results if r.value is None}
     record = _with_states(record, {r.node: r.value for r in results if r.value is not None})
     if all(n.exit_code is not None or n.error for n in record.nodes):
         ok = all(n.exit_code == 0 for n in record.nodes)
@@ -369,7 +377,7 @@ def refresh_job(record: JobRecord, inventory: Inventory | None = None) -> JobRec
         # when the job ended on its nodes, not when someone asked (time.time() only where no node could say)
         record = replace(record, status="succeeded" if ok else "failed", ended=max(ends) if ends else time.time())
         save_job(record)
-    return record
+    return record, unasked
 
 
 REFRESH_AT_ONCE = 8  # running jobs `jobs` asks at the same time (each asks its nodes through its own bounded group)
@@ -416,11 +424,19 @@ class JobStatus:
 
     record: JobRecord
     leftovers: tuple[LeftoverCheck, ...] = ()
+    unasked: tuple[tuple[str, str], ...] = ()  # (node, why) for each node of a running job that could not be asked
+
+    @property
+    def outcomes(self) -> list[Outcome]:
+        """The job's outcomes (job_outcomes), and one node lost per node that could not be asked."""
+        return job_outcomes(self.record) + [Outcome.UNREACHABLE for _ in self.unasked]
 
 
 def job_status(job_id: str | None, inventory: Inventory | None = None) -> JobStatus:
     """The job's record, refreshed while it runs; nodes its teardown could not reach are asked what is left there."""
-    record = refresh_job(load_job(job_id), inventory)
+    record, unasked = _refresh(load_job(job_id), inventory)
+    if unasked:  # a running job whose node cannot be asked: that node's state is unknown, never "running" as recorded
+        return JobStatus(record, unasked=tuple(unasked.items()))
     unreached = {n.name: n.teardown_error for n in record.nodes if n.teardown_error} if record.status != "running" else {}
     if not unreached:
         return JobStatus(record)
@@ -472,8 +488,11 @@ def job_logs(
     nodes: str | None = None,
     on_line: LineSink | None = None,
     inventory: Inventory | None = None,
+    silence_limit: float = DEFAULT_SILENCE_LIMIT,
 ) -> LaunchOutcome:
     """Print (or follow until the launchers end) the launcher logs of a job; following never stops the job.
+
+    `silence_limit`: while following, a node that sends nothing (not even its follower's heartbeat) that long is lost.
 
     `nodes`: a node set (`h[01-02]`) of the job's nodes to show; default all.
     """
@@ -491,7 +510,7 @@ def job_logs(
     try:
         if follow_logs:
             watched = supervise(runner, record, on_line=on_line, teardown_on_failure=False, grace=DEFAULT_GRACE,
-                                nodes=[n for n in names if n in chosen] if nodes else None)
+                                nodes=[n for n in names if n in chosen] if nodes else None, silence=silence_limit)
             return LaunchOutcome(watched.record, interrupted=watched.interrupted, stopped_by=watched.stopped_by)
         targets = [n for n in names if n in chosen and n in inv.names]
         for result in runner.log_texts(record, targets):

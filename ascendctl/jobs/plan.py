@@ -16,6 +16,7 @@ from ..errors import UsageError
 from ..inventory import Inventory, Node
 from ..network import Endpoint
 from ..paths import child
+from ..settings import DEFAULT_SILENCE_LIMIT
 
 DEFAULT_GRACE = 10.0
 DEFAULT_CLUSTER_TIMEOUT = 600
@@ -38,6 +39,7 @@ class LaunchOptions:
     cluster_timeout: int = DEFAULT_CLUSTER_TIMEOUT  # msrun --cluster_time_out
     grace: float = DEFAULT_GRACE
     buffered: bool = False  # leave Python's stdout buffering alone (default: PYTHONUNBUFFERED=1, lines stream as printed)
+    silence_limit: float = DEFAULT_SILENCE_LIMIT  # a followed node silent this long (not even a heartbeat) is lost
 
 
 @dataclass(frozen=True, slots=True)

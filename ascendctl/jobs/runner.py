@@ -40,7 +40,10 @@ class NodeStream(Protocol):
         ...
 
     def pump(self) -> tuple[list[str], NodeEnded | None]:
-        """The complete lines that arrived (as written to the launcher log, stamps included), and the end once reached."""
+        """The complete lines that arrived (as written to the launcher log, stamps included), and the end once reached.
+
+        Also called when nothing is readable (every poll), so a stream can end a node that went silent.
+        """
         ...
 
     def close(self) -> None:
@@ -56,8 +59,8 @@ class Runner(Protocol):
         """Start every node's launcher; returns the record with pids (or errors, after stopping what started); the caller saves it."""
         ...
 
-    def follow(self, record: JobRecord, node: str) -> NodeStream:
-        """Follow a started node's launcher log until it ends."""
+    def follow(self, record: JobRecord, node: str, *, silence: float | None = None) -> NodeStream:
+        """Follow a started node's launcher log until it ends; with `silence`, a node that sends nothing that long is lost."""
         ...
 
     def stop(self, record: JobRecord, nodes: Sequence[str], *, grace: float) -> NodeResults[str]:

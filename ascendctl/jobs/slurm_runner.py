@@ -52,6 +52,7 @@ class SlurmRunner(SSHRunner):
     """Launchers as the tasks of one srun step; everything else as the SSH runner, over srun steps."""
 
     name = "slurm"
+    watches_silence = False  # a step's output may arrive late or at once; Slurm ends the step of a node it loses
 
     def start(self, plan: LaunchPlan, record: JobRecord, *, notice: NoticeSink) -> JobRecord:
         allocation = self.group.inventory.allocation

@@ -110,14 +110,26 @@ def _forget_env(transport: Transport, node: NodePlan) -> None:
         log.debug("%s: could not remove %s after the failed start: %s", node.name, env_file(node), exc)
 
 
-class SSHNodeStream:
-    """A node's launcher log followed over one channel; ends with the follow script's nonce-framed exit line."""
+def heartbeat_every(silence: float) -> int:
+    """Whole seconds between the follower's heartbeats: several of them fit in the silence limit, at most 5 s apart."""
+    return max(1, min(5, int(silence // 4)))
 
-    def __init__(self, node: str, spawned: Spawned, nonce: str) -> None:
+
+class SSHNodeStream:
+    """A node's launcher log followed over one channel; ends with the follow script's nonce-framed exit line.
+
+    With `silence` the follower also sends a heartbeat frame (dropped here, never shown nor stored) while the log is
+    quiet; a node from which nothing at all arrives for `silence` seconds is lost (its link or host is down).
+    """
+
+    def __init__(self, node: str, spawned: Spawned, nonce: str, *, silence: float | None = None) -> None:
         self.node = node
         self._spawned = spawned
         self._buffer = bytearray()
         self._end = re.compile(rf"^@@{re.escape(nonce)} exit (\S+) (\S+)@@$")
+        self._beat = f"@@{nonce} alive@@\n".encode()
+        self._silence = silence
+        self._heard = time.monotonic()
         self._done = False
 
     def fileno(self) -> int:
@@ -126,7 +138,13 @@ class SSHNodeStream:
     def pump(self) -> tuple[list[str], NodeEnded | None]:
         if self._done:
             return [], None
-        self._buffer.extend(self._spawned.read())
+        data = self._spawned.read()
+        now = time.monotonic()
+        if data:
+            self._heard = now
+            self._buffer.extend(data)
+            if self._beat in self._buffer:  # written between reads of the log, so whole, wherever it lands
+                self._buffer[:] = bytes(self._buffer).replace(self._beat, b"")
         lines: list[str] = []
         ended: NodeEnded | None = None
         while b"\n" in self._buffer:
@@ -148,6 +166,10 @@ class SSHNodeStream:
                 lines.append(bytes(self._buffer).decode("utf-8", "replace"))
                 self._buffer.clear()
             ended = NodeEnded(self.node, None, time.time(), "connection closed before the launcher ended")
+        if ended is None and self._silence is not None and now - self._heard >= self._silence:
+            ended = NodeEnded(self.node, None, time.time(),
+                              f"lost: nothing received for {self._silence:g} s, not even the follower's heartbeat "
+                              "(--silence-limit)")
         if ended is not None:
             self._done = True
             self.close()
@@ -161,6 +183,9 @@ class SSHRunner:
     """Launchers detached under setsid, over the group's connections (SSH or local transport)."""
 
     name = "ssh"
+
+    # a follow sends heartbeats and is watched for silence; the Slurm runner's srun steps may hold output back
+    watches_silence = True
 
     def __init__(self, group: NodeGroup) -> None:
         self.group = group
@@ -207,12 +232,14 @@ class SSHRunner:
         return replace(with_stop_results(record, stopped), status="failed", ended=time.time())
 
     # -- follow ------------------------------------------------------------------------------
-    def follow(self, record: JobRecord, node: str) -> SSHNodeStream:
+    def follow(self, record: JobRecord, node: str, *, silence: float | None = None) -> SSHNodeStream:
         entry = record.node(node)
         nonce = secrets.token_hex(6)
-        command, stdin = remote("follow_log.sh", entry.dir, entry.pid or 0, nonce)
+        silence = silence if self.watches_silence else None
+        command, stdin = remote("follow_log.sh", entry.dir, entry.pid or 0, nonce, 0,
+                                heartbeat_every(silence) if silence is not None else 0)
         spawned = self.group.spawn(self.group.inventory.node(node), command, stdin=stdin)
-        return SSHNodeStream(node, spawned, nonce)
+        return SSHNodeStream(node, spawned, nonce, silence=silence)
 
     # -- stop, state, logs ---------------------------------------------------------------------
     def stop(self, record: JobRecord, nodes: Sequence[str], *, grace: float) -> NodeResults[str]:

@@ -24,6 +24,7 @@ from .ssh_runner import with_stop_results
 log = logging.getLogger(__name__)
 
 POLL = 0.25
+SILENCE_CHECK = 1.0  # seconds between pumps of every stream, readable or not: a silent node's stream ends itself
 DRAIN_AFTER_INTERRUPT = 5.0  # seconds to read the last words of nodes stopped after Ctrl-C
 
 
@@ -54,8 +55,10 @@ class _Loop:
     """The state of one supervision (private)."""
 
     def __init__(self, runner: Runner, record: JobRecord, on_line: LineSink | None, notice: NoticeSink, grace: float,
-                 names: list[str]) -> None:
+                 names: list[str], silence: float | None = None) -> None:
         self.runner = runner
+        self.silence = silence
+        self.checked = time.monotonic()
         self.record = record
         self.on_line = on_line
         self.notice = notice
@@ -76,7 +79,7 @@ class _Loop:
 
     def open(self, name: str) -> None:
         try:
-            stream = self.runner.follow(self.record, name)
+            stream = self.runner.follow(self.record, name, silence=self.silence)
         except AscendctlError as exc:  # the node is not reachable any more: that is how it ended
             self.ended(NodeEnded(name, None, time.time(), exc.message))
             return
@@ -92,6 +95,16 @@ class _Loop:
             except (KeyError, ValueError):
                 pass
             self.ended(ended)
+
+    def select(self) -> None:
+        """Pump the streams with something to read; every SILENCE_CHECK seconds all of them (a dark node sends nothing)."""
+        for key, _ in self.selector.select(timeout=POLL):
+            self.pump(key.data)
+        if self.silence is not None and time.monotonic() - self.checked >= SILENCE_CHECK:
+            self.checked = time.monotonic()
+            streams = self.selector.get_map()
+            for key in list(streams.values()) if streams is not None else []:
+                self.pump(key.data)
 
     def ended(self, ended: NodeEnded) -> None:
         self.pending.discard(ended.node)
@@ -125,8 +138,7 @@ class _Loop:
     def run(self, *, teardown_on_failure: bool) -> None:
         stop_deadline = float("inf")
         while self.pending:
-            for key, _ in self.selector.select(timeout=POLL):
-                self.pump(key.data)
+            self.select()
             if self.failures and self.stopper is None and teardown_on_failure and self.pending:
                 first = self.failures[0]
                 what = f"unreachable ({first.lost})" if first.lost else f"exited {first.exit_code}"
@@ -138,8 +150,7 @@ class _Loop:
     def drain(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while self.pending and time.monotonic() < deadline:
-            for key, _ in self.selector.select(timeout=POLL):
-                self.pump(key.data)
+            self.select()
 
     def close(self) -> None:
         streams = self.selector.get_map()
@@ -159,15 +170,18 @@ def supervise(
     teardown_on_failure: bool = True,
     nodes: Sequence[str] | None = None,
     grace: float,
+    silence: float | None = None,
 ) -> Supervised:
     """Follow every started node until its launcher ends; on a failure or a stop signal stop the rest (unless only watching).
 
+    `silence`: a node whose follower sends nothing, not even its heartbeat, for that many seconds is lost (a failure,
+    like a launcher that exited non-zero: the others are stopped unless only watching).
     A stop signal (KeyboardInterrupt: Ctrl-C, or SIGTERM/SIGHUP through interrupts.stop_on_signals) tears the job down on
     every node it may still run on, the ones lost included; the record says which signal (`stopped_by`).
     """
     say = notice or (lambda _msg: None)
     names = [n.name for n in record.nodes if n.pid is not None and (nodes is None or n.name in nodes)]
-    loop = _Loop(runner, record, on_line, say, grace, names)
+    loop = _Loop(runner, record, on_line, say, grace, names, silence)
     stopped_by: str | None = None
     try:
         for name in names:

@@ -175,6 +175,13 @@ def show_jobs(listing: JobListing) -> None:
                 hint=bad.hint if i == len(listing.unreadable) - 1 else None)
 
 
+def show_unasked(unasked: tuple[tuple[str, str], ...]) -> None:
+    """Each node of a running job that could not be asked: its state is unknown (exit 4)."""
+    for node, why in unasked:
+        error(f"could not be asked whether the job still runs there: {why}", subject=node,
+              hint="the job may still run there, or the node may be lost; ask again, or `ascendctl stop` the job")
+
+
 def show_status(record: JobRecord, leftovers: tuple[LeftoverCheck, ...] = ()) -> None:
     """One job in detail, and what is left on the nodes its teardown could not reach."""
     out.print(f"job {record.id}: {_status(record)} ({record.launcher}, master {record.master_addr}:{record.master_port})",

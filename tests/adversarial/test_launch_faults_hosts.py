@@ -205,3 +205,48 @@ def test_a_start_that_runs_out_of_disk_part_way_leaves_no_secret_on_any_host(clu
     finally:
         for host in cluster.hosts:
             cluster.run_on(host, ["umount", "-l", str(logs)])
+
+
+def test_a_host_that_goes_dark_while_the_job_is_quiet_is_lost_within_the_silence_limit_and_the_job_torn_down(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    # issue #30, round 2: before, no keepalive and no silence limit: launch waited past 230 s (here: the job's 120 s
+    # sleep, then h02's stream that never ends), `status` said running and exited 0
+    cluster: Cluster = cluster_factory(hosts())
+    inv = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"slots": 1, "python": sys.executable, "command_timeout": 8,
+                                                                    "connect_timeout": 3, "connect_retries": 0})
+    proc = start(inv, tmp_path, "torchrun", "hello.py", "--no-preflight", "--silence-limit", "10",
+                 env={"HELLO_SLEEP": "120"})
+    h02 = cluster.host("h02")
+    try:
+        wait_for_lines(proc, r"hello (\d)", 3, 90)  # then the job prints nothing for 120 s: only heartbeats come
+        time.sleep(12)  # longer than the silence limit: a quiet job is not a lost node
+        assert proc.poll() is None, finish(proc)
+        subprocess.run(["ip", "link", "set", "dev", h02.veth, "down"], check=True)
+        cut = time.monotonic()
+        code, out, err = finish(proc, timeout=100)
+        took = time.monotonic() - cut
+        # by the job's marker (the hosts share one pid namespace: `ps` on h01 also shows h02's processes)
+        others_left = marked(last_job()["id"], "h01") + marked(last_job()["id"], "h03")
+        h02_left = marked(last_job()["id"], "h02")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        subprocess.run(["ip", "link", "set", "dev", h02.veth, "up"], check=True)
+    job = last_job()
+    try:
+        assert code == 4, err[-3000:]  # a node lost during a job
+        assert took < 40, took  # the silence limit (10 s), the teardown of the others, a margin for a busy machine
+        assert "h02: launcher unreachable (lost: nothing received for 10 s" in err, err[-3000:]
+        nodes = {n["name"]: n for n in job["nodes"]}
+        assert nodes["h02"]["error"].startswith("unreachable: lost: nothing received for 10 s"), nodes["h02"]
+        assert nodes["h01"]["signal"] == "SIGTERM" and nodes["h03"]["signal"] == "SIGTERM", job["nodes"]
+        assert others_left == [], others_left
+        assert h02_left, "h02's job was expected to run on, out of reach"  # the premise: the link, not the job, ended
+        # back on the network: `status` asks h02 what its teardown could not stop
+        status = subprocess.run([*ASCENDCTL, "status", job["id"]], capture_output=True, text=True, timeout=60)
+        assert status.returncode == 4, status.stderr
+        assert "h02: unreachable at teardown; now reachable: job processes still running" in status.stdout, status.stdout
+    finally:
+        subprocess.run([*ASCENDCTL, "stop", job["id"], "--grace", "1"], capture_output=True, text=True, timeout=60)
+    assert job_processes(cluster, "hello.py") == []
