@@ -72,6 +72,16 @@ def net_sections(node: Node, inventory: Inventory) -> dict[str, str]:
     return sections
 
 
+def canonical_ip(text: str) -> str | None:
+    """The address in canonical form (so 2001:db8::1 and 2001:DB8:0::1 compare equal), or None if malformed or
+    unspecified (0.0.0.0 names no node)."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    return None if address.is_unspecified else str(address)
+
+
 def _is_ipv4(host: str) -> bool:
     try:
         ipaddress.IPv4Address(host)

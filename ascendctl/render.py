@@ -25,7 +25,7 @@ from .outcome import Outcome, exit_code_for, node_outcome
 from .models import EventSink, NodeResult, NodeResults, NodeStatus
 from .environment import DEFAULT_HCCL_CONNECT_TIMEOUT, NodeEnvironment, node_environment
 from .group import NodeGroup
-from .network import resolve_endpoints
+from .network import canonical_ip, resolve_endpoints
 from .transport import TransportFactory
 
 if TYPE_CHECKING:  # only the annotation needs it (importlib.abc has it on 3.10, where the floor is)
@@ -144,17 +144,8 @@ def exit_code_of(problems: Sequence[Problem]) -> ExitCode:
 # --------------------------------------------------------------------------- validation
 
 
-def _canonical_ip(text: str) -> str | None:
-    """The address in canonical form (so 2001:db8::1 and 2001:DB8:0::1 collide), or None if malformed."""
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        return None
-    return None if address.is_unspecified else str(address)
-
-
 def _valid_ip(text: str) -> bool:
-    return _canonical_ip(text) is not None
+    return canonical_ip(text) is not None
 
 
 def _per_device(value: int | tuple[int, ...] | None, device: int) -> int | None:
@@ -169,7 +160,7 @@ def host_addresses(inventory: Inventory) -> dict[str, str]:
     owners: dict[str, str] = {}
     for node in inventory.nodes:
         for address in (node.host, node.host_ip):
-            canonical = _canonical_ip(address) if address else None
+            canonical = canonical_ip(address) if address else None
             if canonical:
                 owners.setdefault(canonical, node.name)
     return owners
@@ -226,7 +217,7 @@ def _check_ip(node: Node, device: DeviceAddress, hosts: Mapping[str, str], seen:
         return [Problem("no device IP" + (f" ({device.note})" if device.note else ""), node.name, device.device_id,
                         hint="give the nodes' device IPs in the inventory (`device_ips: [...]` per node, in device-id order), "
                         "or make `hccn_tool -i N -ip -g` answer on them")]
-    canonical = _canonical_ip(device.ip)
+    canonical = canonical_ip(device.ip)
     if canonical is None:
         return [Problem(f"malformed device IP {device.ip!r} (from {device.source or 'unknown'})", node.name, device.device_id)]
     found: list[Problem] = []

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ..network import NET_SECTIONS
+from ..network import NET_SECTIONS, canonical_ip
 from ..nodeset import fold
 from ..parsers import ParseError
 from ..probe import Section, TIMED_OUT
@@ -41,13 +41,6 @@ def stop_seconds(max_lookup: float) -> int:
     return max(2, math.ceil(max_lookup) + 1)
 
 
-def _ip(text: str) -> str | None:
-    try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
-        return None
-
-
 def lookup_addresses(facts: NodeFacts, reachable: Sequence[NodeFacts]) -> list[str]:
     """The addresses a node reverse-resolves: its own cluster address first, then the others' that follow it in
     inventory order (distinct IP literals only), at most MAX_ADDRESSES."""
@@ -56,7 +49,7 @@ def lookup_addresses(facts: NodeFacts, reachable: Sequence[NodeFacts]) -> list[s
     ring = ordered[start:] + ordered[:start]
     out: list[str] = []
     for peer in ring:
-        address = _ip(node_address(peer))
+        address = canonical_ip(node_address(peer))
         if address is not None and address not in out:
             out.append(address)
             if len(out) == MAX_ADDRESSES:
@@ -188,7 +181,7 @@ def _evaluate_node(facts: NodeFacts, names_of: Mapping[str, list[str]], ctx: Pro
         return rc in STOPPED or (cs is not None and cs > max_cs)
 
     found = _Findings()
-    own = _ip(node_address(facts))
+    own = canonical_ip(node_address(facts))
     # in inventory order, not the order the lookers finished in: the same problem on many nodes reads the same
     ordered = sorted(lookups.addresses, key=lambda item: order.get(item.address, len(order)))
     host = lookups.host
@@ -271,7 +264,7 @@ def _evaluate(facts: Sequence[NodeFacts], ctx: ProbeContext) -> ClusterVerdict:
         return ClusterVerdict({f.node.name: summary for f in facts}, summary)
     names_of: dict[str, list[str]] = {}  # address -> nodes, in inventory order
     for f in sorted(facts, key=lambda f: f.node.index):
-        address = _ip(node_address(f))
+        address = canonical_ip(node_address(f))
         if address is not None:
             names_of.setdefault(address, []).append(f.node.name)
     per_node = {f.node.name: _evaluate_node(f, names_of, ctx) for f in facts}
