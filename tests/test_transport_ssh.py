@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -15,29 +16,38 @@ from ascendctl.inventory import load_inventory
 from ascendctl.models import NodeStatus
 
 
-def stalling_server() -> tuple[int, threading.Event]:
-    """Accepts, sends an SSH banner, then never answers the key exchange (what an MTU black hole looks like)."""
+def serve_on_loopback(handle: Callable[[socket.socket, threading.Event], None]) -> tuple[int, threading.Event]:
+    """A listener on 127.0.0.1 handing each connection to `handle(conn, stop)` until `stop` is set: (port, stop)."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(4)
     stop = threading.Event()
 
     def serve() -> None:
-        held = []
         listener.settimeout(0.2)
         while not stop.is_set():
             try:
                 conn, _ = listener.accept()
             except OSError:
                 continue
-            conn.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
-            held.append(conn)
-        for conn in held:
-            conn.close()
+            handle(conn, stop)
         listener.close()
 
     threading.Thread(target=serve, daemon=True).start()
     return int(listener.getsockname()[1]), stop
+
+
+def stalling_server() -> tuple[int, threading.Event]:
+    """Accepts, sends an SSH banner, then never answers the key exchange (what an MTU black hole looks like)."""
+    def hold(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+        def close_at_end() -> None:  # held open, silent, until the test ends
+            stop.wait()
+            conn.close()
+
+        threading.Thread(target=close_at_end, daemon=True).start()
+
+    return serve_on_loopback(hold)
 
 
 def test_handshake_stall_is_reported_as_a_likely_mtu_black_hole(tmp_path: Path) -> None:
@@ -66,10 +76,6 @@ def slow_banner_server(pieces: int, gap: float, *, kex_delay: float = 0.0,
     import paramiko
 
     host_key = paramiko.ECDSAKey.generate()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
-    stop = threading.Event()
 
     def pump(src: socket.socket, dst: socket.socket) -> None:
         try:
@@ -78,7 +84,7 @@ def slow_banner_server(pieces: int, gap: float, *, kex_delay: float = 0.0,
         except OSError:
             pass
 
-    def relay(conn: socket.socket) -> None:
+    def relay(conn: socket.socket, stop: threading.Event) -> None:
         inner, outer = socket.socketpair()
         server = paramiko.Transport(inner)
         server.add_server_key(host_key)
@@ -102,18 +108,7 @@ def slow_banner_server(pieces: int, gap: float, *, kex_delay: float = 0.0,
             conn.close()
             server.close()
 
-    def serve() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                continue
-            threading.Thread(target=relay, args=(conn,), daemon=True).start()
-        listener.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return int(listener.getsockname()[1]), stop
+    return serve_on_loopback(lambda conn, stop: threading.Thread(target=relay, args=(conn, stop), daemon=True).start())
 
 
 def _connect_report(tmp_path: Path, port: int, timeout: float) -> tuple[float, NodeStatus, str, str]:
