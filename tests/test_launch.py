@@ -199,6 +199,7 @@ eval "what=\\${FAKE_$rank:-ok}"
 case $what in
   ok) sleep 0.3; echo "rank $rank done"; exit 0;;
   fail) sleep 0.5; echo "rank $rank failing"; exit 7;;
+  latefail) sleep 4; echo "rank $rank failing"; exit 7;;
   sleep) sh -c 'sleep 60' & sleep 60;;
   quiet) sleep 5; echo "rank $rank done"; exit 0;;
   stubborn) trap '' TERM; sh -c 'sleep 60' & sleep 60;;
@@ -442,8 +443,16 @@ def test_collect_and_status_of_a_job_use_its_own_nodes_and_refuse_an_inventory_t
     assert marked(record.id) == []
 
 
-def test_jobs_asks_the_nodes_of_running_jobs_and_records_when_they_ended_there(local_inventory: Path, tmp_path: Path) -> None:
-    """Issue #30: a detached job that ended stayed `running` in `jobs`, and `ended` was when someone asked."""
+def test_jobs_asks_the_nodes_of_running_jobs_and_records_when_they_ended_there(local_inventory: Path, tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #30: a detached job that ended stayed `running` in `jobs`, and `ended` was when someone asked. (Its
+    supervisor would record the end itself: here none could start, as when the control host cannot run one.)"""
+    from ascendctl.errors import AscendctlError
+
+    def no_supervisor(*_args: Any) -> Any:
+        raise AscendctlError("cannot start the job's supervisor: test")
+
+    monkeypatch.setattr("ascendctl.jobs.detached.start_supervisor", no_supervisor)
     result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--detach",
                                  "--env", "FAKE_1=fail", "--log-dir", str(tmp_path / "logs"), "--", "t.py"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -488,6 +497,97 @@ def test_stop_finds_a_job_whose_record_has_no_pids_by_its_marker_on_the_nodes(lo
     finally:
         for path in marked(record.id):  # what the old code left running: /proc/PID/environ
             subprocess.run(["kill", "-9", path.split("/")[2]], check=False, capture_output=True)
+
+
+# -- a detached job keeps the foreground's promises: its supervisor on the control host -------------
+def wait_for_end(job_id: str, seconds: float = 40) -> Any:
+    deadline = time.monotonic() + seconds
+    while (record := load_job(job_id)).status == "running":
+        assert time.monotonic() < deadline, record
+        time.sleep(0.2)
+    return record
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_detached_job_is_torn_down_at_its_first_failure_and_its_verdict_recorded_with_nobody_following(
+        local_inventory: Path, tmp_path: Path) -> None:
+    """Issue #30: a detached job whose node failed still ran on the others, and no verdict was ever computed: fail-fast
+    held only while a terminal followed. Now the supervisor left on this host does what the foreground launch does."""
+    result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--detach",
+                                 "--grace", "1", "--env", "FAKE_0=sleep", "--env", "FAKE_1=fail", "--env", "FAKE_2=stubborn",
+                                 "--log-dir", str(tmp_path / "logs"), "--", "t.py"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    job = load_job()
+    sup = job.supervisor
+    assert sup is not None and sup.options[:2] == ["--grace", "1"]
+    # in a session of its own, not a child of the launch: a closed terminal or a logout does not reach it
+    fields = Path(f"/proc/{sup.pid}/stat").read_text().rpartition(")")[2].split()
+    assert int(fields[3]) != os.getsid(0) and int(fields[1]) != os.getpid()
+    record = wait_for_end(job.id)
+    assert record.status == "failed" and [n.exit_code for n in record.nodes][1] == 7
+    assert record.node("a").signal == "SIGTERM" and record.node("c").signal == "SIGKILL"  # c ignores SIGTERM
+    assert marked(job.id) == []
+    assert record.first_failure is not None and record.first_failure.node == "b"
+    log = Path(sup.log).read_text()
+    assert "b: launcher exited 7; stopping the other nodes" in log and f"job {job.id} failed" in log
+    deadline = time.monotonic() + 10
+    while process_alive(sup.pid):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    status = runner.invoke(app, ["status", job.id], catch_exceptions=False)
+    assert status.exit_code == 5 and "failed" in status.stdout and "first failure" in status.stdout
+    listed = runner.invoke(app, ["jobs"], catch_exceptions=False)
+    assert f" on b]" in [line for line in listed.stdout.splitlines() if line.startswith(job.id)][0]
+    follow = runner.invoke(app, ["logs", job.id, "-f"], catch_exceptions=False)
+    assert follow.exit_code == 5 and f"job {job.id}: failed" in follow.stdout and "[b] rank 1 failing" in follow.stdout
+
+
+def test_logs_follow_restarts_a_lost_supervisor_and_shows_the_verdict_it_records(local_inventory: Path, tmp_path: Path) -> None:
+    """`logs -f` reattaches: a running job whose supervisor was killed gets a new one, which tears the job down at its
+    first failure; the follow ends with the recorded verdict and exit 5."""
+    result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--detach",
+                                 "--grace", "1", "--env", "FAKE_0=sleep", "--env", "FAKE_1=latefail", "--env", "FAKE_2=sleep",
+                                 "--log-dir", str(tmp_path / "logs"), "--", "t.py"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    job = load_job()
+    assert job.supervisor is not None
+    os.kill(job.supervisor.pid, signal.SIGKILL)
+    while process_alive(job.supervisor.pid):
+        time.sleep(0.05)
+    status = runner.invoke(app, ["status", job.id], catch_exceptions=False)
+    assert "supervisor: gone" in status.stdout and "logs" in status.stdout
+    follow = subprocess.run([sys.executable, "-m", "ascendctl", "logs", job.id, "-f"], capture_output=True, text=True, timeout=60)
+    assert follow.returncode == 5, follow.stderr
+    assert "had no supervisor left: started one" in follow.stderr
+    assert f"job {job.id}: failed" in follow.stdout and "[b] rank 1 failing" in follow.stdout
+    record = load_job(job.id)
+    assert record.status == "failed" and record.supervisor is not None and record.supervisor.pid != job.supervisor.pid
+    assert record.node("a").signal == "SIGTERM" and marked(job.id) == []
+
+
+def test_stop_of_a_supervised_job_is_recorded_as_stopped_and_its_supervisor_leaves(local_inventory: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--detach",
+                                 "--env", "FAKE_0=sleep", "--env", "FAKE_1=sleep", "--env", "FAKE_2=sleep",
+                                 "--log-dir", str(tmp_path / "logs"), "--", "t.py"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    job = load_job()
+    assert job.supervisor is not None and process_alive(job.supervisor.pid)
+    stop = runner.invoke(app, ["stop", job.id, "--grace", "1"], catch_exceptions=False)
+    assert stop.exit_code == 0, stop.output
+    deadline = time.monotonic() + 15
+    while process_alive(job.supervisor.pid):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    record = load_job(job.id)
+    assert record.status == "stopped" and record.first_failure is None and marked(job.id) == []
+    assert "its record is stop's to finish" in Path(job.supervisor.log).read_text()
 
 
 def launched(local_inventory: Path, tmp_path: Path, *env: str) -> subprocess.Popen[str]:

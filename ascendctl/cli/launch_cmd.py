@@ -107,11 +107,11 @@ def launch(
     if dry_run:
         launch_view.show_plan(plan_only(inv, options), as_json=as_json, argv=argv_now())
         raise typer.Exit(int(ExitCode.OK))
-    # with --json, node output still streams ([node] lines) but to stderr; stdout holds only the document
-    sink = launch_view.line_sink(inv.names, to_stderr=as_json)
-    with stop_on_signals(launch_view.repeated_signal):  # SIGTERM, SIGHUP and Ctrl-C tear the job down on every node
-        outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=sink, on_notice=launch_view.notice,
-                             job_id=job_id)
+    # with --json, node output still streams ([node] lines) but to stderr; stdout holds only the document.
+    # SIGTERM, SIGHUP and Ctrl-C tear the job down on every node; on a big job what the stopped nodes print is folded
+    with stop_on_signals(launch_view.repeated_signal), launch_view.launch_output(inv.names, to_stderr=as_json) as output:
+        outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=output.line,
+                             on_notice=output.notice, job_id=job_id, flags=flags, on_teardown=output.teardown)
     if as_json:
         launch_view.emit_record(outcome.record, outcome.exit_code, argv_now(), detached=outcome.detached)
     else:
@@ -179,10 +179,12 @@ def logs(
     lines: list[tuple[str, str]] = []
     sink = (lambda name, line: lines.append((name, line))) if as_json else launch_view.line_sink(names)
     with stop_on_signals():  # SIGTERM and SIGHUP stop following like Ctrl-C; the job keeps running
-        outcome = job_logs(job, follow_logs=follow, nodes=node, on_line=sink,
+        outcome = job_logs(job, follow_logs=follow, nodes=node, on_line=sink, on_notice=launch_view.notice,
                            inventory=load_inventory(inventory) if inventory else None, silence_limit=silence_limit)
     if as_json:
         launch_view.emit_logs(lines, outcome.exit_code, argv_now())
+    elif follow and not outcome.interrupted:  # Ctrl-C only detached: the job runs on, nothing ended to sum up
+        launch_view.show_outcome(outcome)
     raise typer.Exit(int(outcome.exit_code))
 
 
@@ -202,3 +204,20 @@ def stop(job: JobArg = None, grace: GraceOpt = 10.0, inventory: InventoryOpt = N
     else:
         launch_view.show_status(record)
     raise typer.Exit(int(code))
+
+
+@app.command(hidden=True)
+@cli_errors
+def supervise(
+    job: Annotated[str, typer.Argument(help="The job to look after.")],
+    grace: GraceOpt = 10.0,
+    silence_limit: SilenceOpt = DEFAULT_SILENCE_LIMIT,
+    connect_timeout: ConnectTimeoutOpt = None,
+    command_timeout: CommandTimeoutOpt = None,
+    fanout: FanoutOpt = None,
+) -> None:
+    """Look after a detached job (started by `launch --detach`): tear it down at its first failure, record the verdict."""
+    from ..jobs import supervise_detached
+
+    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout)
+    raise typer.Exit(supervise_detached(job, grace=grace, silence=silence_limit, flags=flags))

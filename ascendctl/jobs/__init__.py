@@ -5,6 +5,7 @@
 - runner.py     the Runner protocol: start, follow, stop, states, log_text, artifacts
 - ssh_runner.py today's runner: launchers detached under setsid over each node's transport
 - supervise.py  one event loop follows every node and owns the teardown; the verdict is the triage engine's
+- detached.py   a detached job's supervisor process on the control host (the same loop, no terminal)
 
 A Slurm runner goes in `slurm_runner.py` beside `ssh_runner.py`; `launch_job` picks the runner, nothing else
 changes. Must not import typer or rich.
@@ -29,7 +30,7 @@ from .plan import (DEFAULT_GRACE, DRY_RUN_JOB_ID, LaunchOptions, LaunchPlan, Nod
 from .record import (FailureVictim, FirstFailure, JobError, JobListing, JobRecord, JobRecordError, NodeJob, StateWriteError,
                      jobs_dir, list_jobs, load_job, new_job_id, read_jobs, save_job, state_dir)
 from ..settings import DEFAULT_SILENCE_LIMIT
-from .runner import LineSink, NodeEnded, NoticeSink, Runner
+from .runner import LineSink, NodeEnded, NoticeSink, Runner, TeardownSink
 from .ssh_runner import SSHRunner, marker, with_stop_results
 from .supervise import Supervised, supervise
 
@@ -42,7 +43,7 @@ __all__ = [
     "DEFAULT_GRACE", "DEFAULT_SILENCE_LIMIT", "DRY_RUN_JOB_ID", "FailureVictim", "FirstFailure", "JobError", "JobListing", "JobRecord", "JobRecordError",
     "LaunchOptions", "LaunchOutcome", "JobStatus", "LaunchPlan", "LaunchRefused", "LeftoverCheck", "NodeEnded",
     "StateWriteError", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan", "default_log_dir", "dry_run",
-    "job_inventory", "job_logs", "job_outcomes", "job_status", "jobs_dir", "launch_job", "launcher_binary", "list_jobs", "load_job", "marker",
+    "job_inventory", "job_logs", "supervise_detached", "job_outcomes", "job_status", "jobs_dir", "launch_job", "launcher_binary", "list_jobs", "load_job", "marker",
     "new_job_id", "plan_to_dict", "read_jobs", "refresh_job", "refreshed_jobs", "render_plan", "save_job", "state_dir", "stop_job", "stop_outcomes", "submit_job",
 ]
 
@@ -173,8 +174,12 @@ def launch_job(
     on_notice: NoticeSink | None = None,
     factory: TransportFactory | None = None,
     job_id: str | None = None,
+    flags: Mapping[str, Any] | None = None,
+    on_teardown: TeardownSink | None = None,
 ) -> LaunchOutcome:
-    """Preflight, resolve endpoints, plan, start every node's launcher, then supervise it (unless `detach`)."""
+    """Preflight, resolve endpoints, plan, start every node's launcher, then supervise it: here, or (`detach`) in a
+    supervisor process left on this host (jobs/detached.py). `flags`: the command line's connection settings, which
+    the supervisor reloads the inventory with."""
     from ..environment import master_port
 
     check_script_first(options)  # before any node is asked
@@ -194,9 +199,11 @@ def launch_job(
             record = runner.start(plan, record, notice=notice)
             save_job(record)
             if record.status != "running" or detach:
+                if detach and record.status == "running" and runner.name == "ssh":
+                    record = _with_supervisor(record, options, flags or {}, notice)
                 return LaunchOutcome(record, detached=detach and record.status == "running")
             result = supervise(runner, record, on_line=on_line, notice=notice, grace=options.grace,
-                               silence=options.silence_limit)
+                               silence=options.silence_limit, on_teardown=on_teardown)
             return _finished(LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict,
                                            stopped_by=result.stopped_by))
         except (KeyboardInterrupt, Interrupted) as stop:
@@ -210,6 +217,32 @@ def launch_job(
             return _finished(replace(_tear_down(inventory, record, options.grace, notice, stopped_by=None), state_error=exc))
     finally:
         group.close()
+
+
+SUPERVISOR_FLAGS = ("connect_timeout", "command_timeout", "fanout")  # the command-line settings a supervisor is given
+
+
+def _with_supervisor(record: JobRecord, options: LaunchOptions, flags: Mapping[str, Any], notice: NoticeSink) -> JobRecord:
+    """Leave a supervisor behind a detached job; when it cannot start, the job runs on unsupervised and that is said."""
+    from .detached import start_supervisor
+
+    argv = ["--grace", f"{options.grace:g}"]
+    if options.silence_limit is not None:
+        argv += ["--silence-limit", f"{options.silence_limit:g}"]
+    argv += [arg for key in SUPERVISOR_FLAGS if key in flags for arg in (f"--{key.replace('_', '-')}", str(flags[key]))]
+    try:
+        return start_supervisor(record, argv)
+    except AscendctlError as exc:
+        notice(f"{exc.message}; {exc.hint}" if exc.hint else exc.message)
+        return record
+
+
+def supervise_detached(job_id: str, *, grace: float, silence: float | None, flags: Mapping[str, Any]) -> int:
+    """`ascendctl supervise JOB` (started by `launch --detach`): become the job's supervisor and look after it."""
+    from .detached import daemonize, run_supervisor
+
+    daemonize(job_id)
+    return run_supervisor(job_id, grace=grace, silence=silence, flags=dict(flags))
 
 
 def _tear_down(inventory: Inventory, record: JobRecord, grace: float, notice: NoticeSink, *, stopped_by: str | None) -> LaunchOutcome:
@@ -376,8 +409,22 @@ def _refresh(record: JobRecord, inventory: Inventory | None) -> tuple[JobRecord,
         ends = [n.ended for n in record.nodes if n.ended is not None]
         # when the job ended on its nodes, not when someone asked (time.time() only where no node could say)
         record = replace(record, status="succeeded" if ok else "failed", ended=max(ends) if ends else time.time())
-        save_job(record)
+        record = _record_end(record)
     return record, unasked
+
+
+def _record_end(record: JobRecord) -> JobRecord:
+    """Save the end of a job found by asking its nodes, unless someone else records it: a live supervisor (which
+    saves it with the verdict), or `stop`; the record as it is then stored is returned in those cases."""
+    from .detached import supervisor_alive
+
+    stored = load_job(record.id)
+    if stored.status != "running" or stored.stop_requested:
+        return stored
+    if supervisor_alive(stored) is not False:
+        return record  # shown as found, saved by its supervisor (with the verdict) in a moment
+    save_job(replace(record, supervisor=stored.supervisor))
+    return record
 
 
 REFRESH_AT_ONCE = 8  # running jobs `jobs` asks at the same time (each asks its nodes through its own bounded group)
@@ -462,6 +509,9 @@ def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inv
     """Tear a (detached) job down on every node and record it as stopped."""
     record = load_job(job_id)
     inv = job_inventory(record, inventory)
+    if record.status == "running" and not record.stop_requested:
+        record = replace(record, stop_requested=time.time())  # from here the record is stop's: a supervisor leaves it
+        save_job(record)
     runner = _runner(record, inv)
     try:
         # every node of the job, pid recorded or not: a launch killed while starting left a record without pids
@@ -487,10 +537,15 @@ def job_logs(
     follow_logs: bool = False,
     nodes: str | None = None,
     on_line: LineSink | None = None,
+    on_notice: NoticeSink | None = None,
     inventory: Inventory | None = None,
     silence_limit: float = DEFAULT_SILENCE_LIMIT,
 ) -> LaunchOutcome:
     """Print (or follow until the launchers end) the launcher logs of a job; following never stops the job.
+
+    Following reattaches to a detached job: a running job whose supervisor is gone gets a new one (which tears the
+    job down at its first failure), and at the end the record its supervisor saved (status, verdict) is returned.
+    Without a supervisor, a follow of every node records the end it saw, verdict included (the same engine).
 
     `silence_limit`: while following, a node that sends nothing (not even its follower's heartbeat) that long is lost.
 
@@ -509,9 +564,8 @@ def job_logs(
     runner = _runner(record, inv)
     try:
         if follow_logs:
-            watched = supervise(runner, record, on_line=on_line, teardown_on_failure=False, grace=DEFAULT_GRACE,
-                                nodes=[n for n in names if n in chosen] if nodes else None, silence=silence_limit)
-            return LaunchOutcome(watched.record, interrupted=watched.interrupted, stopped_by=watched.stopped_by)
+            return _follow(runner, record, on_line, on_notice or (lambda _msg: None), silence_limit,
+                           [n for n in names if n in chosen] if chosen != set(names) else None)
         targets = [n for n in names if n in chosen and n in inv.names]
         for result in runner.log_texts(record, targets):
             text = result.value if result.value is not None else f"(unreachable: {result.error.message if result.error else ''})\n"
@@ -522,3 +576,41 @@ def job_logs(
     finally:
         runner.close()
 
+
+
+def _follow(runner: Runner, record: JobRecord, on_line: LineSink | None, notice: NoticeSink, silence_limit: float,
+            nodes: list[str] | None) -> LaunchOutcome:
+    """`logs -f`: follow the job's nodes (never stopping it), then its end as recorded (by its supervisor, or here)."""
+    from .detached import VERDICT_WAIT, await_recorded_end, ensure_supervisor
+
+    try:
+        record, restarted = ensure_supervisor(record)
+    except AscendctlError as exc:
+        restarted = False
+        notice(f"{exc.message}; nothing tears the job down at its first failure")
+    if restarted:
+        notice(f"job {record.id} had no supervisor left: started one (pid {record.supervisor.pid if record.supervisor else '?'})")
+    watched = supervise(runner, record, on_line=on_line, teardown_on_failure=False, grace=DEFAULT_GRACE, nodes=nodes,
+                        silence=silence_limit)
+    if watched.interrupted:
+        return LaunchOutcome(watched.record, interrupted=True, stopped_by=watched.stopped_by)
+    if record.status != "running":  # ended before: as recorded (its verdict included)
+        return LaunchOutcome(record)
+    grace = _supervisor_grace(record)
+    final = await_recorded_end(record.id, grace + VERDICT_WAIT)
+    if final.status == "running":
+        if nodes is not None or any(n.error for n in watched.record.nodes):
+            # part of the job seen, or a node lost here (perhaps only from here): this follow's view, not recorded
+            return LaunchOutcome(watched.record, verdict=watched.verdict)
+        final = _record_end(replace(watched.record, supervisor=final.supervisor))
+        return LaunchOutcome(final, verdict=watched.verdict)
+    return LaunchOutcome(final)
+
+
+def _supervisor_grace(record: JobRecord) -> float:
+    """The grace the job's supervisor tears down with (the default when it has none or its options do not say)."""
+    options = record.supervisor.options if record.supervisor else []
+    try:
+        return float(options[options.index("--grace") + 1])
+    except (ValueError, IndexError):
+        return DEFAULT_GRACE

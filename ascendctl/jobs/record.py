@@ -174,6 +174,18 @@ class FirstFailure:
 
 
 @dataclass(frozen=True, slots=True)
+class Supervisor:
+    """The process on the control host that looks after a detached job (jobs/detached.py): it follows every node, tears
+    the job down at its first failure and records the verdict, as a foreground launch does."""
+
+    pid: int
+    host: str  # the control host it runs on: its pid means nothing on another machine
+    started: float
+    log: str  # its own messages (what it did, why it stopped), on the control host
+    options: list[str] = field(default_factory=list)  # its command-line options (grace, silence limit, timeouts): a restart reuses them
+
+
+@dataclass(frozen=True, slots=True)
 class JobRecord:
     """A launched job across every node."""
 
@@ -197,6 +209,8 @@ class JobRecord:
     slurm_job: str | None = None  # slurm runner: the allocation (or submitted job) it ran in
     slurm_step: str | None = None  # slurm runner: JOB.STEP of the launch step
     slurm_submitted: bool = False  # the Slurm job was submitted by `launch --backend slurm`: stop cancels all of it
+    supervisor: Supervisor | None = None  # a detached job's supervisor (None: followed in the foreground, or none yet)
+    stop_requested: float | None = None  # epoch seconds when `stop` was asked: from then on the record is stop's to finish
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -234,7 +248,7 @@ class JobRecord:
 
 
 # -- reading records back: every field checked against its type, every problem named with its key path ----
-EPOCH_FIELDS = frozenset({"started", "ended", "teardown_started"})  # epoch seconds, shown as dates
+EPOCH_FIELDS = frozenset({"started", "ended", "teardown_started", "stop_requested"})  # epoch seconds, shown as dates
 LAST_EPOCH = 253402300799  # 9999-12-31T23:59:59Z: later cannot be shown as a date
 
 

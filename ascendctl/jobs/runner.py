@@ -10,7 +10,7 @@ Must not import typer or rich.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Iterator, Optional, Protocol, Sequence
 
 from ..models import NodeResults
 from .plan import LaunchPlan
@@ -18,6 +18,7 @@ from .record import JobRecord
 
 LineSink = Callable[[str, str], None]  # (node name, one line of output without the newline)
 NoticeSink = Callable[[str], None]
+TeardownSink = Callable[[Optional[str]], None]  # told when a teardown begins: the failing node (None: a stop signal)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from typing import Sequence
 from ..errors import AscendctlError, signal_name
 from ..triage import LiveTriage, TriageReport, split_stamp
 from .record import FailureVictim, FirstFailure, JobRecord
-from .runner import LineSink, NodeEnded, NodeStream, NoticeSink, Runner
+from .runner import LineSink, NodeEnded, NodeStream, NoticeSink, Runner, TeardownSink
 from .ssh_runner import with_stop_results
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,7 @@ class Supervised:
     interrupted: bool = False
     verdict: TriageReport | None = None
     stopped_by: str | None = None  # the stop signal that ended the supervision (the record's too, unless only watching)
+    relieved: bool = False  # the supervisor was told to stop looking after the job (which runs on): nothing to record
 
 
 def first_failure(report: TriageReport) -> FirstFailure:
@@ -55,8 +56,12 @@ class _Loop:
     """The state of one supervision (private)."""
 
     def __init__(self, runner: Runner, record: JobRecord, on_line: LineSink | None, notice: NoticeSink, grace: float,
-                 names: list[str], silence: float | None = None) -> None:
+                 names: list[str], silence: float | None = None, relieved: threading.Event | None = None,
+                 on_teardown: TeardownSink | None = None) -> None:
         self.runner = runner
+        self.on_teardown = on_teardown
+        self.relieved = relieved
+        self.left = False  # the loop ended because it was relieved
         self.silence = silence
         self.checked = time.monotonic()
         self.record = record
@@ -121,9 +126,11 @@ class _Loop:
         """Every node that may still run the job: those still followed, and those lost (perhaps still running)."""
         return sorted(self.pending | self.lost)
 
-    def stop_rest(self, reason: str) -> None:
+    def stop_rest(self, reason: str, failed: str | None) -> None:
         """Stop every node still running, in the background (the loop keeps reading their output)."""
         self.notice(reason)
+        if self.on_teardown is not None:
+            self.on_teardown(failed)
         self.teardown_started = time.time()
         targets = self.teardown_targets()
         record = self.record
@@ -139,10 +146,13 @@ class _Loop:
         stop_deadline = float("inf")
         while self.pending:
             self.select()
+            if self.relieved is not None and self.relieved.is_set() and self.stopper is None:
+                self.left = True  # never in the middle of a teardown: that one runs to its end first
+                return
             if self.failures and self.stopper is None and teardown_on_failure and self.pending:
                 first = self.failures[0]
                 what = f"unreachable ({first.lost})" if first.lost else f"exited {first.exit_code}"
-                self.stop_rest(f"{first.node}: launcher {what}; stopping the other nodes")
+                self.stop_rest(f"{first.node}: launcher {what}; stopping the other nodes", first.node)
                 stop_deadline = time.monotonic() + self.grace + 10
             if self.stopper is not None and not self.stopper.is_alive() and time.monotonic() > stop_deadline:
                 break  # streams of nodes that stopped answering may never end
@@ -171,17 +181,22 @@ def supervise(
     nodes: Sequence[str] | None = None,
     grace: float,
     silence: float | None = None,
+    relieved: threading.Event | None = None,
+    on_teardown: TeardownSink | None = None,
 ) -> Supervised:
     """Follow every started node until its launcher ends; on a failure or a stop signal stop the rest (unless only watching).
 
     `silence`: a node whose follower sends nothing, not even its heartbeat, for that many seconds is lost (a failure,
     like a launcher that exited non-zero: the others are stopped unless only watching).
+    `relieved`: once set, the loop ends at the next turn (after a teardown it began) and the job is left as it is:
+    how a detached job's supervisor steps aside.
+    `on_teardown(node)`: told when the teardown begins, with the node whose failure began it (None after a stop signal).
     A stop signal (KeyboardInterrupt: Ctrl-C, or SIGTERM/SIGHUP through interrupts.stop_on_signals) tears the job down on
     every node it may still run on, the ones lost included; the record says which signal (`stopped_by`).
     """
     say = notice or (lambda _msg: None)
     names = [n.name for n in record.nodes if n.pid is not None and (nodes is None or n.name in nodes)]
-    loop = _Loop(runner, record, on_line, say, grace, names, silence)
+    loop = _Loop(runner, record, on_line, say, grace, names, silence, relieved, on_teardown)
     stopped_by: str | None = None
     try:
         for name in names:
@@ -193,6 +208,8 @@ def supervise(
             loop.close()
             return Supervised(record, interrupted=True, stopped_by=stopped_by)
         say(f"interrupted ({stopped_by}): stopping the job on every node; SIGKILL after {grace:g} s")
+        if on_teardown is not None:
+            on_teardown(None)
         if loop.stopper is not None:
             loop.stopper.join()
         loop.teardown_started = loop.teardown_started or time.time()
@@ -202,6 +219,8 @@ def supervise(
         if loop.stopper is not None:
             loop.stopper.join()
         loop.close()
+    if loop.left:
+        return Supervised(record, relieved=True)
     record = loop.record
     for name in loop.pending:  # never heard back
         entry = record.node(name)

@@ -6,8 +6,9 @@ Pure; must not import typer or rich.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..errors import ExitCode
 from ..outcome import Outcome, exit_code_for
@@ -204,20 +205,8 @@ class TriageReport:
         return f"{category} on {where}" if where else category
 
     def folded_victims(self) -> list[tuple[str, str]]:
-        """Victims grouped by how they failed: (`node[01-03] ranks 0-5`, how)."""
-        from ..nodeset import fold, fold_numbers
-
-        groups: dict[str, list[Victim]] = {}
-        for v in self.victims:
-            groups.setdefault(v.how, []).append(v)
-        out = []
-        for how, members in groups.items():
-            nodes = [v.node for v in members if v.node]
-            ranks = [v.rank for v in members if v.rank is not None]
-            who = " ".join(x for x in (fold(dict.fromkeys(nodes)) if nodes else "",
-                                       f"rank{'s' if len(ranks) > 1 else ''} {fold_numbers(ranks)}" if ranks else "") if x)
-            out.append((who or "?", how))
-        return out
+        """Victims grouped by how they failed: (`node[01-03] ranks 0-5`, how); see fold_victims."""
+        return fold_victims((v.node, v.rank, v.how) for v in self.victims)
 
     def timeline(self) -> tuple[RankSummary, ...]:
         """Ranks that failed, in the order their first error (own or communication) or exit happened."""
@@ -274,3 +263,27 @@ class Source:
     torchrun_at: int = 0
     order: int = 0  # the order in which files were read
     block: tuple[int, int | None, int | None, int | None, int] | None = None  # (line, rank, device, pid, lines it covers)
+
+
+
+_VICTIM_NUMBERS = re.compile(r"0[xX][0-9a-fA-F]+|\d+")
+
+
+def fold_victims(victims: Iterable[tuple[str | None, int | None, str]]) -> list[tuple[str, str]]:
+    """(node, rank, how) victims grouped by how they failed, numbers aside (each victim's pid, rank or port differs: at
+    1,000 nodes a line each said one thing 999 times): [(`node[01-03] ranks 0-5`, how the first of them said it)]."""
+    from ..nodeset import fold, fold_numbers
+
+    groups: dict[str, tuple[str, list[tuple[str | None, int | None]], set[str]]] = {}
+    for node, rank, how in victims:
+        first, members, said = groups.setdefault(_VICTIM_NUMBERS.sub("#", how), (how, [], set()))
+        members.append((node, rank))
+        said.add(how)
+    out = []
+    for first, members, said in groups.values():
+        nodes = [node for node, _ in members if node]
+        ranks = [rank for _, rank in members if rank is not None]
+        who = " ".join(x for x in (fold(dict.fromkeys(nodes)) if nodes else "",
+                                   f"rank{'s' if len(ranks) > 1 else ''} {fold_numbers(ranks)}" if ranks else "") if x)
+        out.append((who or "?", first + (" (its numbers differ from victim to victim)" if len(said) > 1 else "")))
+    return out

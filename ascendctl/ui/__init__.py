@@ -21,6 +21,10 @@ from ..redact import redact_document
 from .terminal import LogFormatter as LogFormatter, SafeConsole, visible as visible  # re-exported for cli and the views
 
 JSON_SCHEMA = 1
+# Past this many nodes, text output folds nodes with the same outcome into one line or block, named by their folded set
+# (`n[0001-0998]`); --json always keeps every node. Launch summaries, `status`, launch's teardown output, `launch --dry-run`
+# and the collect table use it.
+FOLD_NODES_ABOVE = 16
 
 out = SafeConsole(highlight=False, soft_wrap=True)
 err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from rich.text import Text
 
 from typing import Any
 
 from ..errors import ExitCode
-from ..jobs import JobListing, JobRecord, LaunchOutcome, LaunchPlan, LeftoverCheck, plan_to_dict, render_plan
+from ..jobs import JobListing, JobRecord, LaunchOutcome, LaunchPlan, LeftoverCheck, plan_to_dict
 from ..nodeset import fold, group_by
-from . import emit_json, err, error, out, visible, warning, write_out
+from . import FOLD_NODES_ABOVE, emit_json, err, error, out, visible, warning, write_out
+from .launch_folding import LaunchOutput, plan_text
+from ..triage.model import fold_victims
 from .triage_view import verdict_lines
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
@@ -26,11 +29,12 @@ PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_c
 
 
 def show_plan(plan: LaunchPlan, *, as_json: bool = False, argv: list[str] | None = None) -> None:
-    """The dry-run text, byte for byte (control characters in inventory values shown escaped), or its JSON."""
+    """The dry-run text, byte for byte (control characters in inventory values shown escaped), past FOLD_NODES_ABOVE
+    nodes with alike nodes folded into one block; or its JSON (every node)."""
     if as_json:
         emit_json(argv or [], ExitCode.OK, {"plan": plan_to_dict(plan)})
         return
-    write_out(render_plan(plan))
+    write_out(plan_text(plan))
 
 
 def emit_record(record: JobRecord, code: ExitCode, argv: list[str], **extra: Any) -> None:
@@ -93,6 +97,17 @@ def notice(message: str) -> None:
     error(message, level="notice")
 
 
+@contextmanager
+def launch_output(names: list[str], *, to_stderr: bool = False) -> Iterator[LaunchOutput]:
+    """The line and notice sinks of an attached launch (`.line`, `.notice`): past FOLD_NODES_ABOVE nodes, what the
+    nodes a teardown stops print is folded, and shown when the block ends."""
+    output = LaunchOutput(names, line_sink(names, to_stderr=to_stderr), notice, to_stderr=to_stderr)
+    try:
+        yield output
+    finally:
+        output.close()
+
+
 def repeated_signal(name: str) -> None:
     """A stop signal while the teardown runs: it is not cut short (called from a signal handler)."""
     notice(f"{name} again: the teardown is finishing on every node (SIGKILL after the grace); not leaving processes behind")
@@ -100,9 +115,6 @@ def repeated_signal(name: str) -> None:
 
 def _when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
-
-
-FOLD_NODES_ABOVE = 16  # a job on more nodes gets one line per state, not one per node (--json keeps every node)
 
 
 def _node_state(record: JobRecord) -> list[str]:
@@ -133,9 +145,8 @@ def show_outcome(outcome: LaunchOutcome) -> None:
     out.print("\n".join(_node_state(record)), markup=False)
     out.print(f"logs: {record.log_dir}/<node>/ on each node", markup=False)
     first = record.first_failure
-    if outcome.verdict is not None:
-        for line in verdict_lines(outcome.verdict):
-            out.print(line, markup=False)
+    for line in verdict_lines(outcome.verdict) if outcome.verdict is not None else recorded_verdict_lines(record):
+        out.print(line, markup=False)
     if first:
         hint = f"gather every log and the kernel messages with `ascendctl collect {record.id}`, then `ascendctl triage BUNDLE`"
         if first.node is not None:
@@ -157,6 +168,41 @@ def show_outcome(outcome: LaunchOutcome) -> None:
         error(f"{exc.message}; {done}", hint=exc.hint)
 
 
+def recorded_verdict_lines(record: JobRecord) -> list[str]:
+    """The verdict as the job record keeps it (saved by the launch or a detached job's supervisor): what `status` and
+    `logs -f` show, the same lines as launch's where the record holds them."""
+    f = record.first_failure
+    if f is None:
+        return []
+    if not f.headline:
+        return [f"first failure: {f.node}{f' rank {f.rank}' if f.rank is not None else ''}: {f.reason}"]
+    lines = [f"verdict: {f.headline} (confidence {f.confidence})", f"why: {f.reason}" + (f" [rule {f.rule}]" if f.rule else "")]
+    if f.text:
+        where = f"{f.file}:{f.line}" if f.file and f.line else (f.file or "")
+        lines += [f"first failure: {f.time or 'time unknown'} {where}".rstrip(), f"  {f.text}"]
+    if f.launcher_blamed:
+        lines.append(f"note: {f.launcher_blamed}")
+    victims = fold_victims((v.node, v.rank, v.how) for v in f.victims)
+    if victims:
+        lines.append("victims:")
+        lines += [f"  {who}: {how}" for who, how in victims]
+    return lines
+
+
+def supervisor_line(record: JobRecord) -> str | None:
+    """Who looks after a running detached job: its supervisor (pid, host), or nobody (it is gone)."""
+    from ..jobs.detached import supervisor_alive
+
+    sup = record.supervisor
+    if record.status != "running" or sup is None:
+        return None
+    alive = supervisor_alive(record)
+    if alive is False:
+        return (f"supervisor: gone (pid {sup.pid}, log {sup.log}); nothing tears the job down at its first failure: "
+                f"`ascendctl logs {record.id} -f` starts a new one")
+    return f"supervisor: pid {sup.pid} on {sup.host}{'' if alive else ' (not asked: another host)'}; log {sup.log}"
+
+
 def _status(record: JobRecord) -> str:
     return f"{record.status} ({record.stopped_by})" if record.stopped_by and record.status == "interrupted" else record.status
 
@@ -168,7 +214,9 @@ def show_jobs(listing: JobListing) -> None:
     elif not listing.unreadable:
         out.print("no jobs recorded", markup=False)
     for r in listing.records:
-        out.print(f"{r.id:<22} {_status(r):<12} {r.launcher:<9} {len(r.nodes):>5}  {_when(r.started):<19}  {' '.join(r.script)}",
+        f = r.first_failure
+        verdict = f"  [{f.category or 'failed'}{f' on {f.node}' if f.node else ''}{f' rank {f.rank}' if f.rank is not None else ''}]" if f else ""
+        out.print(f"{r.id:<22} {_status(r):<12} {r.launcher:<9} {len(r.nodes):>5}  {_when(r.started):<19}  {' '.join(r.script)}{verdict}",
                   markup=False)
     for i, bad in enumerate(listing.unreadable):
         warning(f"unreadable job record, not listed: {bad.problem}", subject=str(bad.path),
@@ -188,13 +236,11 @@ def show_status(record: JobRecord, leftovers: tuple[LeftoverCheck, ...] = ()) ->
               markup=False)
     out.print(f"started {_when(record.started)}, ended {_when(record.ended)}; logs under {record.log_dir}", markup=False)
     out.print("\n".join(_node_state(record)), markup=False)
-    if record.first_failure:
-        f = record.first_failure
-        if f.headline:
-            out.print(f"verdict: {f.headline} (confidence {f.confidence}): {f.reason}", markup=False)
-        else:
-            rank = f" rank {f.rank}" if f.rank is not None else ""
-            out.print(f"first failure: {f.node}{rank}: {f.reason}", markup=False)
+    supervision = supervisor_line(record)
+    if supervision:
+        out.print(supervision, markup=False)
+    for line in recorded_verdict_lines(record):
+        out.print(line, markup=False)
     for check in leftovers:
         if check.pids is None:
             now = f"still unreachable ({check.error})"

@@ -221,6 +221,31 @@ def test_failing_rank_tears_down_every_node_and_is_named_first(cluster_factory: 
     assert job_processes(cluster, "allreduce_torch.py") == []
 
 
+def test_detached_job_is_torn_down_at_its_first_failure_by_its_supervisor_with_nobody_following(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """Issue #30: with --detach, fail-fast held only while a terminal followed (q1 still ran 40 s after q2 failed) and no
+    verdict was computed. The launch's session is gone at once here (as after a logout): the supervisor stays."""
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inventory(cluster, tmp_path)
+    launch = subprocess.run([*ASCENDCTL, "launch", "-i", str(inv), "--launcher", "torchrun", "--log-dir", str(tmp_path / "logs"),
+                             "--grace", "3", "--no-preflight", "--detach", "--env=JOB_TIMEOUT=60", "--env=JOB_FAIL_RANK=3",
+                             "--env=JOB_SLEEP=4", "--", str(JOBS / "allreduce_torch.py")],
+                            capture_output=True, text=True, timeout=120, start_new_session=True)
+    assert launch.returncode == 0, launch.stderr
+    job = last_job()
+    assert job["status"] == "running" and job["supervisor"]["pid"] > 0
+    deadline = time.monotonic() + 90
+    while (job := last_job())["status"] == "running":
+        assert time.monotonic() < deadline, job
+        time.sleep(0.5)
+    assert job["status"] == "failed" and job["first_failure"]["node"] == "h02" and job["first_failure"]["rank"] == 3
+    assert job["first_failure"]["category"] == "EXCEPTION"
+    assert all(n["exit_code"] is not None for n in job["nodes"]), job["nodes"]
+    assert job_processes(cluster, "allreduce_torch.py") == []
+    status = subprocess.run([*ASCENDCTL, "status", job["id"]], capture_output=True, text=True, timeout=60)
+    assert status.returncode == 5 and "verdict: " in status.stdout, status.stdout
+
+
 def test_failing_msrun_rank_is_named_from_its_worker_log(cluster_factory: Any, tmp_path: Path) -> None:
     cluster: Cluster = cluster_factory(hosts())
     inv = inventory(cluster, tmp_path)

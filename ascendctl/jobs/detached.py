@@ -1,0 +1,183 @@
+"""A detached job keeps the foreground's promises: a supervisor process on the control host looks after it.
+
+`launch --detach` returns once every launcher runs; without a terminal following it, nothing tore the job down at its
+first failure (a job whose node failed still ran on the others) and nothing computed the verdict. So the launch leaves
+a supervisor behind: `ascendctl supervise JOB` (hidden), in its own session (a closed terminal, a logout or a lost SSH
+session to the control host does not reach it), reparented to init at once (double fork: no zombie, no parent to
+outlive), its pid in the job record. It runs the foreground's supervise loop with no terminal: the first failure tears
+the job down on every node, the verdict is the triage engine's, and the record it saves holds both. Its own messages
+go to a log file beside the job records.
+
+`logs -f` reattaches (it follows the output, then shows the verdict the supervisor recorded, and starts a new
+supervisor for a running job whose supervisor is gone); `status` and `jobs` read the record. `stop` marks the record
+first (`stop_requested`): the supervisor then leaves the record to `stop`. SIGTERM or SIGINT relieve the supervisor
+(the job runs on, unsupervised: `status` says so); SIGHUP is ignored.
+
+Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import AscendctlError
+from .record import JobRecord, Supervisor, load_job, save_job, state_dir
+
+log = logging.getLogger(__name__)
+
+GO_WAIT = 60.0  # seconds a new supervisor waits for the launch to record it before it starts anyway
+PID_WAIT = 30.0  # seconds the launch waits for the supervisor to say its pid
+VERDICT_WAIT = 15.0  # seconds `logs -f` waits, beyond the grace, for the supervisor to record the end it saw
+
+
+def supervisor_log(job_id: str) -> Path:
+    """Where the supervisor of `job_id` writes its messages."""
+    return state_dir() / "supervisors" / f"{job_id}.log"
+
+
+def start_supervisor(record: JobRecord, options: Sequence[str]) -> JobRecord:
+    """Start the supervisor of a running detached job; return the record naming it, saved.
+
+    The supervisor waits until that record is saved (the launch closes its stdin), so it never reads or writes a
+    record that does not know it yet. `options`: its command-line options (`--grace`, `--silence-limit`, timeouts).
+    AscendctlError when it cannot be started: the job runs, unsupervised, and the caller says so.
+    """
+    path = supervisor_log(record.id)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(path, "ab") as sink:
+            sink.write(f"{_now()} starting: {' '.join(options)}\n".encode())
+        proc = subprocess.Popen([sys.executable, "-m", "ascendctl", "supervise", record.id, *options],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                start_new_session=True, close_fds=True)
+    except OSError as exc:
+        raise AscendctlError(f"cannot start the job's supervisor: {exc.strerror or exc}",
+                             hint=f"the job runs unsupervised; follow it with `ascendctl logs {record.id} -f`") from None
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], PID_WAIT)
+        said = proc.stdout.readline().decode("ascii", "replace").strip() if ready else ""
+        proc.wait(timeout=PID_WAIT)  # the intermediate process exits once it has forked the supervisor
+        if not said.isdigit():
+            raise AscendctlError(f"the job's supervisor did not start (see {path})",
+                                 hint=f"the job runs unsupervised; follow it with `ascendctl logs {record.id} -f`")
+        record = replace(record, supervisor=Supervisor(int(said), socket.gethostname(), time.time(), str(path), list(options)))
+        save_job(record)
+        return record
+    finally:
+        proc.stdout.close()
+        proc.stdin.close()  # go (or, on failure, EOF all the same: it then finds the record as it was)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def supervisor_alive(record: JobRecord) -> bool | None:
+    """Whether the job's supervisor still runs: None when it runs on another host (its pid cannot be asked here)."""
+    sup = record.supervisor
+    if sup is None:
+        return False
+    if sup.host != socket.gethostname():
+        return None
+    try:
+        with open(f"/proc/{sup.pid}/stat", "rb") as stat:
+            state = stat.read().rpartition(b")")[2].split()[0]
+        with open(f"/proc/{sup.pid}/cmdline", "rb") as cmdline:
+            argv = cmdline.read().split(b"\0")
+    except (OSError, IndexError):
+        return False
+    # the pid may have been reused since: it is this job's supervisor only if its command line says so
+    return state not in (b"Z", b"X") and b"supervise" in argv and record.id.encode() in argv
+
+
+def ensure_supervisor(record: JobRecord) -> tuple[JobRecord, bool]:
+    """A running SSH job whose supervisor is gone gets a new one (with the options of the last); (record, started)."""
+    if record.status != "running" or record.runner != "ssh" or record.stop_requested or supervisor_alive(record) is not False:
+        return record, False
+    options = record.supervisor.options if record.supervisor else []
+    return start_supervisor(record, options), True
+
+
+def await_recorded_end(job_id: str, timeout: float) -> JobRecord:
+    """The job's record once its supervisor recorded the end (or stepped aside, or `timeout` seconds passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        record = load_job(job_id)
+        if record.status != "running" or supervisor_alive(record) is False or time.monotonic() > deadline:
+            return record
+        time.sleep(0.2)
+
+
+def daemonize(job_id: str) -> None:
+    """Become the supervisor of `job_id`: fork, say the child's pid on stdout, let the parent exit; in the child wait
+    for the go (EOF on stdin), then move stdio to the supervisor's log."""
+    child = os.fork()
+    if child:
+        os.write(1, f"{child}\n".encode())
+        os._exit(0)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    ready, _, _ = select.select([0], [], [], GO_WAIT)
+    while ready and os.read(0, 4096):
+        ready, _, _ = select.select([0], [], [], GO_WAIT)
+    path = supervisor_log(job_id)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.close(null)
+
+
+def run_supervisor(job_id: str, *, grace: float, silence: float | None, flags: dict[str, object]) -> int:
+    """Look after a detached job until it ends (exit 0), or until SIGTERM/SIGINT relieve it; record what happened."""
+    from . import _runner, job_inventory
+    from .supervise import supervise
+
+    def say(message: str) -> None:
+        print(f"{_now()} {message}", flush=True)
+
+    relieved = threading.Event()
+
+    def relieve(signum: int, _frame: object) -> None:
+        relieved.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, relieve)
+    record = load_job(job_id)
+    if record.status != "running" or record.stop_requested:
+        say(f"job {job_id} is {record.status if not record.stop_requested else 'being stopped'}: nothing to look after")
+        return 0
+    inv = job_inventory(record, flags=flags)
+    runner = _runner(record, inv)
+    say(f"following {len(record.nodes)} nodes of job {job_id} (pid {os.getpid()})")
+    try:
+        result = supervise(runner, record, notice=say, grace=grace, silence=silence, relieved=relieved)
+    finally:
+        runner.close()
+    if result.relieved:
+        say("relieved (SIGTERM/SIGINT): the job runs on without a supervisor")
+        return 0
+    now = load_job(job_id)
+    if now.stop_requested or now.status != "running":
+        say(f"the job ended as `{now.status}` (stop asked): its record is stop's to finish")
+        return 0
+    final = replace(result.record, supervisor=now.supervisor or record.supervisor)
+    save_job(final)
+    say(f"job {job_id} {final.status}" + (f": {final.first_failure.headline}" if final.first_failure else ""))
+    return 0
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
