@@ -20,7 +20,7 @@ def netcheck(
     all_pairs: Annotated[bool, typer.Option("--all-pairs", help="Every pair once (N-1 rounds, circle method).")] = False,
     size: Annotated[str, typer.Option("--size", help="Bytes each way per pair (64M, 512K, 1G).")] = "64M",
     backend: Annotated[str, typer.Option("--backend", help="auto | hccl_test | nccl-tests | torch | tcp.")] = "auto",
-    threshold: Annotated[float, typer.Option("--threshold", help="Slow: below this fraction of the cluster median.", min=0.01, max=1.0)] = 0.8,
+    threshold: Annotated[float, typer.Option("--threshold", help="The smallest shortfall named: slow is below this fraction of the healthy median and beyond the healthy pairs' spread, on a first and a second look.", min=0.01, max=1.0)] = 0.8,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="Seconds one pair's measurement may take (default: command_timeout).", min=1.0, show_default=False)] = None,
     device_ping: Annotated[Optional[bool], typer.Option("--device-ping/--no-device-ping", help="hccn_tool pings between the device IPs of paired nodes (default: when every node has hccn_tool).", show_default=False)] = None,
     as_json: JsonOpt = False,

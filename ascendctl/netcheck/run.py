@@ -24,8 +24,9 @@ from ..probe import ask
 from ..transport import KILL_GRACE, ANSWER_SLACK, Spawned, Transport, node_bounded
 from . import backends
 from .device_ping import HCCN_TOOL_CHECK, HCCN_TOOL_SECTION, DeviceVerdict, run_device_pings
-from .schedule import GroupResult, Pair, QuickSearch, pair_rounds, ring_links
-from .verdict import Measurement, Verdict, is_slow, judge
+from ..outliers import SLOW, Rule, Spread
+from .schedule import GroupResult, Pair, QuickSearch, pair_rounds, ring_links, with_second_looks
+from .verdict import Measurement, Verdict, judge, netcheck_rule
 
 MODES = ("pairs", "all-pairs", "quick")
 TORCH = "netcheck.torch"
@@ -67,6 +68,7 @@ class NetcheckReport:
     seconds: float = 0.0
     devices: DeviceVerdict = field(default=DeviceVerdict(skipped="not asked"))
     groups: tuple["GroupMeasurement", ...] = field(default=())
+    second_look_rounds: int = 0  # the last rounds of `rounds`: the second look at what the first one flagged
 
     @property
     def outcomes(self) -> list[Outcome]:
@@ -91,7 +93,7 @@ class NetcheckReport:
             "mode": self.mode, "backend": self.backend, "backend_reason": self.backend_reason,
             "size_bytes": self.size, "seconds": round(self.seconds, 3), "measured": self.measured,
             "endpoints": {name: {"interface": e.ifname, "ip": e.ip} for name, e in self.endpoints.items()},
-            "rounds": [[list(pair) for pair in r] for r in self.rounds],
+            "rounds": [[list(pair) for pair in r] for r in self.rounds], "second_look_rounds": self.second_look_rounds,
             "matrix": [m.to_dict() for m in self.measurements],
             "groups": [g.to_dict() for g in self.groups],
             "verdict": self.verdict.to_dict(),
@@ -193,12 +195,23 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
         runner: PairRunner | MpiRunner = (MpiRunner(group, endpoints, backend, options)
                                           if backend in backends.MPI_BACKENDS else PairRunner(group, endpoints, backend, options))
         done = _measure(nodes, options, runner)
-        verdict = judge([n.name for n in nodes], done.measurements, threshold=options.threshold, reference=done.reference,
-                        vouched=done.vouched)
+        names = [n.name for n in nodes]
+        by_name = {n.name: n for n in nodes}
+
+        def judge_now(measured: list[Measurement]) -> Verdict:
+            return judge(names, measured, threshold=options.threshold, spread=done.spread, vouched=done.vouched)
+
+        def measure(pairs: list[tuple[str, str]], index: int) -> list[Measurement]:
+            return runner.round([(by_name[a], by_name[b]) for a, b in pairs], index, both_ways=True)
+
+        # the second look: what the first flagged is measured again (and against known-good partners) before it is named
+        measured = list(done.measurements)
+        verdict, second = with_second_looks(measured, judge_now, measure, first_round=len(done.rounds))
         devices = _device_pings(group, inventory, options, nodes, done.rounds, {n.name: known[n.name] for n in nodes})
-    groups = tuple(g.judged(done.reference, options.threshold) for g in done.groups)
-    return NetcheckReport(options.mode, backend, why, options.size, endpoints, done.rounds, tuple(done.measurements), verdict,
-                          tuple(problems), time.monotonic() - started, devices, groups)
+    groups = tuple(g.judged(done.spread, netcheck_rule(options.threshold)) for g in done.groups)
+    rounds = done.rounds + tuple(tuple(pairs) for pairs in second)
+    return NetcheckReport(options.mode, backend, why, options.size, endpoints, rounds, tuple(measured), verdict,
+                          tuple(problems), time.monotonic() - started, devices, groups, len(second))
 
 
 def _device_pings(group: NodeGroup, inventory: Inventory, options: NetcheckOptions, nodes: list[Node],
@@ -228,8 +241,9 @@ class GroupMeasurement:
     error: str | None = None
     slow: bool | None = None
 
-    def judged(self, reference: float | None, threshold: float) -> "GroupMeasurement":
-        slow = True if self.gbps is None else None if reference is None else is_slow(self.gbps, reference, threshold)
+    def judged(self, spread: Spread | None, rule: Rule) -> "GroupMeasurement":
+        """`slow`: failed, or slow beyond the noise of the healthy figures (outliers.py); None with nothing to compare."""
+        slow = True if self.gbps is None else None if spread is None else rule.look(self.gbps, spread) == SLOW
         return GroupMeasurement(self.round, self.nodes, self.gbps, self.error, slow)
 
     def to_dict(self) -> dict[str, Any]:
@@ -243,7 +257,7 @@ class Measured:
     measurements: list[Measurement]
     rounds: tuple[tuple[tuple[str, str], ...], ...]
     groups: list[GroupMeasurement]
-    reference: float | None = None
+    spread: Spread | None = None  # --quick: the healthy figures its rounds found
     vouched: frozenset[str] = frozenset()
 
 
@@ -269,7 +283,7 @@ def _measure(nodes: list[Node], options: NetcheckOptions, runner: "PairRunner | 
         search.record([GroupResult(g, f.gbps, tuple(((index[m.a], index[m.b]), m.gbps) for m in link))
                        for g, f, link in zip(round_groups, figures, _links_of(got, named_groups, runner.per_link))])
     vouched = frozenset(nodes[i].name for i in search.cleared)
-    return Measured(measured, tuple(done), groups, search.reference, vouched)
+    return Measured(measured, tuple(done), groups, search.spread, vouched)
 
 
 def _links_of(pairs: list[Measurement], groups: list[list[Node]], per_link: bool) -> list[list[Measurement]]:

@@ -1,17 +1,19 @@
-"""Which nodes measure with which, round by round: the circle-method pair schedule and `--quick`'s bisection.
+"""Which nodes measure with which, round by round: the circle-method pair schedule, `--quick`'s bisection, and the
+second look at what the first one flagged.
 
-Pure: node indexes in, rounds of pairs (or of groups) out. A round is measured all at once; in a pair round
-every node is in at most one pair, in a group round in at most one group. Must not import typer or rich.
+Pure: node indexes in, rounds of pairs (or of groups) out (the second look: node names, from a verdict). A round is
+measured all at once; in a pair round every node is in at most one pair, in a group round in at most one group. What is
+slow is outliers.py's rule, through verdict.netcheck_rule. Must not import typer or rich.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
-from .verdict import is_slow
+from ..outliers import SLOW, Spread
+from .verdict import SECOND, Measurement, Verdict, netcheck_rule
 
 Pair = tuple[int, int]  # (server index, client index); the client is the one that connects
 
@@ -101,10 +103,11 @@ class QuickSearch:
     """`--quick`: one ring over every node, then, only if it is slow, bisection down to the slow node or link.
 
     Round 1 measures every node as one ring. With a pairwise backend (per_link: tcp, torch) every ring link has its
-    own rate and the reference is the median link: no link below threshold x reference, and the search stops; else
-    the nodes on slow links are the suspects. With an aggregate backend (an all-reduce per group: hccl_test,
-    nccl-tests) round 2 measures both halves at once and the reference is the median of the figures of rounds 1-2
-    within threshold of their best: ring and halves all healthy, and it stops.
+    own rate and the healthy spread is the ring links' (outliers.Rule.spread): no link slow against it, and the search
+    stops; else the nodes on slow links are the suspects. With an aggregate backend (an all-reduce per group:
+    hccl_test, nccl-tests) round 2 measures both halves at once and the healthy spread is that of the figures of rounds
+    1-2, from their best (a slow node slows the ring and one half: two figures of three): ring and halves all healthy,
+    and it stops.
     A suspect set is split into halves measured at the same time (a half of one node is measured with a healthy
     helper as a pair): a slow half is split again, a healthy one is cleared (it and the other half are each other's
     reference); when both halves are healthy but their union was slow, the fault is a link between them, and the
@@ -117,8 +120,9 @@ class QuickSearch:
     def __init__(self, n: int, *, threshold: float = 0.8, per_link: bool = True) -> None:
         self.n = n
         self.threshold = threshold
+        self.rule = netcheck_rule(threshold)
         self.per_link = per_link
-        self.reference: float | None = None
+        self.spread: Spread | None = None
         self.cleared: set[int] = set()
         self.rounds = 0
         self.max_rounds = 4 * math.ceil(math.log2(max(n, 2))) + 8  # a guard; the search needs about log2(n)+2
@@ -128,6 +132,17 @@ class QuickSearch:
         self._ring: GroupResult | None = None
         self._slow_with: dict[int, set[int]] = {i: set() for i in range(n)}  # pair partners a node was slow with
         self._met: dict[int, set[int]] = {i: set() for i in range(n)}
+
+    @property
+    def reference(self) -> float | None:
+        """The healthy figure the search compares with (the spread's median)."""
+        return None if self.spread is None else self.spread.center
+
+    def _is_slow(self, value: float | None) -> bool:
+        """Slow beyond the noise (outliers.py); a failed measurement is slow; nothing is, before there is a spread."""
+        if value is None:
+            return True
+        return self.spread is not None and self.rule.look(value, self.spread) == SLOW
 
     def _suspects(self) -> set[int]:
         return {x for item in self._items for x in item.nodes}
@@ -194,12 +209,10 @@ class QuickSearch:
         if self.rounds == 1:
             self._after_ring(results[0])
             return
-        if self.reference is None and not self.per_link:
-            # the halves are the ring's reference, and the ring theirs: the healthy figures of rounds 1-2
+        if self.spread is None and not self.per_link:
+            # the halves are the ring's reference, and the ring theirs: the healthy figures of rounds 1-2, from the best
             self._figures += [r.gbps for r in results if r.gbps is not None]
-            best = max(self._figures, default=None)
-            healthy = [f for f in self._figures if not is_slow(f, best, self.threshold)]
-            self.reference = statistics.median(healthy) if healthy else None
+            self.spread = self.rule.spread(self._figures, trust_best=True)
             assert self._ring is not None
             self._note_pairs(self._ring)
             for item in self._items:
@@ -214,7 +227,7 @@ class QuickSearch:
             self._items += self._resolve(item, [by_group[g] for g in item.groups])
 
     def _slow(self, r: GroupResult) -> bool:
-        return r.gbps is None or is_slow(r.gbps, self.reference, self.threshold)
+        return self._is_slow(r.gbps)
 
     def _note_pairs(self, r: GroupResult) -> None:
         """Who met whom in a pair (a ring link, or a group of two) and whether that pair was slow."""
@@ -224,17 +237,16 @@ class QuickSearch:
         for (a, b), value in links:
             self._met[a].add(b)
             self._met[b].add(a)
-            if value is None or is_slow(value, self.reference, self.threshold):
+            if self._is_slow(value):
                 self._slow_with[a].add(b)
                 self._slow_with[b].add(a)
 
     def _after_ring(self, ring: GroupResult) -> None:
         everyone = tuple(range(self.n))
         if self.per_link:
-            values = [v for _, v in ring.links if v is not None]
-            self.reference = statistics.median(values) if values else None
+            self.spread = self.rule.spread(v for _, v in ring.links if v is not None)
             self._note_pairs(ring)
-            slow = [link for link, v in ring.links if v is None or is_slow(v, self.reference, self.threshold)]
+            slow = [link for link, v in ring.links if self._is_slow(v)]
             suspects = tuple(i for i in everyone if any(i in link for link in slow))
             self.cleared = set(everyone) - set(suspects)
             if suspects:
@@ -307,3 +319,90 @@ def quick_search_rounds(n: int, figure: Callable[[Group], tuple[float | None, tu
         rounds.append(groups)
         search.record([GroupResult(g, *figure(g)) for g in groups])
     return search, rounds
+
+
+AGAIN, CONTROLS = "again", "controls"  # the second look's two steps
+
+
+def second_look_rounds(verdict: Verdict, measured: Iterable[Measurement], step: str = AGAIN, *,
+                       limit: int | None = None) -> list[list[tuple[str, str]]]:
+    """The rounds of one step of the second look at what `verdict` flagged (node names, (server, client)); empty when
+    that step has nothing to measure.
+
+    AGAIN: every suspect not yet looked at twice, each ALONE in a round of its own (what flagged it may have been the
+    other pairs of its round: on a shared or busy network the pairs of a round slow each other down): a link suspect's
+    pair; a node suspect with a known-good partner, one it has not met when there is one. The worst first (node
+    suspects, then the lowest pairs), at most `limit` rounds (default: one per node): what is left stays
+    inconclusive. CONTROLS: each node of a link that was slow again, with a known-good partner (is it the link, or the
+    node?), packed into as few rounds as disjoint pairs allow (they can only make a verdict inconclusive, never name).
+    Known-good: a node in no suspect, not broken, best median first; when there are too few, the nodes in the fewest
+    link suspects."""
+    measured = list(measured)
+    met: dict[str, set[str]] = {}
+    for m in measured:
+        met.setdefault(m.a, set()).add(m.b)
+        met.setdefault(m.b, set()).add(m.a)
+    usable = {n.node: n for n in verdict.nodes if n.status in ("ok", "inconclusive") and n.node not in
+              {s.nodes[0] for s in verdict.suspects if s.kind == "node"}}
+    in_links = {name: sum(1 for s in verdict.suspects if s.kind == "link" and name in s.nodes) for name in usable}
+    good = sorted(usable, key=lambda name: (in_links[name], -(usable[name].median_gbps or 0.0), name))
+    # a task: (node, fixed partner or None, nodes the partner must not be)
+    tasks: list[tuple[str, str | None, tuple[str, ...]]] = []
+    if step == AGAIN:
+        pending = sorted((s for s in verdict.suspects if s.outcome == "pending"),
+                         key=lambda s: (s.kind != "node", min(s.first, default=0.0)))
+        for s in pending:
+            tasks.append((s.nodes[0], s.nodes[1] if s.kind == "link" else None, ()))
+    else:
+        for s in verdict.suspects:
+            if s.kind == "link" and s.outcome == "slow" and not s.partners:
+                tasks += [(s.nodes[0], None, s.nodes), (s.nodes[1], None, s.nodes)]
+    rounds: list[list[tuple[str, str]]] = []
+    while tasks:
+        busy: set[str] = set()
+        pairs: list[tuple[str, str]] = []
+        left: list[tuple[str, str | None, tuple[str, ...]]] = []
+        for task in tasks:
+            node, partner, avoid = task
+            if partner is None:
+                candidates = [g for g in good if g != node and g not in avoid]
+                if not candidates:
+                    continue  # no known-good partner at all: it stays as it is (inconclusive)
+                free = [g for g in candidates if g not in busy]
+                partner = next((g for g in free if g not in met.get(node, set())), free[0] if free else None)
+            if partner is None or node in busy or partner in busy or (step == AGAIN and pairs):
+                left.append(task)
+                continue
+            busy.update((node, partner))
+            met.setdefault(node, set()).add(partner)
+            pairs.append((node, partner))
+        if not pairs:
+            break
+        rounds.append(pairs)
+        tasks = left
+    if step == AGAIN:
+        return rounds[:len(verdict.nodes) if limit is None else limit]
+    return rounds
+
+
+def with_second_looks(measured: list[Measurement], judge_now: Callable[[list[Measurement]], Verdict],
+                      measure: Callable[[list[tuple[str, str]], int], list[Measurement]], *, first_round: int = 0,
+                      ) -> tuple[Verdict, list[list[tuple[str, str]]]]:
+    """Judge; measure the second look (`measure(pairs, round index)`): the suspects again, each alone, then the controls
+    of the links that were slow again; judge again after each step. Returns the last verdict and the rounds measured;
+    `measured` grows by their measurements (look SECOND)."""
+    verdict = judge_now(measured)
+    done: list[list[tuple[str, str]]] = []
+    for step in (AGAIN, CONTROLS):
+        rounds = second_look_rounds(verdict, measured, step)
+        if not rounds:
+            continue
+        for pairs in rounds:
+            measured.extend(_as_second(m) for m in measure(pairs, first_round + len(done)))
+            done.append(pairs)
+        verdict = judge_now(measured)
+    return verdict, done
+
+
+def _as_second(m: Measurement) -> Measurement:
+    return Measurement(m.a, m.b, m.a_to_b, m.b_to_a, m.round, m.error, SECOND)

@@ -236,6 +236,8 @@ class NetworkView:
     slow_links: tuple[str, ...]
     broken: tuple[str, ...]
     notes: tuple[str, ...]
+    spread: str = ""  # how noisy the healthy pairs are, and what it took to be named slow ("" in older documents)
+    inconclusive: tuple[str, ...] = ()  # low on the first look, not shown slow beyond the noise: not named
 
 
 @dataclass(frozen=True, slots=True)
@@ -695,6 +697,7 @@ def network_view(doc: Mapping[str, Any]) -> NetworkView | None:
     median = verdict.get("median_gbps")
     threshold = float(verdict["threshold"])
     pairs: dict[tuple[str, str], tuple[float | None, str | None]] = {}
+    again: dict[tuple[str, str], list[str]] = {}  # the second look's figures, for the cell's title
     names: list[str] = []
     for m in doc["matrix"]:
         a, b = str(m["a"]), str(m["b"])
@@ -702,6 +705,10 @@ def network_view(doc: Mapping[str, Any]) -> NetworkView | None:
             if n not in names:
                 names.append(n)
         values = [v for v in (m.get("a_to_b_gbps"), m.get("b_to_a_gbps")) if isinstance(v, (int, float))]
+        if m.get("look", 1) != 1 and ((a, b) in pairs or (b, a) in pairs):
+            seen = (a, b) if (a, b) in pairs else (b, a)
+            again.setdefault(seen, []).append(f"{min(values):.2f}" if values else "failed")
+            continue
         pairs[(a, b)] = (min(values) if values else None, m.get("error"))
     if not names:
         return None
@@ -729,13 +736,30 @@ def network_view(doc: Mapping[str, Any]) -> NetworkView | None:
             status, ratio, what = "unmeasured", None, "not measured"
         else:
             ratio = value / median if median else None
-            slow = key in slow_links or a in slow_nodes or b in slow_nodes or (ratio is not None and ratio < threshold)
+            # slow: what the verdict named (on two looks, beyond the noise); a low pair it did not name is not slow
+            slow = key in slow_links or a in slow_nodes or b in slow_nodes
+            low = not slow and ratio is not None and ratio < threshold
             status, what = ("slow" if slow else "ok"), f"{value:.2f} Gbit/s (slower direction)" + (
-                f", {ratio:.0%} of the median" if ratio is not None else "")
+                f", {ratio:.0%} of the median" if ratio is not None else "") + (
+                "; below the threshold, not shown slow beyond the noise" if low else "") + (
+                f"; second look {', '.join(again[(a, b)])} Gbit/s" if (a, b) in again else "")
         for x, y in ((index[a], index[b]), (index[b], index[a])):
             cells.append(HeatCell(x * cell, y * cell, _heat_fill(ratio), f"{a} <-> {b}: {what}", status))
     return NetworkView(tuple(names), tuple(cells), len(names) * cell, cell,
                        f"{median:.2f} Gbit/s" if isinstance(median, (int, float)) else "-", f"{threshold:g}",
                        str(doc.get("backend", "?")), slow_nodes, tuple(f"{a} <-> {b}" for a, b in sorted(slow_links)),
                        tuple(broken_nodes) + tuple(f"{x['a']} <-> {x['b']}" for x in verdict.get("broken_links", ())),
-                       tuple(notes))
+                       tuple(notes), _spread_text(verdict),
+                       tuple(" <-> ".join(str(n) for n in s["nodes"]) + f" ({s['reason']})" for s in verdict.get("suspects", ())
+                             if s.get("outcome") in ("inconclusive", "pending")))
+
+
+def _spread_text(verdict: Mapping[str, Any]) -> str:
+    """The healthy pairs' spread and the rule, from a verdict that has them (netcheck after issue #32), else ""."""
+    spread, rule = verdict.get("spread"), verdict.get("rule")
+    if not isinstance(spread, Mapping) or not isinstance(rule, Mapping):
+        return ""
+    return (f"the healthy pairs vary by {float(spread['measured_relative']):.0%} ({int(spread['pairs'])} pairs; of the "
+            f"logarithms, the larger of 1.4826 x MAD and the standard deviation); a pair or node is named slow only when "
+            f"every look at it, at least {int(rule['looks'])}, is below {float(verdict['threshold']):g} x median and more "
+            f"than {float(rule['spreads']):g} spreads below it")

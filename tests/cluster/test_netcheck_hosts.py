@@ -4,7 +4,9 @@ The machine is shared and small, so every healthy host's eth1 is shaped to HEALT
 (both far below what a loaded machine moves between namespaces), and the verdict is judged on that gap.
 A slow node is shaped both ways: egress on its eth1 inside its namespace, and egress of the bridge-side veth
 (`asct<k>w<i>`, what the node receives). A slow link shapes one node's traffic to one peer only: a prio
-qdisc with a u32 filter on the peer's address sending it to a tbf child.
+qdisc with a u32 filter on the peer's address sending it to a tbf child. One test leaves every host unshaped (issue
+#32: pairs then vary by 20-100% from noise alone) and runs netcheck three times: nothing may be named. The tests with a
+fault assert that the fault, and nothing else, is named. bench/netcheck.py --real --runs 10 runs these setups 10 times.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.cluster.harness import Cluster, Host, HostSpec
 
@@ -43,6 +47,12 @@ def shape_host(cluster: Cluster, host: Host, rate: str) -> None:
     ok(subprocess.run(["tc", "qdisc", "replace", "dev", veth, "root", *tbf(rate).split()], capture_output=True, text=True))
 
 
+def unshape_host(cluster: Cluster, host: Host) -> None:
+    """No shaping on the host's eth1 either way (a qdisc that is not there is fine)."""
+    cluster.run_on(host, "tc qdisc del dev eth1 root")
+    subprocess.run(["tc", "qdisc", "del", "dev", f"asct{cluster.index}w{host.index}", "root"], capture_output=True, text=True)
+
+
 def shape_link(cluster: Cluster, host: Host, peer: Host, rate: str) -> None:
     """Only `host`'s traffic to `peer` limited to `rate` (the rest of its sending stays at HEALTHY).
 
@@ -70,6 +80,22 @@ def netcheck(inv: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     return proc.returncode, json.loads(proc.stdout), proc.stderr
 
 
+def named(doc: dict[str, Any]) -> set[str]:
+    """Everything the verdict names: slow and broken nodes, slow and broken links (`a-b`, sorted)."""
+    v = doc["verdict"]
+    return (set(v["slow_nodes"]) | set(v["broken_nodes"]) | {"-".join(sorted(p)) for p in v["slow_links"]}
+            | {"-".join(sorted((x["a"], x["b"]))) for x in v["broken_links"]})
+
+
+def first_look_partners(doc: dict[str, Any]) -> dict[str, int]:
+    met: dict[str, set[str]] = {}
+    for m in doc["matrix"]:
+        if m["look"] == 1:
+            met.setdefault(m["a"], set()).add(m["b"])
+            met.setdefault(m["b"], set()).add(m["a"])
+    return {name: len(partners) for name, partners in met.items()}
+
+
 def test_one_slow_node_is_named_and_no_other(cluster_factory: Any, tmp_path: Path) -> None:
     cluster: Cluster = cluster_factory(hosts(8), wait_chrony=False)
     slow = cluster.host("h05")
@@ -78,13 +104,18 @@ def test_one_slow_node_is_named_and_no_other(cluster_factory: Any, tmp_path: Pat
     code, doc, err = netcheck(inventory(cluster, tmp_path), "--backend", "tcp")
     verdict = doc["verdict"]
     assert code == 3, err
-    assert verdict["slow_nodes"] == ["h05"], (verdict, err)
-    assert verdict["slow_links"] == [] and verdict["broken_links"] == [] and verdict["broken_nodes"] == []
-    # every node met ceil(log2 8)+1 = 4 partners over its cluster address
-    assert {n["node"]: n["partners"] for n in verdict["nodes"]} == {h.name: 4 for h in cluster.hosts}
+    assert named(doc) == {"h05"} and verdict["outcome"] == "slow", (verdict, err)  # h05, and nothing else
+    # every node met ceil(log2 8)+1 = 4 partners over its cluster address on the first look
+    assert first_look_partners(doc) == {h.name: 4 for h in cluster.hosts}
     assert doc["endpoints"]["h05"] == {"interface": "eth1", "ip": slow.cluster_ip}
     slow_pairs = [m for m in doc["matrix"] if "h05" in (m["a"], m["b"])]
-    assert len(slow_pairs) == 4 and all(m["a_to_b_gbps"] < 0.05 and m["b_to_a_gbps"] < 0.05 for m in slow_pairs)
+    assert all(m["a_to_b_gbps"] < 0.05 and m["b_to_a_gbps"] < 0.05 for m in slow_pairs)
+    # named on the second look: alone with a known-good partner it had not met, slow again, far outside the spread
+    (suspect,) = [s for s in verdict["suspects"] if s["outcome"] == "slow"]
+    assert suspect["kind"] == "node" and suspect["nodes"] == ["h05"] and len(suspect["first_gbps"]) == 4
+    met = {x for m in slow_pairs if m["look"] == 1 for x in (m["a"], m["b"])}
+    assert len(suspect["second_gbps"]) == 1 and suspect["partners"][0] not in met
+    assert suspect["ratio"] < 0.2 and suspect["spreads"] > 3 and doc["second_look_rounds"] >= 1
 
 
 def test_one_slow_link_is_a_link_not_a_node(cluster_factory: Any, tmp_path: Path) -> None:
@@ -94,14 +125,17 @@ def test_one_slow_link_is_a_link_not_a_node(cluster_factory: Any, tmp_path: Path
     # shape a pair the schedule measures (the first of the first round)
     inv = inventory(cluster, tmp_path)
     code, doc, err = netcheck(inv, "--backend", "tcp")
-    assert code == 0, (doc["verdict"], doc["matrix"], err)
+    assert code == 0 and named(doc) == set(), (doc["verdict"], doc["matrix"], err)
     a, b = doc["matrix"][0]["a"], doc["matrix"][0]["b"]
     shape_link(cluster, cluster.host(a), cluster.host(b), SLOW)
     code, doc, err = netcheck(inv, "--backend", "tcp")
     verdict = doc["verdict"]
     assert code == 3, err
     assert verdict["slow_links"] == [sorted([a, b])], (verdict, err)
-    assert verdict["slow_nodes"] == [] and verdict["broken_links"] == []
+    assert named(doc) == {"-".join(sorted([a, b]))}, (verdict, err)  # the link, and nothing else
+    # the second look: the pair again, slow again; each of its nodes fine with a known-good partner
+    (suspect,) = [s for s in verdict["suspects"] if s["outcome"] == "slow"]
+    assert len(suspect["second_gbps"]) == 1 and suspect["second_gbps"][0] < 0.05 and len(suspect["controls_gbps"]) == 2
     # the shaped direction is at the tbf's rate (the other one may suffer too: its ACKs queue behind that tbf)
     pair = next(m for m in doc["matrix"] if {m["a"], m["b"]} == {a, b})
     shaped = pair["a_to_b_gbps"] if pair["a"] == a else pair["b_to_a_gbps"]
@@ -115,8 +149,7 @@ def test_healthy_cluster_is_clean_twice_and_quick_agrees(cluster_factory: Any, t
     inv = inventory(cluster, tmp_path)
     runs = [netcheck(inv, "--backend", "tcp") for _ in range(2)]
     for code, doc, err in runs:
-        assert code == 0, (doc["verdict"], doc["matrix"], err)
-        assert doc["verdict"]["slow_nodes"] == [] and doc["verdict"]["slow_links"] == []
+        assert code == 0 and named(doc) == set(), (doc["verdict"], doc["matrix"], err)
         assert all(n["status"] == "ok" for n in doc["verdict"]["nodes"])
 
     def statuses(doc: dict[str, Any]) -> list[tuple[str, str]]:
@@ -124,8 +157,26 @@ def test_healthy_cluster_is_clean_twice_and_quick_agrees(cluster_factory: Any, t
 
     assert statuses(runs[0][1]) == statuses(runs[1][1])
     code, doc, err = netcheck(inv, "--backend", "tcp", "--quick")
-    assert code == 0, (doc["verdict"], doc["matrix"], err)
+    assert code == 0 and named(doc) == set(), (doc["verdict"], doc["matrix"], err)
     assert len(doc["rounds"]) == 1 and len(doc["rounds"][0]) == 5  # the ring, nothing more
+
+
+@pytest.mark.slow
+def test_healthy_8_unshaped_hosts_are_clean_three_runs_in_a_row(cluster_factory: Any, tmp_path: Path) -> None:
+    """Issue #32: 8 healthy hosts with no rate limit, where pair bandwidths vary by 20-100% from noise alone (the pairs
+    share two CPU cores): the old single look at 0.8 x median named 'slow links' in 6 runs of 6. Whatever the first
+    look flags is measured again, alone, and clears (or stays inconclusive): exit 0, nothing named, every time.
+    --size 8M: smaller sizes take no less time here (a round costs its connections, not its bytes) and flag more."""
+    cluster: Cluster = cluster_factory(hosts(8), wait_chrony=False)
+    inv = inventory(cluster, tmp_path)
+    for _ in range(3):
+        code, doc, err = netcheck(inv, "--backend", "tcp")
+        assert code == 0 and named(doc) == set(), (doc["verdict"], doc["matrix"], err)
+        verdict = doc["verdict"]
+        assert verdict["outcome"] in ("clean", "inconclusive") and not [s for s in verdict["suspects"] if s["outcome"] == "slow"]
+        assert all(n["status"] in ("ok", "inconclusive") for n in verdict["nodes"])
+        flagged = [s for s in verdict["suspects"] if s["outcome"] != "pending"]
+        assert all(s["second_gbps"] or s["failed"] for s in flagged)  # what the first look flagged was looked at again
 
 
 def test_torch_backend_runs_for_real_and_finds_the_slow_node(cluster_factory: Any, tmp_path: Path) -> None:
@@ -135,8 +186,8 @@ def test_torch_backend_runs_for_real_and_finds_the_slow_node(cluster_factory: An
     code, doc, err = netcheck(inventory(cluster, tmp_path), "--all-pairs")
     assert doc["backend"] == "torch", doc["backend_reason"]  # auto: every node has torch with gloo
     assert code == 3, err
-    assert doc["verdict"]["slow_nodes"] == ["h02"], (doc["verdict"], err)
-    assert len(doc["matrix"]) == 6 and all(m["error"] is None for m in doc["matrix"])
+    assert named(doc) == {"h02"}, (doc["verdict"], err)
+    assert len([m for m in doc["matrix"] if m["look"] == 1]) == 6 and all(m["error"] is None for m in doc["matrix"])
 
 
 def test_unreachable_node_is_left_out_and_exit_4(cluster_factory: Any, tmp_path: Path) -> None:
@@ -194,8 +245,8 @@ def test_nccl_tests_backend_runs_sendrecv_perf_per_pair_and_names_the_slow_node(
     code, doc, err = netcheck(inventory(cluster, tmp_path), "--size", "4096")
     assert doc["backend"] == "nccl-tests", doc["backend_reason"]  # auto: every node has mpirun and sendrecv_perf
     assert code == 3, err
-    assert doc["verdict"]["slow_nodes"] == ["h02"], (doc["verdict"], err)
-    assert doc["verdict"]["slow_links"] == [] and all(m["error"] is None for m in doc["matrix"])
+    assert named(doc) == {"h02"}, (doc["verdict"], err)
+    assert all(m["error"] is None for m in doc["matrix"])
     assert {round(m["a_to_b_gbps"], 2) for m in doc["matrix"]} == {1.04, 0.08}  # 0.13 and 0.01 GB/s as Gbit/s
 
 
@@ -229,13 +280,13 @@ def test_hccl_test_backend_is_auto_on_ascend_nodes_and_names_the_slow_node(clust
     code, doc, err = netcheck(inv)
     assert doc["backend"] == "hccl_test", doc["backend_reason"]  # auto: the Ascend device plane first
     assert code == 3, err
-    assert doc["verdict"]["slow_nodes"] == ["h02"], (doc["verdict"], err)
-    assert doc["verdict"]["slow_links"] == [] and all(m["error"] is None for m in doc["matrix"])
+    assert named(doc) == {"h02"}, (doc["verdict"], err)
+    assert all(m["error"] is None for m in doc["matrix"])
     # 8 MiB row of the capture: 4.41971 GB/s = 35.36 Gbit/s, and 0.1x of it
     assert {round(m["a_to_b_gbps"], 2) for m in doc["matrix"]} == {35.36, 3.54}
     code, doc, err = netcheck(inv, "--quick")
     assert doc["backend"] == "hccl_test" and code == 3, err
-    assert doc["verdict"]["slow_nodes"] == ["h02"] and doc["verdict"]["slow_links"] == [], (doc["verdict"], doc["groups"])
+    assert named(doc) == {"h02"}, (doc["verdict"], doc["groups"])
     assert doc["groups"][0]["nodes"] == ["h01", "h02", "h03", "h04"] and doc["groups"][0]["slow"] is True
     assert [g["nodes"] for g in doc["groups"] if g["round"] == 1] == [["h01", "h02"], ["h03", "h04"]]  # the halves
 
@@ -247,11 +298,11 @@ def test_quick_bisection_names_the_slow_node_of_8_and_no_other(cluster_factory: 
     code, doc, err = netcheck(inventory(cluster, tmp_path), "--backend", "tcp", "--quick")
     verdict = doc["verdict"]
     assert code == 3, err
-    assert verdict["slow_nodes"] == ["h06"], (verdict, doc["groups"], err)
-    assert verdict["slow_links"] == [] and verdict["broken_links"] == [] and verdict["broken_nodes"] == []
+    assert named(doc) == {"h06"}, (verdict, doc["groups"], err)
     assert doc["groups"][0]["nodes"] == [h.name for h in cluster.hosts]  # round 1: one ring over all 8
     assert all(n["status"] == "ok" for n in verdict["nodes"] if n["node"] != "h06")
-    assert len(doc["rounds"]) <= 5  # log2(8) + 2
+    assert len(doc["rounds"]) - doc["second_look_rounds"] <= 5  # log2(8) + 2, then the second look
+    assert doc["second_look_rounds"] == 1  # h06 alone with a known-good partner
 
 
 def test_quick_names_a_slow_ring_link_as_a_link(cluster_factory: Any, tmp_path: Path) -> None:
@@ -264,4 +315,4 @@ def test_quick_names_a_slow_ring_link_as_a_link(cluster_factory: Any, tmp_path: 
     verdict = doc["verdict"]
     assert code == 3, err
     assert verdict["slow_links"] == [["h03", "h04"]], (verdict, doc["groups"], err)
-    assert verdict["slow_nodes"] == []
+    assert named(doc) == {"h03-h04"}, (verdict, doc["groups"], err)
