@@ -19,13 +19,19 @@ from typing import Any, Mapping, Sequence
 
 from .parsers import ParseError
 from .errors import PathEscapeError
+from .outliers import Rule
 from .paths import child
 from .parsers.npu_smi import TopoMatrix, parse_npu_topo, parse_nvidia_topo
 
 log = logging.getLogger(__name__)
 
 COMM_SHARE_LIMIT = 0.15  # communication above 15% of step time is flagged
-STRAGGLER_FACTOR = 1.2  # step time above 1.2x the median rank's is a straggler
+# A straggler is slow by outliers.py's rule, the one rule of ascendctl (netcheck's too), mirrored for times: a rank's
+# step time above the healthy ranks' median by more than 3 of their spreads (never counted as less than 5%) AND by at
+# least 1.2x (the smallest slowdown worth naming: a tight cluster does not turn a few per cent into a straggler), in
+# both halves of its steps (the second look).
+STRAGGLER_RULE = Rule(higher_is_worse=True, min_effect=0.2)
+STRAGGLER_FACTOR = 1 + STRAGGLER_RULE.min_effect  # the least factor over the median a straggler's step time is
 
 TOPO_FILES = {"npu-smi.topo.txt": parse_npu_topo, "nvidia-smi.topo.txt": parse_nvidia_topo}
 
@@ -146,16 +152,28 @@ class RankProfile:
 
 @dataclass(frozen=True, slots=True)
 class MsprofSummary:
-    """Per-rank profiles, the median step time and the limits they were judged by."""
+    """Per-rank profiles, the median step time and the limits they were judged by.
+
+    `straggler_factor`: the least factor over the median worth naming (1 + the rule's min_effect); `straggler_limit_us`:
+    the step time above which a look is slow (that factor and `spreads` spreads over the healthy ranks' median, the
+    larger); `step_spread`: how much the healthy ranks' step times vary (a fraction, the floor applied)."""
 
     ranks: tuple[RankProfile, ...]
     median_step_us: float
     comm_limit: float
     straggler_factor: float
+    straggler_limit_us: float | None = None
+    step_spread: float | None = None
+    straggler_rule: Rule = STRAGGLER_RULE
 
     def to_dict(self) -> dict[str, Any]:
+        rule = self.straggler_rule
         return {"ranks": [r.to_dict() for r in self.ranks], "median_step_us": round(self.median_step_us, 3),
                 "comm_limit": self.comm_limit, "straggler_factor": self.straggler_factor,
+                "straggler_limit_us": None if self.straggler_limit_us is None else round(self.straggler_limit_us, 3),
+                "step_spread": None if self.step_spread is None else round(self.step_spread, 4),
+                "straggler_rule": {"spreads": rule.spreads, "floor": rule.floor, "min_effect": round(rule.min_effect, 6),
+                                   "looks": rule.looks},
                 "comm_flagged": [r.rank for r in self.ranks if r.comm_flag],
                 "stragglers": [r.rank for r in self.ranks if r.straggler]}
 
@@ -165,8 +183,12 @@ class MsprofSummary:
         ranks = tuple(RankProfile(str(r["rank"]), int(r["steps"]), float(r["step_us"]), float(r["comm_us"]),
                                   float(r["comm_share"]), bool(r.get("comm_flag")), bool(r.get("straggler")))
                       for r in data["ranks"])
+        limit, spread, rule = data.get("straggler_limit_us"), data.get("step_spread"), data.get("straggler_rule")
         return cls(ranks, float(data["median_step_us"]), float(data.get("comm_limit", COMM_SHARE_LIMIT)),
-                   float(data.get("straggler_factor", STRAGGLER_FACTOR)))
+                   float(data.get("straggler_factor", STRAGGLER_FACTOR)), None if limit is None else float(limit),
+                   None if spread is None else float(spread),
+                   Rule(spreads=float(rule["spreads"]), floor=float(rule["floor"]), min_effect=float(rule["min_effect"]),
+                        looks=int(rule["looks"]), higher_is_worse=True) if rule is not None else STRAGGLER_RULE)
 
 
 def _rows(text: str) -> list[dict[str, str]]:
@@ -212,10 +234,15 @@ def summarize_msprof(
     comm_stats: Mapping[str, str],
     *,
     comm_limit: float = COMM_SHARE_LIMIT,
-    straggler_factor: float = STRAGGLER_FACTOR,
+    straggler_rule: Rule = STRAGGLER_RULE,
 ) -> MsprofSummary:
-    """Per rank step/compute/comm times from CSV texts keyed by profile (a PROF_* dir); flags comm share and stragglers."""
+    """Per rank step/compute/comm times from CSV texts keyed by profile (a PROF_* dir); flags comm share and stragglers.
+
+    A straggler (`straggler_rule`, outliers.py's rule): the healthy ranks' centre and spread come from every rank's
+    median step time; a rank's two looks are the medians of the first and the second half of its steps, and it is a
+    straggler only when both are slow (a rank with one step is looked at once: never named)."""
     ranks = []
+    halves: list[list[float]] = []
     for source, text in sorted(step_traces.items()):
         try:
             steps = parse_step_trace(text)
@@ -230,12 +257,19 @@ def summarize_msprof(
             share = per_step / step if step > 0 else 0.0
             label = f"{source} dev {device}" if device else source
             ranks.append(RankProfile(label, len(times), step, per_step, share, comm_flag=share > comm_limit))
+            half = (len(times) + 1) // 2
+            halves.append([statistics.median(times[:half]), statistics.median(times[half:])] if len(times) > 1 else [step])
     median = statistics.median([r.step_us for r in ranks]) if ranks else 0.0
+    # the rule compares logarithms: a step time of 0 (nothing timed) says nothing of the healthy ranks, and is never slow
+    spread = straggler_rule.spread(r.step_us for r in ranks if r.step_us > 0)
     flagged = tuple(
-        RankProfile(r.rank, r.steps, r.step_us, r.comm_us, r.comm_share, r.comm_flag, r.step_us > straggler_factor * median)
-        for r in ranks
+        RankProfile(r.rank, r.steps, r.step_us, r.comm_us, r.comm_share, r.comm_flag,
+                    spread is not None and straggler_rule.judge(looks, spread).outcome == "slow")
+        for r, looks in zip(ranks, halves)
     )
-    return MsprofSummary(flagged, median, comm_limit, straggler_factor)
+    return MsprofSummary(flagged, median, comm_limit, 1 + straggler_rule.min_effect,
+                         None if spread is None else straggler_rule.limit(spread),
+                         None if spread is None else spread.relative, straggler_rule)
 
 
 def msprof_kind(path: PurePosixPath) -> str | None:
@@ -258,7 +292,7 @@ def _profile_key(node: str, relative: PurePosixPath) -> str:
 
 
 def summarize_bundle(directory: Path, nodes: Sequence[str], *, comm_limit: float = COMM_SHARE_LIMIT,
-                     straggler_factor: float = STRAGGLER_FACTOR) -> dict[str, Any]:
+                     straggler_rule: Rule = STRAGGLER_RULE) -> dict[str, Any]:
     """Topology and msprof summaries of a bundle directory, as the data `summary.json` holds."""
     summary: dict[str, Any] = {"topology": [], "msprof": None}
     node_dirs: dict[str, Path] = {}
@@ -299,5 +333,5 @@ def summarize_bundle(directory: Path, nodes: Sequence[str], *, comm_limit: float
                 comm_stats[key] = text
     if step_traces:
         summary["msprof"] = summarize_msprof(step_traces, comm_stats, comm_limit=comm_limit,
-                                             straggler_factor=straggler_factor).to_dict()
+                                             straggler_rule=straggler_rule).to_dict()
     return summary

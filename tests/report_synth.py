@@ -127,6 +127,8 @@ def write_bundle(directory: Path, nodes: int, ranks: int, *, npu_info: str | Non
                              "outliers": [{"node": name(odd, nodes), "cells": [{"row": "NPU1", "column": "NPU2",
                                                                                 "expected": "HCCS", "actual": "PIX"}]}]}],
                "msprof": {"ranks": profiles, "median_step_us": 100000.0, "comm_limit": 0.15, "straggler_factor": 1.2,
+                          "straggler_limit_us": 120000.0, "step_spread": 0.05,
+                          "straggler_rule": {"spreads": 3.0, "floor": 0.05, "min_effect": 0.2, "looks": 2},
                           "comm_flagged": [], "stragglers": []}}
     (directory / "summary.json").write_text(json.dumps(summary))
     teardown = (T0 + timedelta(seconds=2.8) - datetime(1970, 1, 1)).total_seconds()

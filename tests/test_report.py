@@ -171,6 +171,9 @@ def test_performance_view_marks_stragglers_and_the_comm_share_limit(small: Eleme
     assert limit.find("title").text() == "15% of the step in communication"
     straggler_label = [b.find("text") for b in bars if b.attrs["data-straggler"] == "yes"][0]
     assert straggler_label.text().endswith("(straggler)") and straggler_label.attrs["class"] == "straggler"
+    # what made them stragglers: outliers.py's rule as summary.json records it (summaries.STRAGGLER_RULE)
+    assert ("a straggler's step is above 120.00 ms in both halves of its steps: 1.2x and 3 spreads over the healthy "
+            "ranks' median, the larger (the healthy ranks vary by 5%)") in p.find("p", class_="meta").text()
 
 
 def test_hostile_node_strings_are_text_and_nothing_is_fetched(small: Element) -> None:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import math
+import random
 from pathlib import Path
+from statistics import NormalDist
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from ascendctl.parsers import ParseError
 from ascendctl.parsers.npu_smi import parse_npu_topo, parse_nvidia_topo
-from ascendctl.summaries import compare_topologies, parse_comm_statistic, parse_step_trace, summarize_bundle, summarize_msprof
+from ascendctl.summaries import (STRAGGLER_RULE, MsprofSummary, compare_topologies, parse_comm_statistic, parse_step_trace,
+                                  summarize_bundle, summarize_msprof)
+from ascendctl.schemas import schema_for
+from tests.json_schemas import registry
 
 SAMPLES = Path(__file__).resolve().parent / "data/samples/ascend"
 DATA = Path(__file__).resolve().parent / "data"
@@ -111,6 +118,69 @@ def test_msprof_per_rank_breakdown_flags_comm_share_and_stragglers(generation: s
     assert [r.split()[0] for r in summary["stragglers"]] == ["r3"]
     assert summary["median_step_us"] == 100.0
     assert summarize_msprof(steps, comm, comm_limit=0.25).to_dict()["comm_flagged"] == []
+
+
+def stragglers(times: dict[str, list[float]]) -> list[str]:
+    """The ranks summarize_msprof names stragglers, given each rank's step times."""
+    steps = {rank: step_csv("current", 0, values) for rank, values in times.items()}
+    return [r.split()[0] for r in summarize_msprof(steps, {}).to_dict()["stragglers"]]
+
+
+def test_stragglers_are_judged_by_the_outliers_rule_not_a_fixed_factor() -> None:
+    """Noise alone names no straggler, however far the noisiest rank is above 1.2x the median; a clear one is named."""
+    # 16 ranks whose step times spread by 12% (normal quantiles of the logarithms): the slowest is 1.25x the median,
+    # which the old rule (above 1.2x the median) called a straggler; it is within 3 spreads of the others
+    noisy = {f"r{i:02d}": [100.0 * math.exp(0.12 * NormalDist().inv_cdf((i + 0.5) / 16))] * 4 for i in range(16)}
+    assert max(v[0] for v in noisy.values()) > 1.2 * 100.0
+    assert stragglers(noisy) == []
+    # one rank at twice the median among them: named, and nothing else
+    assert stragglers({**noisy, "slow": [200.0] * 4}) == ["slow"]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_noise_only_step_times_name_no_straggler_and_a_clear_one_is_named(seed: int) -> None:
+    """64 ranks of 20 steps, each rank off by 3% and each step by 5% (lognormal): nothing named; one rank 1.5x: it alone."""
+    rng = random.Random(seed)
+
+    def rank(factor: float) -> list[float]:
+        base = 100_000.0 * factor * math.exp(rng.gauss(0, 0.03))
+        return [base * math.exp(rng.gauss(0, 0.05)) for _ in range(20)]
+
+    healthy = {f"n{i:02d}/PROF_1": rank(1.0) for i in range(64)}
+    assert stragglers(healthy) == []
+    assert stragglers({**healthy, "n99/PROF_1": rank(1.5)}) == ["n99/PROF_1"]
+
+
+def test_a_tight_cluster_names_no_small_difference_and_a_transient_is_not_a_straggler() -> None:
+    tight = {f"r{i}": [100.0 + 0.1 * i] * 6 for i in range(8)}  # within 1%
+    # 12% slower: far beyond the (tiny) spread, but below the smallest slowdown worth naming (1.2x) and the 5% floor's
+    # 3 spreads: not a straggler; 25% slower is
+    assert stragglers({**tight, "a": [112.0] * 6}) == []
+    assert stragglers({**tight, "a": [125.0] * 6}) == ["a"]
+    # the second look: a rank slow in the first half of its steps only (median 150: the old rule named it) is not named
+    assert stragglers({**tight, "a": [200.0, 200.0, 200.0, 100.0, 100.0, 100.0]}) == []
+    assert stragglers({**tight, "a": [200.0, 200.0, 200.0, 200.0, 200.0, 100.0]}) == ["a"]  # both halves slow
+    assert stragglers({**tight, "a": [500.0]}) == []  # one step: one look, never confirmed
+
+
+def test_msprof_summary_records_the_rule_and_reads_older_summaries() -> None:
+    steps = {f"r{i}": step_csv("current", 0, [100.0, 100.0]) for i in range(4)}
+    steps["r3"] = step_csv("current", 0, [300.0, 300.0])
+    summary = summarize_msprof(steps, {})
+    doc = summary.to_dict()
+    assert doc["stragglers"] == ["r3 dev 0"] and doc["straggler_factor"] == pytest.approx(1.2)
+    assert doc["straggler_rule"] == {"spreads": 3.0, "floor": 0.05, "min_effect": 0.2, "looks": 2}
+    assert doc["step_spread"] == 0.05  # the three healthy ranks agree: the floor
+    assert doc["straggler_limit_us"] == pytest.approx(120.0)  # 1.2x is more than 3 spreads of 5% (1.16x)
+    back = MsprofSummary.from_dict(doc)
+    assert back.to_dict() == doc and back.straggler_rule == STRAGGLER_RULE
+    # what collect writes to summary.json (and prints with --json) is what its schema says
+    summary_schema = Draft202012Validator({"$ref": schema_for("collect")["$id"] + "#/$defs/summary"}, registry=registry())
+    for msprof in (doc, summarize_msprof({}, {}).to_dict()):
+        assert [e.message for e in summary_schema.iter_errors({"topology": [], "msprof": msprof})] == []
+    old = MsprofSummary.from_dict({"ranks": [], "median_step_us": 1.0, "comm_limit": 0.15, "straggler_factor": 1.2})
+    assert old.straggler_limit_us is None and old.step_spread is None and old.straggler_rule == STRAGGLER_RULE
+    assert summarize_msprof({}, {}).to_dict()["straggler_limit_us"] is None
 
 
 def test_msprof_parsers_reject_other_csvs() -> None:

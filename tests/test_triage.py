@@ -203,6 +203,17 @@ def test_tar_gz_bundle_with_gzip_members_is_read_as_streams(tmp_path: Path) -> N
     assert any("straggler rank(s) [5]" in note for note in report.notes)
 
 
+def test_summary_notes_say_which_rule_named_the_stragglers() -> None:
+    from ascendctl.triage.reader import summary_notes
+    new = {"stragglers": ["n2/PROF_1 dev 0"], "straggler_factor": 1.2, "straggler_limit_us": 123456.0,
+           "straggler_rule": {"spreads": 3.0, "floor": 0.05, "min_effect": 0.2, "looks": 2}}
+    assert summary_notes({"msprof": new}) == [
+        "msprof: straggler rank(s) ['n2/PROF_1 dev 0'] (step time above 123.46 ms in both halves of their steps: 1.2x "
+        "and 3 spreads over the healthy ranks' median)"]
+    old = {"stragglers": [5], "straggler_factor": 1.2}  # a summary.json of an older ascendctl
+    assert summary_notes({"msprof": old}) == ["msprof: straggler rank(s) [5] (step time above 1.2x the median)"]
+
+
 def test_json_document_has_the_issue_keys(tmp_path: Path) -> None:
     write(tmp_path / "n1" / "rank1.log", [*benign(), "ModuleNotFoundError: No module named 'torch_npu' 2024-01-01 12:00:00"])
     result = runner.invoke(app, ["triage", str(tmp_path), "--json"], catch_exceptions=False)

@@ -206,7 +206,7 @@ class PerformanceView:
     limit: str
     median: str
     median_x: float
-    straggler_factor: str
+    straggler_rule: str  # what made a rank a straggler, in words
     stragglers: tuple[str, ...]
     flagged: tuple[str, ...]
     notes: tuple[str, ...]
@@ -671,10 +671,19 @@ def performance_view(summary: MsprofSummary) -> PerformanceView | None:
     median = summary.median_step_us
     return PerformanceView(tuple(bars), len(bars) * row + 4, step_width, share_width,
                            round(summary.comm_limit / top_share * share_width, 1), f"{summary.comm_limit:.0%}",
-                           f"{median / 1000:.2f} ms", round(median * step_width / longest, 1), f"{summary.straggler_factor:g}",
+                           f"{median / 1000:.2f} ms", round(median * step_width / longest, 1), _straggler_rule(summary),
                            tuple(r.rank for r in summary.ranks if r.straggler),
                            tuple(r.rank for r in summary.ranks if r.comm_flag), tuple(notes))
 
+
+
+def _straggler_rule(summary: MsprofSummary) -> str:
+    """What made a rank a straggler: outliers.py's rule (summaries.STRAGGLER_RULE), or one factor in an older summary."""
+    if summary.straggler_limit_us is None:
+        return f"above {summary.straggler_factor:g}x the median"
+    spread = "" if summary.step_spread is None else f" (the healthy ranks vary by {summary.step_spread:.0%})"
+    return (f"above {summary.straggler_limit_us / 1000:.2f} ms in both halves of its steps: {summary.straggler_factor:g}x and "
+            f"{summary.straggler_rule.spreads:g} spreads over the healthy ranks' median, the larger{spread}")
 
 
 # --- network (netcheck) --------------------------------------------------------------------------------

@@ -654,8 +654,15 @@ def summary_notes(doc: dict[str, Any]) -> list[str]:
     msprof = doc.get("msprof")
     if isinstance(msprof, dict):
         if msprof.get("stragglers"):
-            notes.append(f"msprof: straggler rank(s) {msprof['stragglers']} (step time above "
-                         f"{msprof.get('straggler_factor')}x the median)")
+            limit, rule = msprof.get("straggler_limit_us"), msprof.get("straggler_rule")
+            if isinstance(limit, (int, float)) and isinstance(rule, dict):  # outliers.py's rule (summaries.STRAGGLER_RULE)
+                spreads = rule.get("spreads")
+                shown = f"{spreads:g}" if isinstance(spreads, (int, float)) else str(spreads)
+                why = (f"step time above {limit / 1000:.2f} ms in both halves of their steps: {msprof.get('straggler_factor')}x "
+                       f"and {shown} spreads over the healthy ranks' median")
+            else:  # a summary.json of an older ascendctl: one factor over the median
+                why = f"step time above {msprof.get('straggler_factor')}x the median"
+            notes.append(f"msprof: straggler rank(s) {msprof['stragglers']} ({why})")
         if msprof.get("comm_flagged"):
             notes.append(f"msprof: rank(s) {msprof['comm_flagged']} spend more than {msprof.get('comm_limit')} of a step communicating")
     return notes
