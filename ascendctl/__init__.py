@@ -69,6 +69,8 @@ _EXPORTS = {
     "TriageReport": "triage",
     "Finding": "triage",
     "SIGNATURES": "signatures",
+    "take_stacks": "stacks",
+    "StacksReport": "stacks",
 }
 
 if TYPE_CHECKING:  # the real names for type checkers (py.typed); at run time they load lazily below
@@ -89,6 +91,7 @@ if TYPE_CHECKING:  # the real names for type checkers (py.typed); at run time th
     from .render import RankTableResult, build_rank_table, check_rank_table, check_rank_table_file, render_env, render_hostfile, render_rank_table
     from .selection import select_nodes
     from .signatures import SIGNATURES
+    from .stacks import StacksReport, take_stacks
     from .summaries import compare_topologies, summarize_bundle, summarize_msprof
     from .transport import Transport, TransportFactory
     from .triage import Finding, TriageReport, triage

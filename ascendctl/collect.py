@@ -827,14 +827,16 @@ def collect_node(node: Node, transport: Transport, options: CollectOptions, dire
 
 def launcher_paths(job_node: NodeJob | None, home: str) -> tuple[str, ...]:
     """What collect takes of a job on a node: the launcher log, the exit_code and pid files beside it (what triage
-    cannot do without) and the launcher's log directory (each rank's log); absolute, relative ones under `home`."""
+    cannot do without), the stacks captures beside them, and the launcher's log directory (each rank's log); absolute,
+    relative ones under `home`."""
     if job_node is None:
         return ()
     paths = []
     if job_node.log:
         log_file = _absolute(job_node.log, home)
         directory = log_file.rsplit("/", 1)[0]  # NodeJob.dir: launcher.log, exit_code, pid
-        paths += [log_file, f"{directory}/exit_code", f"{directory}/pid"]
+        # stacks/: every rank's stack taken by `ascendctl stacks`, or before a stop (a hang's culprit)
+        paths += [log_file, f"{directory}/exit_code", f"{directory}/pid", f"{directory}/stacks"]
     if job_node.log_dir:
         paths.append(_absolute(job_node.log_dir, home))
     return tuple(paths)

@@ -59,12 +59,14 @@ def parse_env_assignments(items: Sequence[str], environ: Mapping[str, str] | Non
 
 @dataclass(frozen=True, slots=True)
 class NodeEnvironment:
-    """One node's environment, in export order (later wins), with plain values; `path_prepend` goes before $PATH."""
+    """One node's environment, in export order (later wins), with plain values; `path_prepend` goes before $PATH,
+    `python_path_prepend` (launch: the job's stacks hook, docs/stacks.md) before $PYTHONPATH, which may be unset."""
 
     node: str
     host: str
     values: tuple[tuple[str, str], ...]
     path_prepend: str | None = None
+    python_path_prepend: str | None = None
 
     def shell_lines(self, *, redact: bool = False) -> list[str]:
         """`NAME=value` lines with values quoted for sh (secrets replaced when `redact`)."""
@@ -72,6 +74,8 @@ class NodeEnvironment:
         for name, value in self.values:
             shown = REDACTED if redact and is_secret_name(name) else (redact_value(value) if redact else value)
             lines.append(f"{name}={shlex.quote(shown)}")
+        if self.python_path_prepend is not None:  # no trailing `:` when unset: an empty entry would add the cwd
+            lines.append(f'PYTHONPATH={shlex.quote(self.python_path_prepend)}${{PYTHONPATH:+:"$PYTHONPATH"}}')
         if self.path_prepend is not None:
             lines.append(f'PATH={shlex.quote(self.path_prepend)}:"$PATH"')
         return lines
@@ -82,6 +86,9 @@ class NodeEnvironment:
 
     def to_dict(self, *, redact: bool = True) -> dict[str, Any]:
         env = {name: (REDACTED if redact and is_secret_name(name) else value) for name, value in self.values}
+        if self.python_path_prepend is not None:
+            env["PYTHONPATH"] = f"{self.python_path_prepend}:{env['PYTHONPATH']}" if env.get("PYTHONPATH") else \
+                f"{self.python_path_prepend}${{PYTHONPATH:+:$PYTHONPATH}}"
         if self.path_prepend is not None:
             env["PATH"] = f"{self.path_prepend}:$PATH"
         return {"name": self.node, "host": self.host, "env": env}
@@ -98,13 +105,17 @@ def node_environment(
     hccl_connect_timeout: int = DEFAULT_HCCL_CONNECT_TIMEOUT,
     extra: Sequence[tuple[str, str]] = (),
     unbuffered: bool = False,
+    stacks_hook: str | None = None,
 ) -> NodeEnvironment:
     """Everything a node's training processes get: cluster address and interface, master, rank table, the inventory's
     `env`, `--env`, and the job's interpreter first on PATH (msrun starts workers with the first python on PATH).
 
     `unbuffered` (launch's default) sets PYTHONUNBUFFERED=1 for the launcher and, by inheritance, every worker: their
     stdout is a pipe, which Python block-buffers, so step lines would reach `logs -f` in 8 KiB bursts, out of order
-    with stderr, and after a rank's exit (what `srun -u` is for). The inventory's `env` and `--env` may still set it."""
+    with stderr, and after a rank's exit (what `srun -u` is for). The inventory's `env` and `--env` may still set it.
+
+    `stacks_hook` (launch only: the node's job directory has it) is the directory of the sitecustomize.py that lets
+    `ascendctl stacks` take every rank's stack; it goes first on PYTHONPATH, before whatever PYTHONPATH is set."""
     env: dict[str, str] = {"HCCL_IF_IP": endpoint.ip}
     if endpoint.ifname:
         for name in ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
@@ -124,7 +135,7 @@ def node_environment(
     for name, value in extra:
         env[name] = value
     prepend = node.python.rsplit("/", 1)[0] if node.python.startswith("/") else None
-    return NodeEnvironment(node.name, node.host, tuple(env.items()), prepend)
+    return NodeEnvironment(node.name, node.host, tuple(env.items()), prepend, stacks_hook)
 
 
 def env_snippet(envs: Sequence[NodeEnvironment], *, redact: bool = False) -> str:

@@ -29,6 +29,7 @@ class Category(str, Enum):
     HARDWARE = "HARDWARE"
     LAUNCH = "LAUNCH"
     EXCEPTION = "EXCEPTION"
+    HANG = "HANG"  # from every rank's stack (`stacks`, taken before a stop): a rank not in the collective the others wait in
     UNKNOWN = "UNKNOWN"
 
 

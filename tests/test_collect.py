@@ -746,9 +746,11 @@ def test_launcher_paths_name_the_job_files_triage_needs() -> None:
     node = NodeJob("n1", "10.0.0.1", 0, "msrun ...", log="/data/ascendctl/j1/n1/launcher.log",
                    log_dir="/data/ascendctl/j1/n1/workers")
     assert launcher_paths(node, "/root") == ("/data/ascendctl/j1/n1/launcher.log", "/data/ascendctl/j1/n1/exit_code",
-                                             "/data/ascendctl/j1/n1/pid", "/data/ascendctl/j1/n1/workers")
+                                             "/data/ascendctl/j1/n1/pid", "/data/ascendctl/j1/n1/stacks",
+                                             "/data/ascendctl/j1/n1/workers")
     relative = NodeJob("n1", "10.0.0.1", 0, "msrun ...", log="job/launch.log")
-    assert launcher_paths(relative, "/home/u") == ("/home/u/job/launch.log", "/home/u/job/exit_code", "/home/u/job/pid")
+    assert launcher_paths(relative, "/home/u") == ("/home/u/job/launch.log", "/home/u/job/exit_code", "/home/u/job/pid",
+                                                   "/home/u/job/stacks")
     assert launcher_paths(None, "/root") == ()
 
 

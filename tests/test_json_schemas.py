@@ -100,6 +100,7 @@ CASES = [
     ("error", "exec -i {local} -w nosuchnode --json -- true", 2),
     ("error", "status --json", 2),  # no job recorded yet
     ("error", "logs -f --json", 2),
+    ("error", "stacks --json", 2),  # no job recorded yet
     ("error", "triage {tmp}/missing --json", 1),
 ]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -165,19 +166,20 @@ def test_teardown_of_a_process_that_ends_on_term_says_term_on_a_busybox_node(she
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_a_job_runs_start_to_end_on_a_busybox_node(shell: str, busybox_path: str, tmp_path: Path) -> None:
-    """job_wrapper.sh (no bash there: the launcher's output unstamped), job_state.sh, follow_log.sh's framed exit."""
+    """job_wrapper.sh (no bash, no python3 there: the POSIX stamper, whole seconds), job_state.sh, follow_log.sh's framed exit."""
     (tmp_path / ".job.env").write_text("export GREETING='hello from busybox'\n")
     (tmp_path / ".job.cmd").write_text("sh -c 'echo \"$GREETING\"; exit 3'\n")  # a launcher that fails
     (tmp_path / "launcher.log").write_text("")
     wrapper = tmp_path / "job_wrapper.sh"
     wrapper.write_text(script("job_wrapper.sh"))
+    (tmp_path / "stamp_lines.sh").write_text(script("stamp_lines.sh"))
     argv = [shutil.which(SHELLS[shell][0]) or SHELLS[shell][0], *SHELLS[shell][1:], str(wrapper), str(tmp_path)]
     assert subprocess.run(argv, env={"PATH": busybox_path}, timeout=30).returncode == 0
-    assert (tmp_path / "launcher.log").read_text() == "hello from busybox\n"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000000 \| hello from busybox\n", (tmp_path / "launcher.log").read_text())
     assert (tmp_path / "exit_code").read_text() == "3\n" and not (tmp_path / ".job.env").exists()
     state = run_on_busybox(shell, busybox_path, "job_state.sh", tmp_path, "", "ASCENDCTL_JOB=nobody/here")
     assert state.returncode == 0 and re.fullmatch(r"exit 3 \d+\npids\n", state.stdout), state.stdout
-    follow = run_on_busybox(shell, busybox_path, "follow_log.sh", tmp_path, 999999, "n0nce", 6)
+    follow = run_on_busybox(shell, busybox_path, "follow_log.sh", tmp_path, 999999, "n0nce", len("2026-11-23T10:00:00.000000 | hello "))
     assert follow.returncode == 0
     assert re.fullmatch(r"from busybox\n\n@@n0nce exit 3 \d+(\.\d+)?@@\n", follow.stdout), follow.stdout  # a time, never "%N"
 
@@ -216,13 +218,169 @@ def test_follow_log_prints_from_an_offset_then_the_framed_exit(local: LocalTrans
     assert re.fullmatch(r"two\n\n@@n0nce exit 0 \d+\.\d+@@\n", out), out
 
 
-def test_stamp_lines_prefixes_each_line_with_local_time_and_keeps_an_unterminated_last_line(tmp_path: Path) -> None:
+# -- the line stamper and the wrapper's wait for it (issue #30: output never slows or blocks the job) -------------
+STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6} \| ")
+STAMP_SIZE = len("2026-11-23T10:00:00.123456 | ")
+_piece = re.search(r"^PIECE=(\d+)", script("stamp_lines.sh"), re.M)
+PIECE = int(_piece.group(1)) if _piece else 65472  # bytes of a long line per stamped line (the stamper's setting)
+DROP_NOTE = re.compile(rb"^ascendctl: (\d+) lines \((\d+) bytes\) dropped: output faster than the stamper$")
+# the tools the POSIX stamper uses, for a node without python3 (GNU's here; busybox_path has busybox's)
+FALLBACK_TOOLS = ("awk", "cat", "date", "dd", "mktemp", "rm", "sleep", "stat", "mkfifo", "mv", "wc", "sh")
+
+
+@pytest.fixture(scope="module")
+def no_python_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A PATH with GNU tools and mawk but no python3: a node without Python, whose stamper is the POSIX one."""
+    bin_dir = tmp_path_factory.mktemp("no-python-bin")
+    for tool in FALLBACK_TOOLS:
+        found = shutil.which(tool)
+        assert found, f"{tool} is not installed"
+        (bin_dir / tool).symlink_to(found)
+    return str(bin_dir)
+
+
+STAMPERS = ["python3", "dash, no python3", "busybox"]
+
+
+def stamper_argv(kind: str, path: Path, no_python_path: str, busybox_path: str) -> tuple[list[str], dict[str, str]]:
+    """How a node of this kind runs the stamper: sh with python3 on PATH, dash with GNU tools only, busybox's sh and tools."""
+    if kind == "python3":
+        return ["sh", str(path)], dict(os.environ)
+    if kind == "busybox":
+        return [shutil.which("busybox") or "busybox", "sh", str(path)], {"PATH": busybox_path}
+    return [shutil.which("dash") or "dash", str(path)], {"PATH": no_python_path}
+
+
+def expected_bodies(data: bytes) -> list[bytes]:
+    """What the stamper writes after each stamp: every line, a long one in pieces of at most PIECE bytes."""
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return [line[i:i + PIECE] for line in lines for i in range(0, max(len(line), 1), PIECE)]
+
+
+@pytest.mark.parametrize("kind", STAMPERS)
+def test_stamp_lines_stamps_each_line_cuts_long_ones_into_pieces_and_keeps_an_unterminated_last_line(
+        kind: str, tmp_path: Path, no_python_path: str, busybox_path: str) -> None:
     path = tmp_path / "stamp_lines.sh"
     path.write_text(script("stamp_lines.sh"))
-    out = subprocess.run(["bash", str(path)], input="a\n\nb", capture_output=True, text=True, check=True).stdout
-    lines = out.splitlines()
-    assert [line.split(" | ", 1)[1] if " | " in line else line for line in lines] == ["a", "", "b"]
-    assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6} \| ", line) for line in lines), lines
+    argv, env = stamper_argv(kind, path, no_python_path, busybox_path)
+    data = (b"a\n\nnot utf-8: \xff\xfe | tab\there\n" + b"y" * (3 * PIECE + 5) + b"\n" + b"w" * PIECE + b"\n"
+            + b"z" * 70_000)  # the last line has no newline
+    out = subprocess.run(argv, input=data, capture_output=True, env=env, check=True, timeout=60).stdout
+    lines = out.split(b"\n")
+    assert lines.pop() == b""  # the unterminated last line was stamped and ended
+    assert all(STAMP.match(line) and len(line) <= STAMP_SIZE + PIECE for line in lines), [line[:60] for line in lines]
+    assert [line[STAMP_SIZE:] for line in lines] == expected_bodies(data)
+    if kind == "busybox":  # busybox's date has no %N: whole seconds
+        assert all(line[20:26] == b"000000" for line in lines)
+
+
+def test_stamp_lines_pieces_fit_the_bound_ascendctl_reads_lines_with() -> None:
+    from ascendctl.triage.reader import MAX_LINE
+
+    assert _piece is not None, "stamp_lines.sh sets no PIECE"
+    assert STAMP_SIZE + PIECE <= MAX_LINE  # a stamped piece is never cut again on the controller
+
+
+@pytest.mark.parametrize("kind", STAMPERS)
+def test_stamp_lines_ignores_stop_signals_and_ends_at_end_of_input(kind: str, tmp_path: Path, no_python_path: str,
+                                                                 busybox_path: str) -> None:
+    path = tmp_path / "stamp_lines.sh"
+    path.write_text(script("stamp_lines.sh"))
+    argv, env = stamper_argv(kind, path, no_python_path, busybox_path)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(b"before\n")
+        proc.stdin.flush()
+        # stamped and written at once, not held back until more output comes (mawk's input buffer did that)
+        assert select.select([proc.stdout], [], [], 10)[0], "the first line was not written within 10 s"
+        assert proc.stdout.readline().endswith(b" | before\n")
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            os.killpg(proc.pid, sig)
+        time.sleep(0.3)
+        proc.stdin.write(b"last words\n")
+        proc.stdin.close()
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=30) == 0
+        assert rest.endswith(b" | last words\n"), rest
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # it ignores TERM by design
+            proc.wait()
+
+
+def test_stamp_lines_never_blocks_the_writer_drops_the_oldest_and_says_how_much() -> None:
+    """python3's stamper whose launcher.log cannot be written (here: a pipe nobody reads) still takes 64 MiB of output
+    at once; what it could not write is counted in notes, and the newest output (a crash's last words) is kept."""
+    lines = [f"line {i:07d} {'.' * 50}\n".encode() for i in range(1_000_000)]  # 64 MB
+    proc = subprocess.Popen(["sh", "-c", script("stamp_lines.sh"), "stamp_lines.sh"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    started = time.monotonic()
+    proc.stdin.write(b"".join(lines))  # nobody reads the stamper's output meanwhile
+    proc.stdin.write(b"Traceback: the last words\n")
+    proc.stdin.close()
+    took = time.monotonic() - started
+    out = proc.stdout.read()
+    assert proc.wait(timeout=30) == 0
+    assert took < 10, f"the writer was held {took:.1f} s"
+    bodies = [line[STAMP_SIZE:] for line in out.split(b"\n")[:-1]]
+    notes = [m for m in map(DROP_NOTE.match, bodies) if m is not None]
+    assert notes, "64 MiB into a stamper that cannot write: something must have been dropped"
+    dropped_lines = sum(int(m.group(1)) for m in notes)
+    kept = [body for body in bodies if DROP_NOTE.match(body) is None]
+    assert bodies[-1] == b"Traceback: the last words"
+    # every line is either kept (whole, or the end of one cut by a drop) or counted; at most one more per note
+    assert 1_000_001 <= len(kept) + dropped_lines <= 1_000_001 + len(notes)
+    assert sum(int(m.group(2)) for m in notes) <= len(b"".join(lines))
+
+
+def run_wrapper(shell: str, tmp_path: Path, command: str, path: str, timeout: float = 60) -> tuple[float, str, str]:
+    """job_wrapper.sh over a job directory as `ascendctl launch` unpacks it; (seconds it took, launcher.log, exit_code)."""
+    (tmp_path / ".job.env").write_text("")
+    (tmp_path / ".job.cmd").write_text(command + "\n")
+    (tmp_path / "launcher.log").write_text("")
+    for name in ("job_wrapper.sh", "stamp_lines.sh"):
+        (tmp_path / name).write_text(script(name))
+    argv = [*SHELLS.get(shell, [shell]), str(tmp_path / "job_wrapper.sh"), str(tmp_path)]
+    argv[0] = shutil.which(argv[0]) or argv[0]
+    started = time.monotonic()
+    subprocess.run(argv, env={"PATH": path}, timeout=timeout, check=True)
+    return time.monotonic() - started, (tmp_path / "launcher.log").read_text(), (tmp_path / "exit_code").read_text()
+
+
+@pytest.mark.parametrize("shell", [*SHELLS, "sh"])
+def test_the_wrapper_waits_for_the_stamper_while_the_log_grows(shell: str, busybox_path: str, tmp_path: Path) -> None:
+    """A launcher that exits while a process it started still prints (for 7 s, a line a second): the exit status is
+    recorded once the log holds every line (before: after 5 s, whatever the log held)."""
+    path = busybox_path if shell != "sh" else os.environ["PATH"]
+    command = "sh -c 'echo start; ( i=0; while [ $i -lt 7 ]; do sleep 1; i=$((i + 1)); echo late $i; done ) & exit 4'"
+    took, log, code = run_wrapper(shell, tmp_path, command, path)
+    assert code == "4\n"
+    assert [line.split(" | ", 1)[1] for line in log.splitlines()] == ["start", *(f"late {i}" for i in range(1, 8))], log
+    assert 6 <= took < 20, took
+
+
+@pytest.mark.parametrize("shell", [*SHELLS, "sh"])
+def test_the_wrapper_stops_waiting_for_a_stamper_that_makes_no_progress_and_says_so(shell: str, busybox_path: str,
+                                                                                   tmp_path: Path) -> None:
+    """A silent orphan (a child of the launcher that keeps its output open) would keep the stamper, and the wrapper,
+    forever: after 5 s without progress the exit status is recorded, and the log says why it may be incomplete."""
+    path = busybox_path if shell != "sh" else os.environ["PATH"]
+    command = f"sh -c 'echo start; sleep 60 & echo $! > {tmp_path}/orphan; exit 3'"
+    try:
+        took, log, code = run_wrapper(shell, tmp_path, command, path)
+    finally:
+        os.kill(int((tmp_path / "orphan").read_text()), signal.SIGKILL)
+    assert code == "3\n"
+    assert 4.5 <= took < 15, took
+    lines = log.splitlines()
+    assert lines[0].endswith(" | start") and len(lines) == 2, log
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6} \| ascendctl: the launcher exited with status 3; stopped "
+                        r"waiting for the rest of its output \(for 5 s nothing more was written\): a process it started "
+                        r"still holds its output open", lines[1]), lines[1]
 
 
 def test_collect_node_runs_its_sections_with_the_transport_bounded_run_text() -> None:

@@ -65,4 +65,4 @@ def main() -> None:
 
 
 # Command groups register themselves on `app` when imported; the order here is the --help order.
-from . import inventory_cmd, exec_cmd, preflight_cmd, netcheck_cmd, render_cmd, launch_cmd, collect_cmd, triage_cmd, report_cmd  # noqa: E402,F401  (imported for their commands)
+from . import inventory_cmd, exec_cmd, preflight_cmd, netcheck_cmd, render_cmd, launch_cmd, stacks_cmd, collect_cmd, triage_cmd, report_cmd  # noqa: E402,F401  (imported for their commands)

@@ -53,6 +53,7 @@ def launch(
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip the ssh/master_port/npu_stale_procs checks.")] = False,
     grace: GraceOpt = 10.0,
     silence_limit: SilenceOpt = DEFAULT_SILENCE_LIMIT,
+    no_stacks: Annotated[bool, typer.Option("--no-stacks", help="On Ctrl-C, SIGTERM or SIGHUP stop at once, without taking every rank's stack first (`ascendctl stacks`).")] = False,
     buffered: Annotated[bool, typer.Option("--buffered", help="Leave Python's output buffering alone (default: PYTHONUNBUFFERED=1, so lines stream as printed).")] = False,
     backend: Annotated[Optional[Backend], typer.Option("--backend", help="ssh (the inventory's nodes), or slurm: outside an allocation, sbatch a batch script that launches inside it (inside one, the allocation is used either way).", case_sensitive=False, show_default=False)] = None,
     partition: Annotated[Optional[str], typer.Option("--partition", help="--backend slurm: sbatch --partition.", show_default=False)] = None,
@@ -111,7 +112,8 @@ def launch(
     # SIGTERM, SIGHUP and Ctrl-C tear the job down on every node; on a big job what the stopped nodes print is folded
     with stop_on_signals(launch_view.repeated_signal), launch_view.launch_output(inv.names, to_stderr=as_json) as output:
         outcome = launch_job(inv, options, preflight=not no_preflight, detach=detach, on_line=output.line,
-                             on_notice=output.notice, job_id=job_id, flags=flags, on_teardown=output.teardown)
+                             on_notice=output.notice, job_id=job_id, flags=flags, on_teardown=output.teardown,
+                             stacks_on_stop=not no_stacks)
     if as_json:
         launch_view.emit_record(outcome.record, outcome.exit_code, argv_now(), detached=outcome.detached)
     else:
@@ -190,14 +192,16 @@ def logs(
 
 @app.command(epilog=examples("ascendctl stop", "ascendctl stop JOB --grace 30", codes="0 ok, 1 error (also: its record is unreadable), 2 no such job, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
-def stop(job: JobArg = None, grace: GraceOpt = 10.0, inventory: InventoryOpt = None, as_json: JsonOpt = False) -> None:
-    """Stop a (detached) job on every node: SIGTERM, then SIGKILL after --grace."""
+def stop(job: JobArg = None, grace: GraceOpt = 10.0, inventory: InventoryOpt = None, as_json: JsonOpt = False,
+         no_stacks: Annotated[bool, typer.Option("--no-stacks", help="Do not take every rank's stack first (`ascendctl stacks`).")] = False) -> None:
+    """Stop a (detached) job on every node: every rank's stack first (a hang's culprit), then SIGTERM, SIGKILL after --grace."""
     from ..inventory import load_inventory
     from ..jobs import stop_job, stop_outcomes
     from ..outcome import exit_code_for
     from ..ui import launch_view
 
-    record = stop_job(job, grace=grace, inventory=load_inventory(inventory) if inventory else None)
+    record = stop_job(job, grace=grace, inventory=load_inventory(inventory) if inventory else None, stacks=not no_stacks,
+                      notice=launch_view.notice)
     code = exit_code_for(stop_outcomes(record))
     if as_json:
         launch_view.emit_record(record, code, argv_now())

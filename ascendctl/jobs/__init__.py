@@ -22,6 +22,7 @@ from ..errors import AscendctlError, ExitCode, Interrupted, UsageError, signal_n
 from ..group import NodeGroup
 from ..inventory import BUILTIN_SOURCE, Inventory, builtin_inventory, load_inventory
 from ..network import resolve_endpoints
+from ..signatures import Category
 from ..outcome import Outcome, exit_code_for, stop_outcome
 from ..transport import TransportFactory
 from ..triage import TriageReport
@@ -35,6 +36,7 @@ from .ssh_runner import SSHRunner, marker, with_stop_results
 from .supervise import Supervised, supervise
 
 if TYPE_CHECKING:
+    from ..stacks.model import StacksReport
     from .submit import SubmitOptions
 
 log = logging.getLogger(__name__)
@@ -176,10 +178,11 @@ def launch_job(
     job_id: str | None = None,
     flags: Mapping[str, Any] | None = None,
     on_teardown: TeardownSink | None = None,
+    stacks_on_stop: bool = True,
 ) -> LaunchOutcome:
     """Preflight, resolve endpoints, plan, start every node's launcher, then supervise it: here, or (`detach`) in a
     supervisor process left on this host (jobs/detached.py). `flags`: the command line's connection settings, which
-    the supervisor reloads the inventory with."""
+    the supervisor reloads the inventory with. `stacks_on_stop`: a stop signal first takes every rank's stack."""
     from ..environment import master_port
 
     check_script_first(options)  # before any node is asked
@@ -203,7 +206,8 @@ def launch_job(
                     record = _with_supervisor(record, options, flags or {}, notice)
                 return LaunchOutcome(record, detached=detach and record.status == "running")
             result = supervise(runner, record, on_line=on_line, notice=notice, grace=options.grace,
-                               silence=options.silence_limit, on_teardown=on_teardown)
+                               silence=options.silence_limit, on_teardown=on_teardown,
+                               before_stop=(lambda r: with_stacks(r, group, notice)) if stacks_on_stop else None)
             return _finished(LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict,
                                            stopped_by=result.stopped_by))
         except (KeyboardInterrupt, Interrupted) as stop:
@@ -505,8 +509,47 @@ def job_status(job_id: str | None, inventory: Inventory | None = None) -> JobSta
     return JobStatus(record, tuple(checks))
 
 
-def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inventory | None = None) -> JobRecord:
-    """Tear a (detached) job down on every node and record it as stopped."""
+def with_stacks(record: JobRecord, group: NodeGroup, notice: NoticeSink) -> JobRecord:
+    """Every rank's stack taken before a stop (a hang is most often stopped by hand, and its culprit is only visible
+    while it hangs): the capture stays on the nodes (`<node dir>/stacks/<stamp>/`, collected with the job), and a
+    suspect rank becomes the record's verdict (HANG) unless the job already has one. Never fails the stop."""
+    from ..stacks.capture import take_stacks
+
+    if record.status != "running" or not any(n.pid is not None and n.exit_code is None for n in record.nodes):
+        return record
+    try:
+        report = take_stacks(record, group=group)
+    except AscendctlError as exc:
+        notice(f"no stacks taken before the stop: {exc.message}")
+        return record
+    notice(f"stacks of {len(report.stacked)} ranks taken before the stop (<node dir>/stacks/{report.stamp}): "
+           f"{report.verdict.message}")
+    return replace(record, first_failure=record.first_failure or hang_failure(report))
+
+
+def hang_failure(report: "StacksReport") -> FirstFailure | None:
+    """The record's verdict from a stacks capture that names a suspect: the ranks not waiting while the others wait."""
+    suspects = [c for c in report.classes if c.suspect]
+    if report.verdict.kind != "suspect" or not suspects:
+        return None
+    first = suspects[0]
+    frame = first.innermost
+    victims = tuple(FailureVictim(c.nodes[0] if len(c.nodes) == 1 else None, c.ranks[0] if len(c.ranks) == 1 else None,
+                                  f"waiting at {c.waiting.where}" if c.waiting else "waiting")
+                    for c in report.classes if not c.suspect and c.waiting is not None)
+    node = first.nodes[0] if len(first.nodes) == 1 else None
+    rank = first.ranks[0] if len(first.ranks) == 1 else None
+    return FirstFailure(
+        reason=report.verdict.message, node=node, rank=rank, category=Category.HANG.value,
+        headline=f"HANG: {first.label} not in a collective" + (f" on node {node}" if node else ""), rule="stacks",
+        confidence="medium", single_culprit=len(first.ranks) == 1, file=frame.file if frame else None,
+        line=frame.line if frame else None, text=f"{first.label} at {frame.where}" if frame else None, victims=victims,
+        hints=(f"every rank's stack: ascendctl stacks output kept on each node under <node dir>/stacks/{report.stamp}/",))
+
+
+def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inventory | None = None, stacks: bool = True,
+             notice: NoticeSink | None = None) -> JobRecord:
+    """Tear a (detached) job down on every node and record it as stopped; every rank's stack is taken first (`stacks`)."""
     record = load_job(job_id)
     inv = job_inventory(record, inventory)
     if record.status == "running" and not record.stop_requested:
@@ -514,6 +557,8 @@ def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inv
         save_job(record)
     runner = _runner(record, inv)
     try:
+        if stacks:
+            record = with_stacks(record, runner.group, notice or (lambda _msg: None))
         # every node of the job, pid recorded or not: a launch killed while starting left a record without pids
         # and a job running on every node; teardown finds the processes by the job's marker, not by pid
         names = [n.name for n in record.nodes if n.name in inv.names]
@@ -567,11 +612,14 @@ def job_logs(
             return _follow(runner, record, on_line, on_notice or (lambda _msg: None), silence_limit,
                            [n for n in names if n in chosen] if chosen != set(names) else None)
         targets = [n for n in names if n in chosen and n in inv.names]
-        for result in runner.log_texts(record, targets):
-            text = result.value if result.value is not None else f"(unreachable: {result.error.message if result.error else ''})\n"
-            for line in text.splitlines():
+        for name in targets:  # line by line as read: a 1 GB log never sits in memory
+            try:
+                for line in runner.log_lines(record, name):
+                    if on_line:
+                        on_line(name, split_stamp(line)[1])
+            except AscendctlError as exc:
                 if on_line:
-                    on_line(result.node, split_stamp(line)[1])
+                    on_line(name, f"(unreachable: {exc.message})")
         return LaunchOutcome(record, detached=True)
     finally:
         runner.close()

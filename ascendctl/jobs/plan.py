@@ -17,6 +17,7 @@ from ..inventory import Inventory, Node
 from ..network import Endpoint
 from ..paths import child
 from ..settings import DEFAULT_SILENCE_LIMIT
+from ..stacks.hook import hook_dir
 
 DEFAULT_GRACE = 10.0
 DEFAULT_CLUSTER_TIMEOUT = 600
@@ -172,7 +173,8 @@ def build_plan(inventory: Inventory, options: LaunchOptions, *, job_id: str, end
         command = launcher_command(options, node, nodes=len(inventory.nodes), nproc=nproc, master_addr=master_endpoint.ip,
                                    port=port, job_id=job_id, node_dir=node_dir)
         environment = node_environment(node, endpoints[node.name], master_endpoint, launcher=options.launcher, port=port,
-                                       rank_table=options.rank_table, extra=extra, unbuffered=not options.buffered)
+                                       rank_table=options.rank_table, extra=extra, unbuffered=not options.buffered,
+                                       stacks_hook=hook_dir(node_dir))  # `ascendctl stacks` (docs/stacks.md)
         first_rank = None if options.rdzv and options.launcher == "torchrun" else node.index * nproc
         nodes.append(NodePlan(node.name, node.host, node.index, nproc, command, environment, node_dir, first_rank,
                               endpoints[node.name]))

@@ -76,8 +76,9 @@ class Runner(Protocol):
         """Per node: the pids of every process of the job still there (after a teardown that could not reach it)."""
         ...
 
-    def log_texts(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
-        """Each node's launcher log so far (lines as written, stamps included)."""
+    def log_lines(self, record: JobRecord, node: str) -> Iterator[str]:
+        """One node's launcher log so far, line by line as it is read (stamps included; lines cut at MAX_LINE bytes
+        with a note): memory stays bounded whatever the log's size. Raises AscendctlError when the node cannot be read."""
         ...
 
     def artifacts(self, record: JobRecord, node: str) -> tuple[str, ...]:

@@ -14,18 +14,21 @@ import io
 import logging
 import re
 import secrets
+import selectors
 import shlex
 import tarfile
 import time
 from dataclasses import replace
-from typing import Sequence
+from typing import Iterator, Sequence
 
-from ..errors import AscendctlError
+from ..errors import AscendctlError, NodeSilentError
 from ..group import NodeGroup
 from ..inventory import Node
 from ..models import NodeResults
 from ..shell import remote, script
+from ..stacks.hook import hook_files
 from ..transport import Spawned, Transport
+from ..triage.reader import MAX_LINE
 from ..triage.times import parse_utc_offset
 from .plan import LaunchPlan, NodePlan
 from .record import FirstFailure, JobRecord, NodeJob
@@ -42,7 +45,8 @@ def marker(job_id: str, node: str) -> str:
 
 
 def start_payload(*nodes: NodePlan, per_node_dirs: bool = False) -> bytes:
-    """The tar a node's start command unpacks into its job directory: env file, command line, wrapper, stamper.
+    """The tar a node's start command unpacks into its job directory: env file, command line, wrapper, stamper, and
+    the stacks hook (`pyhook/sitecustomize.py`, first on the job's PYTHONPATH: docs/stacks.md).
 
     `per_node_dirs`: one directory per node named after it (one stream for every node of a Slurm step;
     each task extracts only its own node's directory).
@@ -58,7 +62,8 @@ def _add_node(tar: tarfile.TarFile, node: NodePlan, prefix: str) -> None:
     for name, text, mode in ((".job.env", node.environment.exports(), 0o600), (".job.cmd", node.command + "\n", 0o600),
                              (".job.rank", f"{node.rank}\n", 0o600),
                              ("job_wrapper.sh", script("job_wrapper.sh"), 0o700),
-                             ("stamp_lines.sh", script("stamp_lines.sh"), 0o700)):
+                             ("stamp_lines.sh", script("stamp_lines.sh"), 0o700),
+                             *hook_files()):  # the stacks hook (pyhook/sitecustomize.py): `ascendctl stacks`
         data = text.encode()
         info = tarfile.TarInfo(prefix + name)
         info.size, info.mode, info.mtime = len(data), mode, int(time.time())
@@ -115,17 +120,113 @@ def heartbeat_every(silence: float) -> int:
     return max(1, min(5, int(silence // 4)))
 
 
+class BoundedLines:
+    """A node's output split into lines (UTF-8, undecodable bytes replaced) with memory bounded whatever it holds.
+
+    A line longer than `limit` bytes (MAX_LINE, 64 KiB: triage's bound) keeps its first `limit` bytes and is followed by a
+    note of how many more were cut; of a line still arriving only those bytes are held. The nodes' stamper writes no
+    line that long (it cuts long lines into stamped pieces): this bounds what an older node, or a log written around
+    the stamper, sends. Linear in the bytes: lines are decoded and split per chunk, never per byte.
+    """
+
+    def __init__(self, limit: int = MAX_LINE) -> None:
+        self.limit = limit
+        self._part = bytearray()  # the start of the unfinished line, at most `limit` bytes
+        self._cut = 0  # bytes of the unfinished line past `limit`, dropped
+
+    def feed(self, data: bytes) -> list[str]:
+        """The lines that `data` completes."""
+        first = data.find(b"\n")
+        if first < 0:
+            self._hold(data)
+            return []
+        self._hold(data[:first])
+        lines = self._take()
+        last = data.rfind(b"\n")
+        if last > first:
+            body = data[first + 1:last]
+            step = max(1, self.limit // 2)
+            # a line longer than `limit` holds a whole `step`-aligned window without a newline: one find per window
+            if any(body.find(b"\n", k, k + step) < 0 for k in range(0, len(body) - step + 1, step)):
+                for raw in body.split(b"\n"):
+                    lines.append(raw[:self.limit].decode("utf-8", "replace"))
+                    if len(raw) > self.limit:
+                        lines.append(self._note(len(raw) - self.limit))
+            else:
+                lines.extend(body.decode("utf-8", "replace").split("\n"))
+        self._hold(data[last + 1:])
+        return lines
+
+    def finish(self) -> list[str]:
+        """The unfinished last line, if any (the output ended without its newline)."""
+        return self._take() if self._part or self._cut else []
+
+    def _hold(self, data: bytes) -> None:
+        room = self.limit - len(self._part)
+        if len(data) > room:
+            self._part += data[:max(0, room)]
+            self._cut += len(data) - max(0, room)
+        else:
+            self._part += data
+
+    def _take(self) -> list[str]:
+        lines = [self._part.decode("utf-8", "replace")]
+        if self._cut:
+            lines.append(self._note(self._cut))
+        self._part.clear()
+        self._cut = 0
+        return lines
+
+    def _note(self, cut: int) -> str:
+        return f"ascendctl: the line above was cut at {self.limit} bytes: {cut} more bytes not shown"
+
+
+def _prefix_at_end(data: bytes, frame: bytes) -> int:
+    """How many bytes at the end of `data` may be the start of `frame`, the rest of which is still on its way."""
+    for size in range(min(len(frame) - 1, len(data)), 0, -1):
+        if data.endswith(frame[:size]):
+            return size
+    return 0
+
+
+def spawned_lines(spawned: Spawned, *, idle: float) -> Iterator[str]:
+    """The lines of a spawned command's stdout as they arrive (cut at MAX_LINE, BoundedLines), until it ends.
+
+    Memory stays bounded whatever the size of the output: a read is at most the transport's window. A command from
+    which nothing arrives for `idle` seconds is lost: NodeSilentError.
+    """
+    lines = BoundedLines()
+    heard = time.monotonic()
+    with selectors.DefaultSelector() as selector:
+        selector.register(spawned.fileno(), selectors.EVENT_READ)
+        while True:
+            data = spawned.read()
+            if data:
+                heard = time.monotonic()
+                yield from lines.feed(data)
+                continue
+            if spawned.finished():
+                break
+            quiet = time.monotonic() - heard
+            if quiet >= idle:
+                raise NodeSilentError(f"stopped answering: nothing received for {idle:g}s (command_timeout)")
+            selector.select(min(0.5, idle - quiet))
+    yield from lines.finish()
+
+
 class SSHNodeStream:
     """A node's launcher log followed over one channel; ends with the follow script's nonce-framed exit line.
 
     With `silence` the follower also sends a heartbeat frame (dropped here, never shown nor stored) while the log is
     quiet; a node from which nothing at all arrives for `silence` seconds is lost (its link or host is down).
+    Lines are cut at MAX_LINE bytes with a note (BoundedLines): memory stays bounded whatever the log holds.
     """
 
     def __init__(self, node: str, spawned: Spawned, nonce: str, *, silence: float | None = None) -> None:
         self.node = node
         self._spawned = spawned
-        self._buffer = bytearray()
+        self._lines = BoundedLines()
+        self._held = b""  # the end of the last read, when it may be the start of a heartbeat
         self._end = re.compile(rf"^@@{re.escape(nonce)} exit (\S+) (\S+)@@$")
         self._beat = f"@@{nonce} alive@@\n".encode()
         self._silence = silence
@@ -140,31 +241,28 @@ class SSHNodeStream:
             return [], None
         data = self._spawned.read()
         now = time.monotonic()
+        lines: list[str] = []
         if data:
             self._heard = now
-            self._buffer.extend(data)
-            if self._beat in self._buffer:  # written between reads of the log, so whole, wherever it lands
-                self._buffer[:] = bytes(self._buffer).replace(self._beat, b"")
-        lines: list[str] = []
+            data = self._held + data
+            if self._beat in data:  # written between reads of the log, so whole, wherever it lands
+                data = data.replace(self._beat, b"")
+            keep = _prefix_at_end(data, self._beat)
+            self._held = data[len(data) - keep:] if keep else b""
+            lines = self._lines.feed(data[:len(data) - keep] if keep else data)
         ended: NodeEnded | None = None
-        while b"\n" in self._buffer:
-            raw, _, rest = bytes(self._buffer).partition(b"\n")
-            self._buffer[:] = rest
-            text = raw.decode("utf-8", "replace")
-            m = self._end.match(text)
-            if m is not None:
-                if lines and lines[-1] == "":
-                    lines.pop()  # the newline the follow script prints before its exit line
-                code, when = m.group(1), m.group(2)
-                ended = NodeEnded(self.node, int(code) if code.lstrip("-").isdigit() else None,
-                                  float(when) if re.fullmatch(r"[0-9.]+", when) else time.time())
-                break
-            lines.append(text)
+        # the follow script's exit line is the last thing it prints, after a newline of its own
+        m = self._end.match(lines[-1]) if lines and lines[-1].startswith("@@") else None
+        if m is not None:
+            lines.pop()
+            if lines and lines[-1] == "":
+                lines.pop()  # the newline the follow script prints before its exit line
+            code, when = m.group(1), m.group(2)
+            ended = NodeEnded(self.node, int(code) if code.lstrip("-").isdigit() else None,
+                              float(when) if re.fullmatch(r"[0-9.]+", when) else time.time())
         if ended is None and self._spawned.finished():
-            self._buffer.extend(self._spawned.read())
-            if self._buffer:
-                lines.append(bytes(self._buffer).decode("utf-8", "replace"))
-                self._buffer.clear()
+            lines += self._lines.feed(self._held + self._spawned.read()) + self._lines.finish()
+            self._held = b""
             ended = NodeEnded(self.node, None, time.time(), "connection closed before the launcher ended")
         if ended is None and self._silence is not None and now - self._heard >= self._silence:
             ended = NodeEnded(self.node, None, time.time(),
@@ -272,11 +370,15 @@ class SSHRunner:
     def leftovers(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[tuple[int, ...]]:
         return self._job_state(record, nodes).map(lambda value: value[1])
 
-    def log_texts(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
-        def cat(node: Node, transport: Transport) -> str:
-            return transport.run(f"cat {shlex.quote(record.node(node.name).log)} 2>/dev/null").stdout
-
-        return self.group.run(cat, nodes=self.group.nodes(nodes), retry=True)
+    def log_lines(self, record: JobRecord, node: str) -> Iterator[str]:
+        """The node's launcher log so far, streamed line by line (spawned_lines: cut at MAX_LINE, bounded memory)."""
+        target = self.group.inventory.node(node)
+        spawned = self.group.spawn(target, f"cat {shlex.quote(record.node(node).log)} 2>/dev/null")
+        try:
+            yield from spawned_lines(spawned, idle=target.command_timeout)
+        finally:
+            spawned.close()
+            self.group.unpin(target)
 
     def artifacts(self, record: JobRecord, node: str) -> tuple[str, ...]:
         entry = record.node(node)

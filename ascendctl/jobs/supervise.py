@@ -13,7 +13,7 @@ import selectors
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..errors import AscendctlError, signal_name
 from ..triage import LiveTriage, TriageReport, split_stamp
@@ -183,6 +183,7 @@ def supervise(
     silence: float | None = None,
     relieved: threading.Event | None = None,
     on_teardown: TeardownSink | None = None,
+    before_stop: Callable[[JobRecord], JobRecord] | None = None,
 ) -> Supervised:
     """Follow every started node until its launcher ends; on a failure or a stop signal stop the rest (unless only watching).
 
@@ -191,6 +192,8 @@ def supervise(
     `relieved`: once set, the loop ends at the next turn (after a teardown it began) and the job is left as it is:
     how a detached job's supervisor steps aside.
     `on_teardown(node)`: told when the teardown begins, with the node whose failure began it (None after a stop signal).
+    `before_stop(record)`: run after a stop signal, before the teardown (every rank's stack is taken there: a hang
+    stopped by hand still gets its culprit); the record it returns (its verdict, if any) is kept.
     A stop signal (KeyboardInterrupt: Ctrl-C, or SIGTERM/SIGHUP through interrupts.stop_on_signals) tears the job down on
     every node it may still run on, the ones lost included; the record says which signal (`stopped_by`).
     """
@@ -210,6 +213,8 @@ def supervise(
         say(f"interrupted ({stopped_by}): stopping the job on every node; SIGKILL after {grace:g} s")
         if on_teardown is not None:
             on_teardown(None)
+        if before_stop is not None:
+            loop.record = before_stop(loop.record)
         if loop.stopper is not None:
             loop.stopper.join()
         loop.teardown_started = loop.teardown_started or time.time()

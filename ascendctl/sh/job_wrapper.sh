@@ -3,10 +3,11 @@
 #
 # DIR holds what `ascendctl launch` unpacked there (umask 077): .job.env (exports; read, then deleted before
 # anything else, so no value is ever in a command line or left on disk), .job.cmd (the launcher command line)
-# and stamp_lines.sh. POSIX sh; bash only for the stamper, when the node has it.
+# and stamp_lines.sh. POSIX sh, the stamper too (python3 makes it faster where the node has it).
 # The launcher writes into a FIFO read by the stamper, so the launcher runs in this shell, whose TERM handler
 # keeps it alive to record the exit status; the stamper ignores signals and ends after the last writer.
-# Writes: pid, launcher.log (every line stamped with this node's time), exit_code (atomically, at the end).
+# Writes: pid, launcher.log (every line stamped with this node's time; appended to, so the notes of this
+# shell and the stamper's lines never overwrite each other), exit_code (atomically, at the end).
 dir=$1
 # A handler (not an ignore, which children would inherit) keeps this shell alive to record the status.
 trap : TERM INT HUP
@@ -24,20 +25,32 @@ unset job_env
 echo "$$" > "$dir/pid"
 fifo="$dir/.launcher.out"
 rm -f "$fifo" && mkfifo "$fifo" || exit 1
-if command -v bash >/dev/null 2>&1; then
-    bash "$dir/stamp_lines.sh" < "$fifo" > "$dir/launcher.log" 2>&1 &
+if [ -r "$dir/stamp_lines.sh" ]; then
+    /bin/sh "$dir/stamp_lines.sh" "$dir" < "$fifo" >> "$dir/launcher.log" 2>&1 &
 else
-    cat < "$fifo" > "$dir/launcher.log" &
+    cat < "$fifo" >> "$dir/launcher.log" &  # never a FIFO without a reader: the launcher would die of SIGPIPE
 fi
 stamper=$!
 # shellcheck disable=SC1091  # written by ascendctl at start
 . "$dir/.job.cmd" < /dev/null > "$fifo" 2>&1
 rc=$?
-# the stamper ends when the last writer is gone; give it a moment (5 s) to write the launcher's last lines
-waited=0
-while kill -0 "$stamper" 2>/dev/null && [ "$waited" -lt 5000 ]; do
+# The stamper ends when the last writer is gone, once it wrote what it holds (a long line, a burst): wait for it while
+# launcher.log grows. It may never end: a child of the launcher that outlives it keeps the FIFO open. So stop waiting
+# after 5 s without progress, or 300 s in all, and say so in the log (the exit status must be recorded).
+log="$dir/launcher.log"
+size() { stat -c %s "$log" 2>/dev/null || wc -c < "$log" 2>/dev/null || echo 0; }
+last=$(size) still=0 waited=0
+while kill -0 "$stamper" 2>/dev/null; do
+    if [ "$still" -ge 5000 ] || [ "$waited" -ge 300000 ]; then
+        if [ "$still" -ge 5000 ]; then why="for 5 s nothing more was written"; else why="it was still writing after 300 s"; fi
+        /bin/sh "$dir/stamp_lines.sh" --note "ascendctl: the launcher exited with status $rc; stopped waiting for the rest of its output ($why): a process it started still holds its output open" >> "$log"
+        break
+    fi
     # a tenth of a second; a whole one where sleep takes whole seconds only (POSIX's)
-    if sleep 0.1 2>/dev/null; then waited=$((waited + 100)); else sleep 1; waited=$((waited + 1000)); fi
+    if sleep 0.1 2>/dev/null; then step=100; else sleep 1; step=1000; fi
+    waited=$((waited + step))
+    now=$(size)
+    if [ "$now" = "$last" ]; then still=$((still + step)); else last=$now still=0; fi
 done
 rm -f "$fifo"
 echo "$rc" > "$dir/exit_code.tmp" && mv "$dir/exit_code.tmp" "$dir/exit_code"

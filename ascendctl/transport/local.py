@@ -114,6 +114,9 @@ class LocalTransport:
             _kill_group(proc)
 
 
+READ_LIMIT = 4 * 1024 * 1024  # bytes a LocalSpawned.read returns at most (the rest stays readable)
+
+
 class LocalSpawned:
     """A local command's stdout, read without blocking."""
 
@@ -129,8 +132,11 @@ class LocalSpawned:
         return self._fd
 
     def read(self) -> bytes:
-        chunks = []
-        while not self._eof:
+        chunks: list[bytes] = []
+        size = 0
+        # at most READ_LIMIT a call: a command that writes as fast as we read (cat of a big log) would keep the pipe
+        # from ever running dry, and one read would then hold all of its output
+        while not self._eof and size < READ_LIMIT:
             try:
                 chunk = os.read(self._fd, 65536)
             except BlockingIOError:
@@ -142,6 +148,7 @@ class LocalSpawned:
                 self._eof = True
                 break
             chunks.append(chunk)
+            size += len(chunk)
         return b"".join(chunks)
 
     def finished(self) -> bool:

@@ -557,10 +557,13 @@ class SSHSpawned:
     def read(self) -> bytes:
         out = bytearray()
         try:
-            while self._chan.recv_ready():
+            # at most about TAKE_ALL a call: the window refills while we read, and a fast sender would never leave the
+            # channel empty (the rest stays readable for the next call)
+            while len(out) < TAKE_ALL and self._chan.recv_ready():
                 out += self._chan.recv(TAKE_ALL)
-            while self._chan.recv_stderr_ready():
-                self._chan.recv_stderr(TAKE_ALL)
+            drained = 0
+            while drained < TAKE_ALL and self._chan.recv_stderr_ready():
+                drained += len(self._chan.recv_stderr(TAKE_ALL))
         except (OSError, EOFError, paramiko.SSHException):
             pass
         return bytes(out)
