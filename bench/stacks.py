@@ -31,18 +31,7 @@ from common import ASCENDCTL, ssh_tools
 
 from tests.cluster.harness import HostSpec, build_cluster, cleanup_leftovers, require_root_linux
 
-LAUNCHER = """#!/bin/sh
-# stand-in torchrun: --nproc-per-node workers of the script with torchrun's RANK and LOCAL_RANK
-for a in "$@"; do
-  case $a in --node-rank=*) node=${a#--node-rank=};; --nproc-per-node=*) n=${a#--nproc-per-node=};; -*) ;; *) script=${script:-$a};; esac
-done
-i=0
-while [ "$i" -lt "$n" ]; do
-  RANK=$((node * n + i)) LOCAL_RANK=$i "$(dirname "$0")/python" "$script" &
-  i=$((i + 1))
-done
-wait
-"""
+LAUNCHER = (Path(__file__).resolve().parent.parent / "tests" / "jobs" / "stand_in_torchrun.sh").read_text()
 WORKER = """
 import os, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -405,18 +405,7 @@ def test_the_node_program_signals_each_rank_once_keeps_the_capture_and_never_gue
     assert all(proc.poll() is None for proc in ranks.procs)  # the job keeps running
 
 
-SHELLS = {"dash": ["dash"], "busybox sh": ["busybox", "sh"]}
-
-
-@pytest.fixture(scope="module")
-def busybox_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A PATH of busybox's applets only, as on a busybox node."""
-    busybox = shutil.which("busybox")
-    assert busybox, "busybox is not installed: apt-get install -y busybox"
-    bin_dir = tmp_path_factory.mktemp("busybox-bin")
-    for applet in subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True).stdout.split():
-        (bin_dir / applet).symlink_to(busybox)
-    return str(bin_dir)
+from tests.test_shell_programs import SHELLS, busybox_path  # noqa: E402,F401  (a fixture: one busybox PATH)
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -453,18 +442,7 @@ def test_py_spy_where_the_node_has_it_adds_its_dump_and_stands_in_for_a_rank_wit
 
 
 # -- the command, end to end on local nodes ----------------------------------------------------------------------------
-FAKE_TORCHRUN = """#!/bin/sh
-# Stand-in torchrun: starts --nproc-per-node workers of the script with torchrun's RANK and LOCAL_RANK, and waits.
-for a in "$@"; do
-  case $a in --node-rank=*) node=${a#--node-rank=};; --nproc-per-node=*) n=${a#--nproc-per-node=};; -*) ;; *) script=${script:-$a};; esac
-done
-i=0
-while [ "$i" -lt "$n" ]; do
-  RANK=$((node * n + i)) LOCAL_RANK=$i "$(dirname "$0")/python" "$script" &
-  i=$((i + 1))
-done
-wait
-"""
+FAKE_TORCHRUN = (Path(__file__).parent / "jobs" / "stand_in_torchrun.sh").read_text()  # also bench/stacks.py's
 
 
 @pytest.fixture
