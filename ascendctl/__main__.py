@@ -1,5 +1,5 @@
 """`python -m ascendctl` runs the CLI."""
 
-from .cli import main
+from ascendctl.cli import main
 
 main()

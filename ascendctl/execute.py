@@ -6,15 +6,20 @@ Must not import typer or rich.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import ExitCode
-from .group import NodeGroup
-from .inventory import Inventory, Node
-from .outcome import Outcome, exit_code_for, node_outcome
-from .models import CommandResult, EventSink, NodeStatus
-from .nodeset import generic, group_by, hint_with_fingerprints
-from .transport import Transport, TransportFactory
+from ascendctl.remote.group import NodeGroup
+from ascendctl.outcome import exit_code_for, node_outcome
+from ascendctl.models import NodeStatus
+from ascendctl.nodeset import generic, group_by, hint_with_fingerprints
+
+if TYPE_CHECKING:
+    from ascendctl.errors import ExitCode
+    from ascendctl.inventory.load import Inventory, Node
+    from ascendctl.outcome import Outcome
+    from ascendctl.models import CommandResult, EventSink
+    from ascendctl.remote.transport.base import Transport
+    from ascendctl.remote.transport.factory import TransportFactory
 
 
 @dataclass(frozen=True, slots=True)

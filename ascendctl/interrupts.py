@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Callable, Iterator
 
-from .errors import STOP_SIGNALS, StopSignal
+from ascendctl.errors import STOP_SIGNALS, StopSignal
 
 
 @contextmanager

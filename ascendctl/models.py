@@ -128,3 +128,64 @@ class Resolved:
 
     value: Any
     source: str  # default | inventory | node | env | flag | ssh_config
+
+
+# The longest line any reader keeps (a job's output, a log in a bundle): longer ones are cut, their start still
+# matched by triage, and memory stays bounded.
+MAX_LINE = 64 * 1024
+
+
+class EndKind(str, Enum):
+    """How far one node's part of a job got."""
+
+    RUNNING = "running"  # its launcher (or a process of the job) still runs
+    EXITED = "exited"  # its launcher wrote an exit status
+    GONE = "gone"  # nothing of it is left, and no exit status was written
+    LOST = "lost"  # ascendctl lost track of it: the node could not be reached, or sent nothing for too long
+    NOT_STARTED = "not started"  # its launcher could not be started
+
+
+# The words ascendctl puts in front of a node's recorded `error`; NodeEnd.of_recorded reads them back.
+NOT_STARTED = "not started"
+UNREACHABLE = "unreachable"
+LOST_TRACK = "lost track of the launcher"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEnd:
+    """One node's end of a job, typed: the one reading of a node's job-state answer (`Runner.states`) and of a
+    recorded node (job records, job.json in bundles, triage)."""
+
+    kind: EndKind
+    code: int | None = None  # the exit status, when EXITED (a negative one is the signal's number, as Python reports)
+    when: float | None = None  # epoch seconds the node wrote it, where known
+    why: str | None = None  # GONE, LOST, NOT_STARTED: what is known of why
+
+    @classmethod
+    def from_state(cls, line: str) -> "NodeEnd":
+        """A node's answer (sh/job_state.sh's first line, or a runner's own word): `exit RC [WHEN]`, `running`,
+        `gone` or `gone: WHY`; anything else is GONE with the text as its why."""
+        words = line.split()
+        if words[:1] == ["exit"]:
+            code = words[1] if len(words) > 1 else ""
+            when = words[2] if len(words) > 2 else ""
+            return cls(EndKind.EXITED, int(code) if code.lstrip("-").isdigit() else None, float(when) if when.isdigit() else None)
+        if line.strip() == "running":
+            return cls(EndKind.RUNNING)
+        head, _, why = line.partition(": ")
+        if head.strip() == "gone":
+            return cls(EndKind.GONE, why=why.strip() or None)
+        return cls(EndKind.GONE, why=line.strip() or None)
+
+    @classmethod
+    def of_recorded(cls, exit_code: object, error: object) -> "NodeEnd":
+        """A recorded node's end from its `exit_code` and `error` (as stored: any JSON value)."""
+        if isinstance(exit_code, int) and not isinstance(exit_code, bool):
+            return cls(EndKind.EXITED, exit_code)
+        if isinstance(error, str) and error:
+            if error.startswith(NOT_STARTED):
+                return cls(EndKind.NOT_STARTED, why=error)
+            if error.startswith((UNREACHABLE, LOST_TRACK)):
+                return cls(EndKind.LOST, why=error)
+            return cls(EndKind.GONE, why=error)
+        return cls(EndKind.RUNNING)

@@ -7,7 +7,7 @@ typer or rich.
 from __future__ import annotations
 
 import re
-from typing import Callable, Hashable, Iterable, TypeVar
+from typing import Callable, Hashable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -133,3 +133,10 @@ def fold_numbers(numbers: Iterable[int]) -> str:
         parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
         i = j + 1
     return ",".join(parts)
+
+
+def fold_ids(ids: Sequence[int]) -> str:
+    """[0, 1, 2, 3, 5] -> '0-3,5', for messages."""
+    from ClusterShell.RangeSet import RangeSet
+
+    return str(RangeSet.fromlist([str(i) for i in ids])) if ids else ""

@@ -10,8 +10,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Iterable
 
-from .errors import ExitCode, stop_exit_code, worst_exit_code
-from .models import NodeStatus
+from ascendctl.errors import ExitCode, stop_exit_code, worst_exit_code
+from ascendctl.models import NodeStatus
 
 
 class Outcome(str, Enum):

@@ -16,7 +16,7 @@ import unicodedata
 from pathlib import Path, PurePath
 from typing import TypeVar
 
-from .errors import PathEscapeError
+from ascendctl.errors import AscendctlError, PathEscapeError
 
 P = TypeVar("P", bound=PurePath)
 _NODESET_SPECIAL = frozenset(",@[]!&^* ")
@@ -88,3 +88,32 @@ def xdg_base(variable: str, default: str) -> Path:
 def state_dir() -> Path:
     """$XDG_STATE_HOME/ascendctl (~/.local/state/ascendctl when XDG_STATE_HOME is unset, empty or relative)."""
     return xdg_base("XDG_STATE_HOME", ".local/state") / "ascendctl"
+
+
+def write_atomic(path: str | os.PathLike[str], text: str, *, private: bool = False) -> None:
+    """Write `text` to `path` through a temporary file beside it and a rename, so that a reader never sees half a
+    file (a rank table, a job record, a report); `private`: only the owner may read it (it may hold secrets), from
+    the first byte. The one atomic write; an OSError leaves no temporary behind and is the caller's to report."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        if private:
+            os.chmod(tmp, 0o600)  # an existing temporary keeps its mode through O_CREAT
+        os.replace(tmp, target)
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)  # a half-written temporary holds the space a retry needs
+        except OSError:
+            pass
+        raise
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """write_atomic for the files a command was asked to write: a failure is an AscendctlError naming the file."""
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise AscendctlError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}") from None

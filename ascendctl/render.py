@@ -18,73 +18,28 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .devices import DeviceAddress, NodeDevices, discover_devices, fold_ids
-from .errors import AscendctlError, ExitCode, TemplateError, parse_json
-from .inventory import Inventory, Node
-from .outcome import Outcome, exit_code_for, node_outcome
-from .models import EventSink, NodeResult, NodeResults, NodeStatus
-from .environment import DEFAULT_HCCL_CONNECT_TIMEOUT, NodeEnvironment, node_environment
-from .group import NodeGroup
-from .network import canonical_ip, resolve_endpoints
-from .transport import TransportFactory
+from ascendctl.facts.devices import DeviceAddress, NodeDevices, discover_devices
+from ascendctl.nodeset import fold_ids
+from ascendctl.errors import AscendctlError, ExitCode, TemplateError, parse_json
+from ascendctl.templating import Template, load_template, render_template
+from ascendctl.facts.device_check import Problem, exit_code_of, host_addresses, per_device, validate_devices
+from ascendctl.outcome import Outcome, exit_code_for, node_outcome
+from ascendctl.models import NodeResult, NodeStatus
+from ascendctl.jobs.environment import node_environment
+from ascendctl.launchers import DEFAULT_HCCL_CONNECT_TIMEOUT
+from ascendctl.remote.group import NodeGroup
+from ascendctl.facts.endpoint import canonical_ip, resolve_endpoints
 
 if TYPE_CHECKING:  # only the annotation needs it (importlib.abc has it on 3.10, where the floor is)
     from importlib.abc import Traversable
+    from ascendctl.inventory.load import Inventory, Node
+    from ascendctl.models import EventSink, NodeResults
+    from ascendctl.jobs.environment import NodeEnvironment
+    from ascendctl.remote.transport.factory import TransportFactory
 
 HOSTFILE_FORMATS = ("openmpi", "deepspeed", "mpich", "plain")
 RANK_TABLE_VERSIONS = ("1.0", "1.2")
 SERVER_ID_CHOICES = ("host", "name")
-_REPO_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-
-
-# --------------------------------------------------------------------------- templates
-
-
-@dataclass(frozen=True, slots=True)
-class Template:
-    """A text template and how messages should name it."""
-
-    text: str
-    label: str  # e.g. templates/hostfile-openmpi.tmpl, or the user's path
-
-
-def template_dirs(templates: str | os.PathLike[str] | None = None) -> list[tuple[Traversable, str]]:
-    """Where templates are looked up, in order, with the label used in messages."""
-    found: list[tuple[Traversable, str]] = []
-    if templates is not None:
-        found.append((Path(templates), os.fspath(templates)))
-    packaged = resources.files("ascendctl") / "templates"
-    if packaged.is_dir():  # a wheel install: force-included by pyproject.toml
-        found.append((packaged, "templates"))
-    elif _REPO_TEMPLATES.is_dir():  # a source checkout or editable install
-        found.append((_REPO_TEMPLATES, "templates"))
-    return found
-
-
-def load_template(name: str, templates: str | os.PathLike[str] | None = None) -> Template:
-    """Read template `name`: from `templates` first, then the copy shipped with ascendctl."""
-    if templates is not None and not Path(templates).is_dir():
-        raise TemplateError(f"{os.fspath(templates)}: templates directory not found")
-    for directory, label in template_dirs(templates):
-        candidate = directory / name
-        if candidate.is_file():
-            try:
-                return Template(candidate.read_text(encoding="utf-8"), f"{label}/{name}")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise TemplateError(f"{label}/{name}: cannot read: {exc}") from None
-    where = " or ".join(label for _, label in template_dirs(templates)) or "templates"
-    raise TemplateError(f"{name}: template not found in {where}", hint="pass --templates DIR holding your own copy")
-
-
-def render_template(template: Template, values: Mapping[str, object]) -> str:
-    """Strict `${var}` substitution: an unknown variable is a TemplateError naming file and variable."""
-    try:
-        return string.Template(template.text).substitute(values)
-    except KeyError as exc:
-        known = ", ".join("${" + key + "}" for key in values)
-        raise TemplateError(f"{template.label}: unknown variable ${{{exc.args[0]}}}", hint=f"known variables: {known}") from None
-    except ValueError as exc:  # `$` not followed by a name: the message carries line and column
-        raise TemplateError(f"{template.label}: {exc}", hint="write a literal $ as $$") from None
 
 
 def render_hostfile(inventory: Inventory, fmt: str = "openmpi", *, templates: str | os.PathLike[str] | None = None) -> str:
@@ -97,177 +52,6 @@ def render_hostfile(inventory: Inventory, fmt: str = "openmpi", *, templates: st
         render_template(template, {"host": node.host, "name": node.name, "slots": node.slots, "index": node.index})
         for node in inventory.nodes
     )
-
-
-# --------------------------------------------------------------------------- problems
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong, on one line: the node and device it concerns, or the file place."""
-
-    message: str
-    node: str | None = None
-    device: int | None = None
-    code: str = "invalid"  # invalid | mismatch | a NodeStatus value for nodes that did not answer
-    where: str | None = None  # file and key path, for problems in a rank table file
-    hint: str | None = None
-
-    @property
-    def subject(self) -> str:
-        parts = [self.where or self.node or ""]
-        if self.where and self.node:
-            parts.append(self.node)
-        if self.device is not None:
-            parts.append(f"device {self.device}")
-        return ": ".join(part for part in parts if part)
-
-    def __str__(self) -> str:
-        return f"{self.subject}: {self.message}" if self.subject else self.message
-
-    @property
-    def outcome(self) -> Outcome:
-        """A problem of a node that did not answer is that node's transport outcome; anything else is invalid input."""
-        if self.code in {s.value for s in NodeStatus}:
-            return node_outcome(NodeStatus(self.code))
-        return Outcome.FAILED
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "node": self.node, "device": self.device, "message": str(self)}
-
-
-def exit_code_of(problems: Sequence[Problem]) -> ExitCode:
-    """4 if some node did not answer, else 3 if anything is invalid, else 0."""
-    return exit_code_for(p.outcome for p in problems)
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def _valid_ip(text: str) -> bool:
-    return canonical_ip(text) is not None
-
-
-def _per_device(value: int | tuple[int, ...] | None, device: int) -> int | None:
-    """A setting given once for every device, or as a list in device-id order."""
-    if value is None or isinstance(value, int):
-        return value
-    return value[device] if device < len(value) else None
-
-
-def host_addresses(inventory: Inventory) -> dict[str, str]:
-    """Every host-side IP in the inventory -> the node it belongs to (to spot device IPs reused as host IPs)."""
-    owners: dict[str, str] = {}
-    for node in inventory.nodes:
-        for address in (node.host, node.host_ip):
-            canonical = canonical_ip(address) if address else None
-            if canonical:
-                owners.setdefault(canonical, node.name)
-    return owners
-
-
-def validate_devices(
-    inventory: Inventory,
-    results: Sequence[NodeResult[NodeDevices]] | NodeResults[NodeDevices],
-    *,
-    version: str = "1.0",
-    selected: Sequence[int] | None = None,
-) -> list[Problem]:
-    """Every reason the rank table would be wrong, one per node/device, in inventory order."""
-    problems: list[Problem] = []
-    hosts = host_addresses(inventory)
-    seen_ips: dict[str, tuple[str, int]] = {}
-    seen_sdids: dict[tuple[str, str], tuple[str, int]] = {}
-    by_node = {result.node: result for result in results}
-    for node in inventory.nodes:
-        result = by_node.get(node.name)
-        if result is None:
-            continue
-        if result.error is not None:
-            problems.append(Problem(result.error.message, node.name, code=result.error.status.value, hint=result.error.hint))
-            continue
-        info = result.value
-        assert info is not None
-        if info.failure:
-            problems.append(Problem(info.failure, node.name, code=NodeStatus.FAILED.value))
-            continue
-        problems += [Problem(text, node.name) for text in info.problems]
-        problems += _check_count(node, info, selected)
-        problems += _check_ports(node, info, version)
-        for device in info.devices:
-            problems += _check_ip(node, device, hosts, seen_ips)
-        if version == "1.2":
-            problems += _check_superpod(node, info, seen_sdids)
-    return problems
-
-
-def _check_count(node: Node, info: NodeDevices, selected: Sequence[int] | None) -> list[Problem]:
-    count = len(info.devices)
-    if selected is not None and count != node.slots:
-        return [Problem(f"--devices {fold_ids(list(selected))} selects {count} device(s) but slots is {node.slots}", node.name)]
-    if count != node.slots:
-        return [Problem(f"{count} device(s) but slots is {node.slots}", node.name)]
-    if node.device_ips is not None and selected is None and len(node.device_ips) > node.slots:
-        return [Problem(f"device_ips lists {len(node.device_ips)} addresses but slots is {node.slots}", node.name)]
-    return []
-
-
-def _check_ip(node: Node, device: DeviceAddress, hosts: Mapping[str, str], seen: dict[str, tuple[str, int]]) -> list[Problem]:
-    if device.ip is None:
-        return [Problem("no device IP" + (f" ({device.note})" if device.note else ""), node.name, device.device_id,
-                        hint="give the nodes' device IPs in the inventory (`device_ips: [...]` per node, in device-id order), "
-                        "or make `hccn_tool -i N -ip -g` answer on them")]
-    canonical = canonical_ip(device.ip)
-    if canonical is None:
-        return [Problem(f"malformed device IP {device.ip!r} (from {device.source or 'unknown'})", node.name, device.device_id)]
-    found: list[Problem] = []
-    if canonical in seen:
-        other, other_device = seen[canonical]
-        found.append(Problem(f"duplicate device IP {device.ip}: also {other} device {other_device}", node.name, device.device_id))
-    else:
-        seen[canonical] = (node.name, device.device_id)
-    if canonical in hosts:
-        found.append(Problem(f"device IP {device.ip} is also the host IP of {hosts[canonical]}", node.name, device.device_id))
-    return found
-
-
-def _check_ports(node: Node, info: NodeDevices, version: str) -> list[Problem]:
-    found: list[Problem] = []
-    keys = ["device_port", "host_port"] + (["backup_device_port"] if version == "1.2" else [])
-    for key in keys:
-        value = getattr(node, key)
-        if isinstance(value, tuple):
-            for device in info.devices:
-                if device.device_id >= len(value):
-                    found.append(Problem(f"{key} lists {len(value)} port(s), none for device {device.device_id}", node.name, device.device_id))
-    if version == "1.2" and node.backup_device_ips is not None:
-        for device in info.devices:
-            backup = node.backup_device_ips[device.device_id] if device.device_id < len(node.backup_device_ips) else None
-            if backup is None:
-                found.append(Problem(f"backup_device_ips lists {len(node.backup_device_ips)} address(es), none for device {device.device_id}",
-                                     node.name, device.device_id))
-            elif not _valid_ip(backup):
-                found.append(Problem(f"malformed backup device IP {backup!r}", node.name, device.device_id))
-    return found
-
-
-def _check_superpod(node: Node, info: NodeDevices, seen: dict[tuple[str, str], tuple[str, int]]) -> list[Problem]:
-    found: list[Problem] = []
-    if info.super_pod_id is None:
-        found.append(Problem("no super pod id (set super_pod_id, or check npu-smi info -t spod-info on the node)", node.name))
-    for device in info.devices:
-        if device.super_device_id is None:
-            why = f" ({device.super_device_note})" if device.super_device_note else ""
-            found.append(Problem(f"no super_device_id{why}", node.name, device.device_id))
-        elif info.super_pod_id is not None:
-            key = (info.super_pod_id, device.super_device_id)
-            if key in seen:
-                other, other_device = seen[key]
-                found.append(Problem(f"duplicate super_device_id {device.super_device_id} in super pod {info.super_pod_id}: "
-                                     f"also {other} device {other_device}", node.name, device.device_id))
-            else:
-                seen[key] = (node.name, device.device_id)
-    return found
 
 
 # --------------------------------------------------------------------------- rank tables
@@ -323,14 +107,14 @@ def _device_entry(node: Node, device: DeviceAddress, rank: int, version: str) ->
     if version == "1.2":
         entry["super_device_id"] = str(device.super_device_id)
     entry["device_ip"] = str(device.ip)
-    optional: list[tuple[str, object]] = [("device_port", _per_device(node.device_port, device.device_id))]
+    optional: list[tuple[str, object]] = [("device_port", per_device(node.device_port, device.device_id))]
     if version == "1.2":
         backups = node.backup_device_ips
         optional += [
             ("backup_device_ip", backups[device.device_id] if backups is not None and device.device_id < len(backups) else None),
-            ("backup_device_port", _per_device(node.backup_device_port, device.device_id)),
+            ("backup_device_port", per_device(node.backup_device_port, device.device_id)),
         ]
-    optional.append(("host_port", _per_device(node.host_port, device.device_id)))
+    optional.append(("host_port", per_device(node.host_port, device.device_id)))
     for key, value in optional:
         if value is not None:
             entry[key] = str(value)
@@ -494,18 +278,6 @@ def check_rank_table_file(
     if problems:
         return RankTableCheck(os.fspath(path), None, 0, 0, tuple(problems))
     return check_rank_table(inventory, table, source=os.fspath(path), on_event=on_event, factory=factory)
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write `text` to `path` through a temp file and rename, so a reader never sees half a rank table."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise AscendctlError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}") from None
 
 
 def _parse_servers(inventory: Inventory, table: dict[str, Any], source: str, version: str,

@@ -15,7 +15,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .errors import AscendctlError, parse_json
+from ascendctl.errors import AscendctlError, parse_json
+from ascendctl.launchers import DEFAULT_MASTER_PORT
 
 # Variables that describe the step (or task) we may be running in; an inner srun must not inherit them
 # (it would take the outer step's task layout, or refuse to overlap it).
@@ -27,7 +28,7 @@ STEP_SCOPED = ("SLURM_STEP_", "SLURM_STEPID", "SLURM_PROCID", "SLURM_LOCALID", "
                "SLURM_PRIO_PROCESS", "SLURM_KILL_BAD_EXIT", "SLURM_NTASKS_PER_NODE")
 UNAVAILABLE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWERED_DOWN", "POWER_DOWN", "FUTURE", "REBOOT")
 # A step's processes on a node (tasks and everything they start) all carry this in their environment.
-DEFAULT_PORT_BASE = 29500
+DEFAULT_PORT_BASE = DEFAULT_MASTER_PORT  # a job in an allocation gets a port above the launchers' default
 PORT_SPAN = 1000
 
 

@@ -28,7 +28,7 @@ from common import PYTHON, REPO, timed
 
 MEASURE = """
 import json, resource, sys, time
-from ascendctl.inventory import load_inventory
+from ascendctl.inventory.load import load_inventory
 wall, cpu = time.perf_counter(), time.process_time()
 inventory = load_inventory(sys.argv[1], environ={})
 print(json.dumps({"nodes": len(inventory.nodes), "wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,

@@ -29,10 +29,10 @@ from pathlib import Path
 
 from common import ASCENDCTL, ssh_tools
 
-from ascendctl.inventory import load_inventory
-from ascendctl.jobs import LaunchOptions, build_plan
+from ascendctl.inventory.load import load_inventory
+from ascendctl.jobs.plan import LaunchOptions, build_plan
 from ascendctl.jobs.ssh_runner import start_command, start_payload
-from ascendctl.network import Endpoint
+from ascendctl.facts.endpoint import Endpoint
 from tests.cluster.harness import build_cluster, cleanup_leftovers, require_root_linux
 
 WORKER = """date +%s.%N > "$OUT/$(hostname)"

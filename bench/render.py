@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ascendctl.inventory import load_inventory  # noqa: E402
+from ascendctl.inventory.load import load_inventory  # noqa: E402
 from ascendctl.render import rank_table_json, render_rank_table  # noqa: E402
 
 

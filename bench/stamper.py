@@ -26,7 +26,7 @@ from pathlib import Path
 
 from common import REPO  # noqa: F401  (puts the repository on sys.path)
 
-from ascendctl.shell import script
+from ascendctl.remote.scripts import script
 
 WORKER = r"""
 import sys, time

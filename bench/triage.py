@@ -24,7 +24,7 @@ from pathlib import Path
 
 from common import ASCENDCTL, PYTHON, REPO
 
-from ascendctl.signatures import TRIGGERS
+from ascendctl.triage.signatures import TRIGGERS
 from ascendctl.triage.reader import GREP_TRIGGERS as _GREP_TRIGGERS
 
 SAMPLES = REPO / "tests" / "data" / "samples" / "ascend"
@@ -49,7 +49,7 @@ BENIGN = (
 
 def sample_error_lines() -> list[str]:
     """Timeout lines from the shared samples: symptoms only, so the planted OOM stays the one root cause."""
-    from ascendctl.signatures import Category
+    from ascendctl.triage.signatures import Category
     from ascendctl.triage import match_line
 
     lines = []

@@ -57,8 +57,8 @@ def cluster_network(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[str, str
     name: 100 + its index), so a
     test sees at once whether HCCL_IF_IP came from the interface (172.16...) or from the management host (10.0...).
     """
-    from ascendctl.inventory import Node
-    from ascendctl.transport import TransportFactory
+    from ascendctl.inventory.load import Node
+    from ascendctl.remote.transport.factory import TransportFactory
     from tests.fakes import FakeTransport, ip_sections, probe_reply
 
     addresses: dict[str, tuple[str, str]] = {}

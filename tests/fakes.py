@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Callable, Union
 
 from ascendctl.errors import CommandTimeoutError, TransportError
-from ascendctl.inventory import Inventory, Node
+from ascendctl.inventory.load import Inventory, Node
 from ascendctl.models import CommandResult
-from ascendctl.transport import Transport, TransportFactory
+from ascendctl.remote.transport.base import Transport
+from ascendctl.remote.transport.factory import TransportFactory
 
 Reply = Union[CommandResult, TransportError, Callable[[str], CommandResult]]
 
@@ -160,7 +161,7 @@ def ok(stdout: str = "", exit_code: int = 0, stderr: str = "") -> CommandResult:
 
 
 def probe_reply(outputs: dict[str, str], exit_codes: dict[str, int] | None = None) -> Callable[[str], CommandResult]:
-    """A reply to the framed probe (ascendctl.probe): each section the probe asks for gets `outputs[name]` (or nothing)."""
+    """A reply to the framed probe (ascendctl.remote.probe): each section the probe asks for gets `outputs[name]` (or nothing)."""
     codes = exit_codes or {}
 
     def reply(command: str) -> CommandResult:

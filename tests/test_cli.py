@@ -156,3 +156,31 @@ def test_verbosity_flags_are_accepted_after_the_command() -> None:
         result = runner.invoke(app, ["inventory", "validate", *flags])
         assert result.exit_code == 0, (flags, result.output)
     assert runner.invoke(app, ["inventory", "validate", "-v", "2"]).exit_code == 2  # -v counts; it takes no value
+
+
+def test_the_node_options_are_declared_once() -> None:
+    """-i -w -x --connect-timeout --command-timeout --fanout --accept-new-host-keys --rerun-failed: declared in
+    cli/common.py only (NODE_OPTIONS); each command names the ones it takes, and every command shows them alike."""
+    from ascendctl.cli.common import NODE_OPTIONS
+
+    package = Path(__file__).resolve().parent.parent / "ascendctl" / "cli"
+    for module in package.glob("*_cmd.py"):
+        text = module.read_text(encoding="utf-8")
+        for declared in ("InventoryOpt", "ConnectTimeoutOpt", "CommandTimeoutOpt", "FanoutOpt", "AcceptKeysOpt", "RerunFailedOpt",
+                         "flags_of("):
+            assert declared not in text, f"{module.name} declares {declared} itself"
+    group = typer.main.get_command(app)
+    helps: dict[str, set[str]] = {}
+
+    def walk(command: Any) -> None:
+        if hasattr(command, "commands"):  # a group
+            for sub in command.commands.values():
+                walk(sub)
+            return
+        for param in command.params:
+            if param.name in NODE_OPTIONS and param.name != "nodes":  # `render env -w` and `logs -w` say what they do there
+                helps.setdefault(param.name, set()).add(f"{param.opts} {getattr(param, 'help', '')}")
+
+    walk(group)
+    assert set(helps) == set(NODE_OPTIONS) - {"nodes"}
+    assert {name: len(texts) for name, texts in helps.items()} == {name: 1 for name in helps}

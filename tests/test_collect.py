@@ -17,10 +17,10 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.collect import (NodePlan, collect_command, command_sections, job_window, member_target, parse_env,
+from ascendctl.bundle.collect import (NodeCollectPlan, collect_command, command_sections, job_window, member_target, parse_env,
                                parse_since, parse_size, device_env, unpack_tar_stream, UnpackLimits)
 from ascendctl.errors import UsageError
-from ascendctl.jobs import JobRecord
+from ascendctl.jobs.record import JobRecord
 
 runner = CliRunner()
 
@@ -167,7 +167,7 @@ def test_collect_script_keeps_newest_files_within_the_budget(tmp_path: Path) -> 
     plant(base, "debug/device-0/device-7_1.log", b"d" * 10, age=100)
     plant(tmp_path, "prof/PROF_1/mindstudio_profiler_output/op_summary_1.csv", b"c", age=0)
     plant(tmp_path, "prof/PROF_1/device_0/data/raw.bin", b"r", age=0)
-    plan = NodePlan("abc123", time.time() - 3600, None, (), str(base), (str(tmp_path / "launch.log"),),
+    plan = NodeCollectPlan("abc123", time.time() - 3600, None, (), str(base), (str(tmp_path / "launch.log"),),
                     str(tmp_path / "prof"), budget=2 * 2**20)
     command, script = collect_command(plan)
     proc = subprocess.run(["sh", "-c", command], input=script, capture_output=True, check=True)
@@ -206,7 +206,7 @@ def test_collect_local_node_writes_bundle_and_manifest(tmp_path: Path, monkeypat
     assert "b/manifest.json" in names and "b/summary.json" in names
     assert any(n.endswith("plogs/debug/plog/plog-42_1.log") for n in names)
     assert facts["session_env"]["HCCL_SECRET_KEY"] == "<redacted>"
-    from ascendctl.collect import open_bundle
+    from ascendctl.bundle.collect import open_bundle
 
     opened = open_bundle(tmp_path / "b.tar.gz", tmp_path / "unpacked")
     assert opened == tmp_path / "unpacked/b" and json.loads((opened / "manifest.json").read_text())["schema"] == 1
@@ -218,7 +218,7 @@ def test_collect_that_fails_writing_its_metadata_leaves_no_partial_archive(tmp_p
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The archive is packed while nodes send; when the summary cannot be written afterwards (a full disk), the
     half-written OUTPUT.tar.gz.part goes too."""
-    import ascendctl.summaries as summaries
+    import ascendctl.bundle.summaries as summaries
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -248,7 +248,7 @@ class StreamingNode:
                idle: float | None = None, stdin: bytes | None = None) -> Any:
         import shlex
 
-        if stdin is None:  # the facts probe (ascendctl.probe.ask streams too): nothing to say
+        if stdin is None:  # the facts probe (ascendctl.remote.probe.ask streams too): nothing to say
             return self.run(command, timeout=timeout)
         assert b"collect_node.sh" not in command.encode()
         nonce = shlex.split(command)[3]  # sh -s -- NONCE ...
@@ -268,8 +268,8 @@ class StreamingNode:
 
 
 def test_our_side_stops_reading_a_node_past_its_cap(tmp_path: Path) -> None:
-    from ascendctl.collect import CollectOptions, _Budget, collect_node, stream_slack
-    from ascendctl.inventory import Node
+    from ascendctl.bundle.collect import CollectOptions, _Budget, collect_node, stream_slack
+    from ascendctl.inventory.load import Node
 
     node = Node("n1", "10.0.0.1", 0)
     fake = StreamingNode(big=64 * 2**20)
@@ -304,7 +304,7 @@ def test_the_push_unpacker_matches_tar_at_any_chunk_boundary(tmp_path: Path, fmt
     fed in one piece, byte by byte around headers, and in odd-sized chunks, the result is what GNU tar extracts."""
     import random
 
-    from ascendctl.collect import SafeUnpacker
+    from ascendctl.bundle.collect import SafeUnpacker
 
     src = tmp_path / "src"
     deep = src / ("d" * 90) / ("e" * 90)
@@ -338,7 +338,7 @@ def test_the_push_unpacker_matches_tar_at_any_chunk_boundary(tmp_path: Path, fmt
 
 
 def test_the_push_unpacker_strips_setuid_and_refuses_sparse_and_reports_garbage(tmp_path: Path) -> None:
-    from ascendctl.collect import SafeUnpacker
+    from ascendctl.bundle.collect import SafeUnpacker
 
     stream = crafted(("tool", {"mode": 0o4755}, b"#!/bin/sh\n"), ("sparse", {"type": tarfile.GNUTYPE_SPARSE}, b""),
                      ("after.txt", {}, b"still read\n"))
@@ -358,7 +358,7 @@ def test_the_push_unpacker_strips_setuid_and_refuses_sparse_and_reports_garbage(
 
 def test_the_push_unpacker_never_writes_through_a_planted_link(tmp_path: Path) -> None:
     """A link created by an earlier member, named like a later file: O_NOFOLLOW, nothing written outside."""
-    from ascendctl.collect import SafeUnpacker
+    from ascendctl.bundle.collect import SafeUnpacker
 
     outside = tmp_path / "outside.txt"
     outside.write_bytes(b"untouched\n")
@@ -371,7 +371,7 @@ def test_the_push_unpacker_never_writes_through_a_planted_link(tmp_path: Path) -
 
 
 def test_a_pax_name_with_a_nul_byte_is_refused_not_a_crash(tmp_path: Path) -> None:
-    from ascendctl.collect import SafeUnpacker
+    from ascendctl.bundle.collect import SafeUnpacker
 
     payload = b"path=a\x00b\n"
     length = len(payload) + 3  # "NN " + payload, NN two digits
@@ -395,7 +395,7 @@ def test_the_push_unpacker_survives_mutated_archives(tmp_path: Path) -> None:
     exception, and nothing written outside the destination."""
     import random
 
-    from ascendctl.collect import SafeUnpacker
+    from ascendctl.bundle.collect import SafeUnpacker
 
     src = tmp_path / "src"
     (src / ("d" * 120)).mkdir(parents=True)
@@ -428,7 +428,7 @@ def test_the_push_unpacker_survives_mutated_archives(tmp_path: Path) -> None:
 def test_the_bundle_packer_packs_nodes_as_they_end_then_the_rest(tmp_path: Path) -> None:
     """Node directories queued while collection runs, metadata and unqueued directories at finish; links kept;
     the archive appears only when finished, an aborted one leaves nothing."""
-    from ascendctl.collect import BundlePacker
+    from ascendctl.bundle.collect import BundlePacker
 
     bundle = tmp_path / "b"
     for node in ("n1", "n2", "n3"):
@@ -462,7 +462,7 @@ def test_the_parallel_gzip_writer_makes_one_member_every_reader_reads(tmp_path: 
     import gzip
     import random
 
-    from ascendctl.collect import ParallelGzipWriter
+    from ascendctl.bundle.collect import ParallelGzipWriter
 
     rng = random.Random(3)
     payload = b"".join(rng.randbytes(rng.randint(0, 300_000)) + b"plog line\n" * rng.randint(0, 50_000) for _ in range(12))
@@ -504,7 +504,7 @@ SHELLS = [shell for shell in ("sh", "dash", "bash") if shutil.which(shell)]
 SECRET = b"SECRET-asct-5c1d\n"
 
 
-def run_collect_script(shell: str, plan: NodePlan, staging: Path, *, path: str | None = None) -> dict[str, bytes]:
+def run_collect_script(shell: str, plan: NodeCollectPlan, staging: Path, *, path: str | None = None) -> dict[str, bytes]:
     """Run collect_node.sh for `plan` with `shell` (as `sh -s -- ARGS` runs it on a node): the members of its tar
     stream by name (a file's content; b"" for the others); the stream is also unpacked into `staging` as
     ascendctl's side does (commands/, .meta/, files/)."""
@@ -559,7 +559,7 @@ def test_collect_script_never_lets_a_file_name_forge_a_record_or_leave_its_roots
     (plog / "link.log").symlink_to(secret / "id_rsa")
     os.mkfifo(plog / "fifo.log")
     plant(plog, "tab\there.log", b"tab\n", age=60)
-    plan = NodePlan("n0nce1", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=2**20)
+    plan = NodeCollectPlan("n0nce1", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=2**20)
     staging = tmp_path / "staging"
     members = run_collect_script(shell, plan, staging)
     assert_no_secret(members)
@@ -598,7 +598,7 @@ rm {swapped} && ln -s {target} {swapped}
 printf '%s' {shlex.quote(forged)}
 """)
     (wrappers / "sort").chmod(0o755)
-    plan = NodePlan("n0nce2", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=2**20)
+    plan = NodeCollectPlan("n0nce2", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=2**20)
     staging = tmp_path / "staging"
     members = run_collect_script(shell, plan, staging, path=f"{wrappers}:{os.environ['PATH']}")
     assert_no_secret(members)
@@ -618,7 +618,7 @@ def test_collect_script_lists_at_most_1000_refused_files_and_counts_the_rest(tmp
     plant(plog, "plog-1_ok.log", b"legit\n", age=60)
     for i in range(1003):
         (plog / f"link-{i}.log").symlink_to("plog-1_ok.log")
-    plan = NodePlan("n0nce3", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=2**20)
+    plan = NodeCollectPlan("n0nce3", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=2**20)
     staging = tmp_path / "staging"
     members = run_collect_script("sh", plan, staging)
     assert str(plog / "plog-1_ok.log").lstrip("/") in members
@@ -696,7 +696,7 @@ def test_a_huge_new_file_never_displaces_the_files_triage_needs(tmp_path: Path, 
         f.write(b"LAST LINE\n")
     job = tmp_path / "job/n1"
     budget = 2**20
-    plan = NodePlan("n0nce4", time.time() - 3600, None, (), str(tmp_path / "log"),
+    plan = NodeCollectPlan("n0nce4", time.time() - 3600, None, (), str(tmp_path / "log"),
                     (str(job / "launcher.log"), str(job / "exit_code"), str(job / "pid"), str(job / "workers")), None,
                     budget=budget)
     staging = tmp_path / "staging"
@@ -723,7 +723,7 @@ def test_the_budget_goes_by_priority_then_newest_first_and_big_files_get_a_share
     plant(base, "debug/plog/plog-1.log", 2**20, age=300)
     plant(base, "debug/plog/plog-2.log", 600 * 1024, age=200)
     plant(base, "debug/device-0/device-0_1.log", 3 * 2**20, age=0)
-    plan = NodePlan("n0nce5", time.time() - 3600, None, (), str(base), (str(job / "launcher.log"), str(job / "workers")),
+    plan = NodeCollectPlan("n0nce5", time.time() - 3600, None, (), str(base), (str(job / "launcher.log"), str(job / "workers")),
                     None, budget=budget)
     staging = tmp_path / "staging"
     run_collect_script("sh", plan, staging)
@@ -740,8 +740,8 @@ def test_the_budget_goes_by_priority_then_newest_first_and_big_files_get_a_share
 
 
 def test_launcher_paths_name_the_job_files_triage_needs() -> None:
-    from ascendctl.collect import launcher_paths
-    from ascendctl.jobs import NodeJob
+    from ascendctl.bundle.collect import launcher_paths
+    from ascendctl.jobs.record import NodeJob
 
     node = NodeJob("n1", "10.0.0.1", 0, "msrun ...", log="/data/ascendctl/j1/n1/launcher.log",
                    log_dir="/data/ascendctl/j1/n1/workers")
@@ -760,9 +760,9 @@ def test_collect_of_a_job_keeps_its_launcher_log_and_exit_code_beside_a_huge_new
     newest of all, in the job's log directory; the manifest has launcher.log, exit_code and pid whole."""
     import socket
 
-    from ascendctl.collect import CollectOptions, collect_bundle
-    from ascendctl.inventory import builtin_inventory
-    from ascendctl.jobs import NodeJob
+    from ascendctl.bundle.collect import CollectOptions, collect_bundle
+    from ascendctl.inventory.load import builtin_inventory
+    from ascendctl.jobs.record import NodeJob
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("ASCEND_PROCESS_LOG_PATH", str(tmp_path / "log"))
@@ -797,7 +797,7 @@ def test_collect_script_stops_its_tar_when_nothing_reads_its_output(tmp_path: Pa
     tmp = tmp_path / token
     tmp.mkdir()
     plant(tmp_path / "log", "debug/plog/plog-1.log", os.urandom(2**20), age=10)
-    plan = NodePlan("n0nce6", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=8 * 2**20, silence=2)
+    plan = NodeCollectPlan("n0nce6", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=8 * 2**20, silence=2)
     command, script = collect_command(plan)
     err = tmp_path / "stderr"
     with open(err, "wb") as stderr:
@@ -827,12 +827,12 @@ def test_collect_script_stops_its_tar_when_nothing_reads_its_output(tmp_path: Pa
 def test_collect_script_says_it_is_alive_while_its_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A vendor command that takes longer than the silence limit (each is bounded by the section timeout): the
     script's heartbeat (NUL bytes on stderr) keeps the node from being called lost."""
-    import ascendctl.collect as collect
-    from ascendctl.inventory import parse_inventory
-    from ascendctl.transport.local import LocalTransport
+    import ascendctl.bundle.collect as collect
+    from ascendctl.inventory.load import parse_inventory
+    from ascendctl.remote.transport.local import LocalTransport
 
     monkeypatch.setattr(collect, "command_sections", lambda npu_ids, since: [("slow", "sleep", "sleep 4; echo done")])
-    plan = NodePlan("n0nce7", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=2**20, silence=2)
+    plan = NodeCollectPlan("n0nce7", time.time() - 3600, None, (), str(tmp_path / "log"), (), None, budget=2**20, silence=2)
     command, script = collect_command(plan)
     local = LocalTransport(parse_inventory("defaults: {transport: local}\nnodes: [here]\n", environ={}).nodes[0])
     out, err = bytearray(), bytearray()

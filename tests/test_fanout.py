@@ -12,9 +12,9 @@ import pytest
 
 from ascendctl.errors import AuthError, ConnectError, HostKeyError, Interrupted
 from ascendctl.execute import run_command
-from ascendctl.fanout import fanout
-from ascendctl.group import NodeGroup
-from ascendctl.inventory import Inventory, Node, parse_inventory
+from ascendctl.remote.fanout import fanout
+from ascendctl.remote.group import NodeGroup
+from ascendctl.inventory.load import Inventory, Node, parse_inventory
 from ascendctl.models import NodeEvent, NodeStatus
 from tests.fakes import FakeFactory, ok
 
@@ -114,7 +114,7 @@ def test_ctrl_c_cancels_pending_closes_transports_and_names_incomplete_nodes() -
 def test_connections_kept_across_rounds_stay_within_the_fd_budget(monkeypatch: pytest.MonkeyPatch,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     inv = inventory(12, fanout=8)
-    monkeypatch.setattr("ascendctl.group.connection_budget", lambda: 3)
+    monkeypatch.setattr("ascendctl.remote.group.connection_budget", lambda: 3)
     factory = FakeFactory(inv, default=[("true", ok())], delays={name: 0.01 for name in inv.names})
     with caplog.at_level("WARNING"), NodeGroup(inv, factory=factory) as group:
         for _ in range(2):  # a second round (preflight's cross-node one) reopens what was closed as idle
@@ -127,7 +127,7 @@ def test_connections_kept_across_rounds_stay_within_the_fd_budget(monkeypatch: p
 
 
 def test_the_soft_fd_limit_is_raised_to_the_hard_limit() -> None:
-    code = "from ascendctl.fds import nofile_limit, connection_budget; print(nofile_limit(), connection_budget())"
+    code = "from ascendctl.remote.fdlimit import nofile_limit, connection_budget; print(nofile_limit(), connection_budget())"
     proc = subprocess.run(["prlimit", "--nofile=256:4096", "--", sys.executable, "-c", code],
                           capture_output=True, text=True, check=True)
     limit, budget = map(int, proc.stdout.split())
@@ -137,7 +137,7 @@ def test_the_soft_fd_limit_is_raised_to_the_hard_limit() -> None:
 
 def test_a_followed_spawn_keeps_its_connection_when_idle_ones_are_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     inv = inventory(6, fanout=2)
-    monkeypatch.setattr("ascendctl.group.connection_budget", lambda: 2)
+    monkeypatch.setattr("ascendctl.remote.group.connection_budget", lambda: 2)
     factory = FakeFactory(inv, default=[("follow", ok("line\n")), ("true", ok())])
     with NodeGroup(inv, factory=factory) as group:
         followed = group.spawn(inv.nodes[0], "follow")
@@ -150,7 +150,7 @@ def test_a_followed_spawn_keeps_its_connection_when_idle_ones_are_closed(monkeyp
 def test_an_unpinned_spawn_may_be_closed_as_idle_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """netcheck's servers are followed only for their round: after `unpin` the budget may close that connection."""
     inv = inventory(6, fanout=2)
-    monkeypatch.setattr("ascendctl.group.connection_budget", lambda: 2)
+    monkeypatch.setattr("ascendctl.remote.group.connection_budget", lambda: 2)
     factory = FakeFactory(inv, default=[("follow", ok("line\n")), ("true", ok())])
     with NodeGroup(inv, factory=factory) as group:
         group.spawn(inv.nodes[0], "follow").close()

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from ascendctl.cli import app
 from ascendctl.errors import InventoryError
-from ascendctl.hostfile import is_hostfile
-from ascendctl.inventory import MAX_NODES, load_inventory, parse_inventory
+from ascendctl.inventory.hostfile import is_hostfile
+from ascendctl.inventory.load import MAX_NODES, load_inventory, parse_inventory
 from ascendctl.render import render_hostfile
 from tests.json_schemas import assert_valid
 

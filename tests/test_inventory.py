@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ascendctl.errors import ExitCode, InventoryError
-from ascendctl.inventory import BUILTIN_SOURCE, load_inventory, parse_inventory
+from ascendctl.inventory.load import BUILTIN_SOURCE, load_inventory, parse_inventory
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -158,7 +158,7 @@ def test_example_inventory_loads() -> None:
 
 
 def test_builtin_inventory_slots_are_this_machines_accelerators(tmp_path: Path) -> None:
-    from ascendctl.inventory import local_accelerators
+    from ascendctl.inventory.load import local_accelerators
 
     assert local_accelerators(tmp_path) == 0  # no accelerator: the built-in node gets one worker, not 8
     for name in ("davinci0", "davinci1", "davinci_manager", "nvidia0"):
@@ -168,3 +168,19 @@ def test_builtin_inventory_slots_are_this_machines_accelerators(tmp_path: Path) 
         (tmp_path / name).unlink()
     (tmp_path / "nvidiactl").touch()
     assert local_accelerators(tmp_path) == 1
+
+
+def test_node_and_inventory_defaults_are_the_settings_defaults() -> None:
+    """A setting's default is written once (inventory/settings.py); Node's and Inventory's fields take it from there."""
+    import dataclasses
+
+    from ascendctl.inventory.load import Inventory, Node
+    from ascendctl.inventory.settings import DEFAULTS
+
+    checked = 0
+    for cls in (Node, Inventory):
+        for item in dataclasses.fields(cls):
+            if item.name in DEFAULTS and item.default is not dataclasses.MISSING:
+                assert item.default == DEFAULTS[item.name], (cls.__name__, item.name)
+                checked += 1
+    assert checked >= 16

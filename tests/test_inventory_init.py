@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.inventory import load_inventory
+from ascendctl.inventory.load import load_inventory
 
 runner = CliRunner()
 

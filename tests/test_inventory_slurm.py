@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ascendctl.errors import InventoryError, UsageError
-from ascendctl.inventory import parse_inventory
+from ascendctl.inventory.load import parse_inventory
 from ascendctl.jobs.submit import submit_options
 from ascendctl.slurm import SubmitSettings, clean_environ
 

@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.jobs import FailureVictim, FirstFailure, JobRecord, JobRecordError, NodeJob, load_job, read_jobs, save_job
+from ascendctl.triage.model import Victim
+from ascendctl.jobs.record import FirstFailure, JobRecord, JobRecordError, NodeJob, load_job, read_jobs, save_job
 from ascendctl.jobs.record import RecordShapeError, jobs_dir
 from tests.json_schemas import assert_valid
 
@@ -28,7 +29,7 @@ def record(job_id: str, **changes: Any) -> JobRecord:
                           address=f"172.16.0.{11 + i}", utc_offset=3600) for i, name in enumerate(("a", "b")))
     verdict = FirstFailure("rank 3 raised", node="b", rank=3, category="EXCEPTION", headline="EXCEPTION on rank 3",
                            confidence="high", time="2026-11-23T10:00:00.000001", file="b/launcher.log", line=7,
-                           victims=(FailureVictim("a", 0, "timed out in all_reduce"),), hints=("look at rank 3",))
+                           victims=(Victim("a", 0, "timed out in all_reduce"),), hints=("look at rank 3",))
     fields: dict[str, Any] = dict(id=job_id, launcher="torchrun", inventory="/x/inv.yaml", script=["t.py", "--lr", "0.1"],
                                   master_addr="172.16.0.11", master_port=29500, log_dir=f"/tmp/ascendctl/{job_id}", nodes=nodes,
                                   started=1_700_000_000.0, ended=1_700_000_061.0, status="failed", first_failure=verdict)
@@ -113,7 +114,7 @@ def test_records_of_older_versions_still_read() -> None:
     del data["first_failure"]["reason"], data["runner"], data["slurm_submitted"]
     verdict = JobRecord.from_dict(data).first_failure
     assert verdict is not None and verdict.time is None and verdict.reason == ""
-    assert verdict.victims == (FailureVictim("a", 0, ""),) and verdict.hints == ()
+    assert verdict.victims == (Victim("a", 0, ""),) and verdict.hints == ()
 
 
 def test_every_problem_of_a_record_is_named_with_its_key_path() -> None:
@@ -192,3 +193,31 @@ def test_a_clean_listing_still_exits_0(records: Path) -> None:
     assert result.exit_code == 0 and result.stderr == ""
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1_700_000_000))
     assert f"{GOOD[0]}   failed       torchrun      2  {started}  t.py --lr 0.1" in result.stdout
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("exit 0 1764150000", ("exited", 0, 1764150000.0, None)),
+    ("exit -9", ("exited", -9, None, None)),
+    ("exit", ("exited", None, None, None)),
+    ("running", ("running", None, None, None)),
+    ("gone", ("gone", None, None, None)),
+    ("gone: Slurm job 7 ended (CANCELLED) before the launcher wrote its exit status",
+     ("gone", None, None, "Slurm job 7 ended (CANCELLED) before the launcher wrote its exit status")),
+])
+def test_a_nodes_job_state_answer_is_read_into_one_typed_end(answer: str, expected: tuple[object, ...]) -> None:
+    from ascendctl.models import NodeEnd
+
+    end = NodeEnd.from_state(answer)
+    assert (end.kind.value, end.code, end.when, end.why) == expected
+
+
+@pytest.mark.parametrize("exit_code, error, kind", [
+    (0, None, "exited"), (3, "unreachable: silent for 60 s", "exited"), (None, "unreachable: silent for 60 s", "lost"),
+    (None, "lost track of the launcher", "lost"), (None, "not started: ssh: connection refused", "not started"),
+    (None, "launcher gone without an exit status", "gone"), (None, None, "running"), (True, None, "running"),
+])
+def test_a_recorded_node_end_is_read_in_one_place(exit_code: object, error: object, kind: str) -> None:
+    """Job outcomes (lost -> unreachable, not started -> failed) and triage's lost nodes both read it here."""
+    from ascendctl.models import NodeEnd
+
+    assert NodeEnd.of_recorded(exit_code, error).kind.value == kind

@@ -245,10 +245,10 @@ def test_every_command_with_json_has_a_schema_and_every_schema_is_well_formed() 
 
 def test_the_schemas_enums_are_the_codes_enums() -> None:
     """Statuses, categories and exit codes are spelled out in envelope.schema.json: they must stay the code's."""
-    from ascendctl.checks import Status
+    from ascendctl.preflight.checks.model import Status
     from ascendctl.errors import ExitCode
     from ascendctl.models import NodeStatus
-    from ascendctl.signatures import ROLES, Category
+    from ascendctl.triage.signatures import ROLES, Category
 
     defs = schema_for("envelope")["$defs"]
     assert defs["nodeStatus"]["enum"] == [s.value for s in NodeStatus]

@@ -23,12 +23,15 @@ from typer.testing import CliRunner
 
 from ascendctl.cli import app
 from ascendctl.errors import UsageError
-from ascendctl.inventory import load_inventory
-from ascendctl.environment import parse_env_assignments
-from ascendctl.jobs import LaunchOptions, build_plan, launch_job, launcher_binary, list_jobs, load_job, marker
+from ascendctl.inventory.load import load_inventory
+from ascendctl.jobs.environment import parse_env_assignments
+from ascendctl.jobs.plan import LaunchOptions, build_plan, launcher_binary
+from ascendctl.jobs.service import launch_job
+from ascendctl.jobs.record import list_jobs, load_job
+from ascendctl.jobs.ssh_runner import marker
 from ascendctl.jobs.ssh_runner import SSHNodeStream, start_command, start_payload
-from ascendctl.network import Endpoint
-from ascendctl.shell import remote
+from ascendctl.facts.endpoint import Endpoint
+from ascendctl.remote.scripts import remote
 
 runner = CliRunner()
 GOLDEN = Path(__file__).parent / "golden" / "launch"
@@ -253,7 +256,7 @@ def test_the_start_command_creates_the_env_file_0600_and_removes_it_when_stopped
         local_inventory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The node's own shell cleans up: its tar is TERMed at the command timeout after writing .job.env."""
     from ascendctl.errors import CommandTimeoutError
-    from ascendctl.transport.local import LocalTransport
+    from ascendctl.remote.transport.local import LocalTransport
 
     inv = load_inventory(local_inventory)
     plan = build_plan(inv, LaunchOptions("torchrun", ("t.py",), env=(f"HF_TOKEN={SECRET}",), log_dir=str(tmp_path / "logs")),
@@ -278,9 +281,9 @@ def test_the_start_command_creates_the_env_file_0600_and_removes_it_when_stopped
 def test_a_failed_start_asks_the_node_again_to_remove_the_env_file(failure: str) -> None:
     """For a start shell that could not clean up itself (KILLed at the timeout, its connection gone)."""
     from ascendctl.errors import CommandTimeoutError, TransportError
-    from ascendctl.group import NodeGroup
-    from ascendctl.jobs import SSHRunner
-    from ascendctl.jobs import new_record
+    from ascendctl.remote.group import NodeGroup
+    from ascendctl.jobs.ssh_runner import SSHRunner
+    from ascendctl.jobs.service import new_record
     from ascendctl.jobs.ssh_runner import forget_env_command
     from ascendctl.models import CommandResult
     from tests.fakes import FakeFactory
@@ -480,7 +483,7 @@ def test_stop_finds_a_job_whose_record_has_no_pids_by_its_marker_on_the_nodes(lo
     `stopped`, exited 0, and the job kept running everywhere."""
     from dataclasses import replace as dc_replace
 
-    from ascendctl.jobs import save_job
+    from ascendctl.jobs.record import save_job
 
     result = runner.invoke(app, ["launch", "-i", str(local_inventory), "--launcher", "torchrun", "--no-preflight", "--detach",
                                  "--env", "FAKE_0=sleep", "--env", "FAKE_1=sleep", "--env", "FAKE_2=sleep",
@@ -687,7 +690,7 @@ def test_job_records_keep_plain_values_and_redact_secrets(local_inventory: Path,
 def test_launch_core_imports_neither_typer_nor_rich() -> None:
     import sys
 
-    code = "import ascendctl.jobs, sys; assert not {'typer', 'rich', 'click'} & set(sys.modules)"
+    code = "import ascendctl.jobs.service, sys; assert not {'typer', 'rich', 'click'} & set(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -744,7 +747,8 @@ def test_preflight_launcher_check_passes_with_the_launcher_and_script_and_skips_
 
 def test_start_end_and_status_fold_many_nodes_into_one_line_per_state(capsys: pytest.CaptureFixture[str]) -> None:
     """Issue #30: launch's start and end summaries and `status` printed one line per node (1,000 at 1,000 nodes)."""
-    from ascendctl.jobs import JobRecord, LaunchOutcome, NodeJob
+    from ascendctl.jobs.record import JobRecord, NodeJob
+    from ascendctl.jobs.service import LaunchOutcome
     from ascendctl.ui.launch_view import show_outcome, show_status
 
     def node(i: int, **kw: Any) -> NodeJob:

@@ -23,5 +23,5 @@ def test_a_type_checker_sees_the_real_signatures(tmp_path: Path) -> None:
                     "bad: int = report\n")  # must be an error: report is a PreflightReport, not Any
     result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(user)],
                             capture_output=True, text=True, cwd=tmp_path)
-    assert 'Revealed type is "ascendctl.preflight.PreflightReport"' in result.stdout, result.stdout
+    assert 'Revealed type is "ascendctl.preflight.result.PreflightReport"' in result.stdout, result.stdout
     assert "Incompatible types in assignment" in result.stdout, result.stdout

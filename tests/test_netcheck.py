@@ -15,7 +15,7 @@ from ascendctl.netcheck.run import choose_backend
 from ascendctl.netcheck.schedule import (Group, Pair, circle_round, default_round_count, pair_rounds, partners_promised,
                                          quick_search_rounds, ring_links, rounds_for_all_pairs, second_look_rounds,
                                          with_second_looks)
-from ascendctl.netcheck.verdict import Measurement, Verdict, judge
+from ascendctl.netcheck.verdict import Measurement, NetcheckVerdict, judge
 from tests.json_schemas import assert_valid
 
 
@@ -73,7 +73,7 @@ def test_ring_round_each_node_serves_once_and_connects_once() -> None:
 
 
 def simulated_quick(n: int, *, per_link: bool, slow_nodes: tuple[int, ...] = (), slow_links: tuple[Pair, ...] = (),
-                    healthy: float = 100.0) -> tuple[list[list[Group]], list[Measurement], Verdict]:
+                    healthy: float = 100.0) -> tuple[list[list[Group]], list[Measurement], NetcheckVerdict]:
     """--quick over simulated bandwidths (slow: 10%); returns the search's rounds, the pairs measured, and the verdict
     after the second look (as run_netcheck: what the search flagged, measured again)."""
     names = [f"n{i:04d}" for i in range(n)]
@@ -171,7 +171,7 @@ def measured_pairs() -> list[tuple[int, int]]:
 
 
 def second_looked(nodes: list[str], data: list[Measurement], bw: Callable[[str, str], float | None],
-                  **options: Any) -> Verdict:
+                  **options: Any) -> NetcheckVerdict:
     """judge, then the second look as run_netcheck takes it, `bw(a, b)` standing for each pair measured again."""
     verdict, _ = with_second_looks(list(data), lambda ms: judge(nodes, ms, **options),
                                    lambda todo, r: [m(a, b, bw(a, b)) for a, b in todo])
@@ -408,7 +408,7 @@ def test_a_node_has_nccl_tests_for_the_mode_it_is_asked_for(tmp_path: Path, mode
     """The probe's own check run by a shell on a PATH holding just these programs (the real section text)."""
     import subprocess
 
-    from ascendctl.inventory import parse_inventory
+    from ascendctl.inventory.load import parse_inventory
     from ascendctl.netcheck.run import facts_sections
 
     for name in programs:
@@ -481,9 +481,9 @@ def test_one_node_is_nothing_measured_not_an_all_clear(tmp_path: Path) -> None:
     assert "no slow node or link" not in proc.stdout
 
 
-def report_of(verdict: Verdict, measured: list[Measurement], second: int) -> Any:
+def report_of(verdict: NetcheckVerdict, measured: list[Measurement], second: int) -> Any:
     from ascendctl.netcheck.run import NetcheckReport
-    from ascendctl.network import Endpoint
+    from ascendctl.facts.endpoint import Endpoint
 
     names = [n.node for n in verdict.nodes]
     rounds = tuple(tuple((m.a, m.b) for m in measured if m.round == r) for r in sorted({m.round for m in measured}))

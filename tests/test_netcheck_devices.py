@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.devices import DeviceAddress, NodeDevices
+from ascendctl.facts.devices import DeviceAddress, NodeDevices
 from ascendctl.netcheck.device_ping import DevicePing, judge_devices, ping_command, ping_from_section, ping_targets
-from ascendctl.parsers import ParseError
-from ascendctl.parsers.hccn import parse_ping
+from ascendctl.facts.parsers import ParseError
+from ascendctl.facts.parsers.hccn import parse_ping
 from tests.sim.hccn_tool import hccn_tool_script
 
 DATA = Path(__file__).parent / "data" / "netcheck"

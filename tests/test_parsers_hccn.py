@@ -1,4 +1,4 @@
-"""ascendctl.parsers.hccn: hccn_tool -link -g and -net_health -g."""
+"""ascendctl.facts.parsers.hccn: hccn_tool -link -g and -net_health -g."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.parsers import ParseError
-from ascendctl.parsers.hccn import NET_HEALTH_STATUSES, parse_link, parse_net_health
+from ascendctl.facts.parsers import ParseError
+from ascendctl.facts.parsers.hccn import NET_HEALTH_STATUSES, parse_link, parse_net_health
 
 SAMPLES = Path(__file__).resolve().parent / "data/samples/ascend"
 DATA = Path(__file__).resolve().parent / "data/hccn_tool"

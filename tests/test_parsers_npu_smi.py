@@ -1,4 +1,4 @@
-"""ascendctl.parsers.npu_smi against the real npu-smi / nvidia-smi samples."""
+"""ascendctl.facts.parsers.npu_smi against the real npu-smi / nvidia-smi samples."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.parsers import ParseError
-from ascendctl.parsers.npu_smi import (
+from ascendctl.facts.parsers import ParseError
+from ascendctl.facts.parsers.npu_smi import (
     Health,
     parse_cpu_list,
     parse_npu_health,

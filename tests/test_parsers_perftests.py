@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.parsers import ParseError
-from ascendctl.parsers.perftests import HcclRow, PerfRow, gbit_per_s, parse_hccl_test, parse_nccl_tests
+from ascendctl.facts.parsers import ParseError
+from ascendctl.facts.parsers.perftests import HcclRow, PerfRow, gbit_per_s, parse_hccl_test, parse_nccl_tests
 
 DATA = Path(__file__).parent / "data" / "netcheck"
 

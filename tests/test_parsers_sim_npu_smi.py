@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.parsers.npu_smi import Health, parse_npu_health, parse_npu_info, parse_npu_topo
+from ascendctl.facts.parsers.npu_smi import Health, parse_npu_health, parse_npu_info, parse_npu_topo
 from tests.sim.npu_smi import SAMPLE_FILES, SAMPLES, npu_smi_script, read_sample
 
 

@@ -1,4 +1,4 @@
-"""ascendctl.parsers.system against ip/df/ulimit/ss output captured on the dev host."""
+"""ascendctl.facts.parsers.system against ip/df/ulimit/ss output captured on the dev host."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.parsers import ParseError
-from ascendctl.parsers.system import (
+from ascendctl.facts.parsers import ParseError
+from ascendctl.facts.parsers.system import (
     Listener,
     Route,
     Ulimits,

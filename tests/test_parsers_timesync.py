@@ -1,4 +1,4 @@
-"""ascendctl.parsers.timesync against real chronyc captures and published ntpq/timedatectl output."""
+"""ascendctl.facts.parsers.timesync against real chronyc captures and published ntpq/timedatectl output."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.parsers import ParseError
-from ascendctl.parsers.timesync import (
+from ascendctl.facts.parsers import ParseError
+from ascendctl.facts.parsers.timesync import (
     TimeSync,
     parse_chrony_sources,
     parse_chrony_tracking,

@@ -1,4 +1,4 @@
-"""ascendctl.parsers.versions: Ascend version.info files and pip list rows."""
+"""ascendctl.facts.parsers.versions: Ascend version.info files and pip list rows."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.parsers import ParseError
-from ascendctl.parsers.versions import package_version, parse_pip_versions, parse_version_info
+from ascendctl.facts.parsers import ParseError
+from ascendctl.facts.parsers.versions import package_version, parse_pip_versions, parse_version_info
 
 SAMPLE = (Path(__file__).resolve().parent / "data/samples/ascend/envcheck_versions_hccn_ip_linkstat_8dev.txt").read_text()
 

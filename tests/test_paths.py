@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.jobs import JobRecord, list_jobs, save_job
+from ascendctl.jobs.record import JobRecord, list_jobs, save_job
 from ascendctl.paths import state_dir, xdg_base
 
 runner = CliRunner()

@@ -11,15 +11,17 @@ from typing import Callable
 
 import pytest
 
-from ascendctl.checks import ProbeContext, Status, select_checks
-from ascendctl.checks import clock, network, npu, system
-from ascendctl.group import NodeGroup
-from ascendctl.network import ADDRS, LINKS, ROUTE
-from ascendctl.probe import Section, build_probe, parse_probe
+from ascendctl.preflight.checks.model import ProbeContext, Status
+from ascendctl.preflight.checks.registry import select_checks
+from ascendctl.preflight.checks import clock, network, npu, system
+from ascendctl.remote.group import NodeGroup
+from ascendctl.facts.endpoint import ADDRS, LINKS, ROUTE
+from ascendctl.remote.probe import Section, build_probe, parse_probe
 from ascendctl.errors import ConnectError, ExitCode, UsageError
-from ascendctl.inventory import Inventory, parse_inventory
+from ascendctl.inventory.load import Inventory, parse_inventory
 from ascendctl.models import CommandResult
-from ascendctl.preflight import junit_xml, run_preflight
+from ascendctl.preflight.junit import junit_xml
+from ascendctl.preflight.run import run_preflight
 from tests.fakes import FakeFactory, ok
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -84,7 +86,7 @@ def test_ntp_from_ntpq_and_timedatectl_and_missing_daemons() -> None:
 
 
 def test_clock_skew_thresholds() -> None:
-    from ascendctl.checks import NodeFacts
+    from ascendctl.preflight.checks.model import NodeFacts
 
     nodes = inv().nodes
     facts = [NodeFacts(nodes[0], clock_offset=0.002, clock_uncertainty=0.001),
@@ -99,7 +101,7 @@ def test_clock_skew_thresholds() -> None:
 
 def test_clock_skew_never_vouches_for_more_than_the_error_bar_allows() -> None:
     """0.257 s +/- 0.3 s is not 'within 0.1 s': the reading cannot confirm it, so it warns (issue #30)."""
-    from ascendctl.checks import NodeFacts
+    from ascendctl.preflight.checks.model import NodeFacts
 
     nodes = inv().nodes
     facts = [NodeFacts(nodes[0], clock_offset=0.002, clock_uncertainty=0.001),
@@ -114,8 +116,8 @@ def test_clock_skew_never_vouches_for_more_than_the_error_bar_allows() -> None:
 
 
 def test_a_cluster_check_over_no_answering_node_is_not_a_pass() -> None:
-    from ascendctl.checks import ClusterCheck
-    from ascendctl.preflight import _evaluate_cluster
+    from ascendctl.preflight.checks.model import ClusterCheck
+    from ascendctl.preflight.run import _evaluate_cluster
 
     cluster_checks = [c for c in select_checks() if isinstance(c, ClusterCheck)]
     assert len(cluster_checks) >= 5
@@ -149,7 +151,7 @@ def test_mtu_uses_the_route_to_the_master_or_the_configured_interface() -> None:
 
 
 def test_the_route_section_resolves_a_host_name_but_asks_an_address_directly() -> None:
-    from ascendctl.network import net_sections
+    from ascendctl.facts.endpoint import net_sections
 
     by_address = inv("nodes: [10.0.0.1, 10.0.0.2]\n")
     assert net_sections(by_address.nodes[1], by_address)[ROUTE] == "ip -o route get 10.0.0.1 2>/dev/null"
@@ -163,7 +165,7 @@ def test_the_route_section_resolves_a_host_name_but_asks_an_address_directly() -
 
 
 def test_path_mtu_blames_the_node_common_to_every_failing_pair() -> None:
-    from ascendctl.checks import NodeFacts
+    from ascendctl.preflight.checks.model import NodeFacts
 
     inventory = inv("nodes:\n  - host: n[1-4]\n")
     facts = []
@@ -182,7 +184,7 @@ def test_path_mtu_blames_the_node_common_to_every_failing_pair() -> None:
 
 
 def test_master_port_busy_and_unreachable() -> None:
-    from ascendctl.checks import NodeFacts
+    from ascendctl.preflight.checks.model import NodeFacts
 
     inventory = inv("nodes: [m, w]\n")
     busy = NodeFacts(inventory.nodes[0], {"ports": Section("LISTEN 0 128 0.0.0.0:29500 0.0.0.0:*", 0)})
@@ -253,7 +255,7 @@ def test_disk_limits_and_versions() -> None:
     limits = system.LIMITS.evaluate(node, {"limits": Section("1024\nunlimited", 0)}, ctx())
     assert limits.status == Status.WARN and limits.summary == "open files 1024 < 65536"
     assert system.LIMITS.evaluate(node, {"limits": Section("1048576\nunlimited", 0)}, ctx()).status == Status.PASS
-    from ascendctl.checks import NodeFacts
+    from ascendctl.preflight.checks.model import NodeFacts
 
     nodes = inv().nodes
     def versions(torch: str) -> Section:
@@ -326,8 +328,8 @@ def test_unknown_check_id_is_a_usage_error() -> None:
 # -- one round trip: the clock read by the probe itself -------------------------------------------
 def test_the_probe_reads_the_clock_first_and_times_its_arrival() -> None:
     """A real shell (local transport): the clock line comes before any section ran, timed by its own chunk."""
-    from ascendctl.probe import ask
-    from ascendctl.transport.local import LocalTransport
+    from ascendctl.remote.probe import ask
+    from ascendctl.remote.transport.local import LocalTransport
 
     node = inv("nodes: [a]\n").nodes[0]
     before = time.time()
@@ -341,8 +343,8 @@ def test_the_probe_reads_the_clock_first_and_times_its_arrival() -> None:
 
 
 def test_a_forged_clock_line_in_a_section_is_not_the_reading() -> None:
-    from ascendctl.probe import ask
-    from ascendctl.transport.local import LocalTransport
+    from ascendctl.remote.probe import ask
+    from ascendctl.remote.transport.local import LocalTransport
 
     node = inv("nodes: [a]\n").nodes[0]
     answer = ask(LocalTransport(node), {"x": "echo '@@0123 clock 1.0@@'"}, section_timeout=5)
@@ -411,8 +413,8 @@ def test_a_listener_the_probe_started_is_stopped_when_the_port_test_does_not_run
 # -- name_resolution (issue #30): lookups in the cross-node round ----------------------------------
 def names_facts(outputs: dict[str, str], inventory: Inventory | None = None, codes: dict[str, int] | None = None) -> list:
     """Facts of nodes n1..nN at 10.0.0.1..N whose name lookups printed `outputs[name]` (absent: no answer)."""
-    from ascendctl.checks import NodeFacts
-    from ascendctl.checks.names import NAMES_SECTION
+    from ascendctl.preflight.checks.model import NodeFacts
+    from ascendctl.preflight.checks.names import NAMES_SECTION
 
     inventory = inventory or inv()
     facts = []
@@ -442,7 +444,7 @@ def all_healthy(host: str, n: int = 3) -> str:
 
 
 def test_name_resolution_passes_when_every_lookup_is_fast_and_consistent() -> None:
-    from ascendctl.checks import names
+    from ascendctl.preflight.checks import names
 
     verdict = names.NAME_RESOLUTION.evaluate(names_facts({f"n{i}": all_healthy(f"n{i}") for i in (1, 2, 3)}), ctx())
     assert {r.status for r in verdict.per_node.values()} == {Status.PASS}
@@ -451,8 +453,8 @@ def test_name_resolution_passes_when_every_lookup_is_fast_and_consistent() -> No
 
 
 def test_a_slow_lookup_fails_with_the_hosts_file_hint_and_a_stalled_resolver_folds_into_one_line() -> None:
-    from ascendctl.checks import names
-    from ascendctl.preflight import NodeReport, PreflightReport
+    from ascendctl.preflight.checks import names
+    from ascendctl.preflight.result import NodeReport, PreflightReport
 
     slow = lookups("n3", {"10.0.0.1": "124 124 - - - - ", "10.0.0.2": "31 2 - - - - ", "10.0.0.3": healthy("10.0.0.3", "n3")})
     outputs = {"n1": all_healthy("n1"), "n2": all_healthy("n2"), "n3": slow}
@@ -481,7 +483,7 @@ def test_a_slow_lookup_fails_with_the_hosts_file_hint_and_a_stalled_resolver_fol
 
 
 def test_missing_and_inconsistent_names_fail_naming_the_nodes_and_addresses() -> None:
-    from ascendctl.checks import names
+    from ascendctl.preflight.checks import names
 
     missing = lookups("n1", {"10.0.0.1": healthy("10.0.0.1", "n1"), "10.0.0.2": "1 2 - - - - ",
                              "10.0.0.3": healthy("10.0.0.3", "n3")}, host_rc=2, host_addrs="")
@@ -498,7 +500,7 @@ def test_missing_and_inconsistent_names_fail_naming_the_nodes_and_addresses() ->
 
 
 def test_a_hostname_that_resolves_only_to_loopback_warns() -> None:
-    from ascendctl.checks import names
+    from ascendctl.preflight.checks import names
 
     loopback = lookups("n1", {f"10.0.0.{i}": healthy(f"10.0.0.{i}", f"n{i}") for i in (1, 2)}, host_addrs="127.0.1.1")
     inventory = inv("nodes: [n1, n2]\n")
@@ -510,8 +512,8 @@ def test_a_hostname_that_resolves_only_to_loopback_warns() -> None:
 
 
 def test_name_resolution_without_an_answer_garbage_or_a_stopped_section_is_never_a_traceback() -> None:
-    from ascendctl.checks import names
-    from ascendctl.preflight import _evaluate_cluster
+    from ascendctl.preflight.checks import names
+    from ascendctl.preflight.run import _evaluate_cluster
 
     outputs: dict[str, str] = {"n1": all_healthy("n1"), "n2": "\x00\x01 not what the script prints", "n3": None}  # type: ignore[dict-item]
     verdict = _evaluate_cluster(names.NAME_RESOLUTION, names_facts(outputs), ctx())
@@ -530,12 +532,12 @@ def test_name_resolution_without_an_answer_garbage_or_a_stopped_section_is_never
 
 
 def test_the_lookup_section_asks_its_own_address_first_then_the_ring_and_is_bounded() -> None:
-    from ascendctl.checks import names
+    from ascendctl.preflight.checks import names
 
     inventory = inv("nodes:\n  - host: n[1-300]\n")
     facts = []
     for i, node in enumerate(inventory.nodes):
-        from ascendctl.checks import NodeFacts
+        from ascendctl.preflight.checks.model import NodeFacts
         facts.append(NodeFacts(node, net_section(9000, address=f"10.0.{i // 250}.{i % 250 + 1}")))
     text = names.lookup_section(facts[10], facts, ctx(inventory))[names.NAMES_SECTION]
     args = text.splitlines()[0].split()
@@ -550,7 +552,7 @@ def test_the_lookup_section_asks_its_own_address_first_then_the_ring_and_is_boun
 @pytest.mark.parametrize("shell", ["dash", "bash"])
 def test_the_lookup_script_times_each_lookup_and_stops_a_stalled_one(shell: str, tmp_path: Path) -> None:
     """The real script with a getent that answers from a table and stalls on one address (`timeout` stops it)."""
-    from ascendctl.checks import names
+    from ascendctl.preflight.checks import names
 
     fake = tmp_path / "getent"
     fake.write_text("#!/bin/sh\ncase \"$1 $2\" in\n"
@@ -598,3 +600,23 @@ def test_name_resolution_rides_in_the_one_cross_node_round() -> None:
     for node in report.nodes:
         result = {c.check: c for c in node.checks}["name_resolution"]
         assert result.status == Status.PASS, result
+
+
+def test_a_run_that_fails_before_any_check_still_writes_its_junit_through_the_one_writer(tmp_path: Path) -> None:
+    """--junit is written when asked, also for a broken inventory: one errored testcase, in the same envelope
+    (<testsuites>, declaration, counts) as a real run's report."""
+    from typer.testing import CliRunner
+
+    from ascendctl.cli import app
+
+    broken = tmp_path / "cluster.yaml"
+    broken.write_text("nodes: [\n", encoding="utf-8")
+    junit = tmp_path / "preflight.xml"
+    result = CliRunner().invoke(app, ["preflight", "-i", str(broken), "--junit", str(junit)])
+    assert result.exit_code == ExitCode.USAGE
+    text = junit.read_text(encoding="utf-8")
+    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>')
+    suite = ET.fromstring(text).find("testsuite")
+    assert suite is not None and suite.get("tests") == "1" and suite.get("errors") == "1" and suite.get("failures") == "0"
+    error = suite.find("testcase/error")
+    assert error is not None and str(broken) in (error.text or "")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.probe import NOT_RUN, TOOL_PATH, Section, build_probe, parse_probe
+from ascendctl.remote.probe import NOT_RUN, TOOL_PATH, Section, build_probe, parse_probe
 
 SHELLS = ["dash", "bash"]
 

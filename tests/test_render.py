@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from ascendctl.cli import app
 from ascendctl.errors import ExitCode, InventoryError, TemplateError
-from ascendctl.inventory import load_inventory, parse_inventory
-from ascendctl.environment import env_snippet
-from ascendctl.render import (Template, build_rank_table, load_template, rank_table_json, render_env,
-                              render_hostfile, render_rank_table, render_template)
+from ascendctl.inventory.load import load_inventory, parse_inventory
+from ascendctl.jobs.environment import env_snippet
+from ascendctl.templating import Template, load_template, render_template
+from ascendctl.render import build_rank_table, rank_table_json, render_env, render_hostfile, render_rank_table
 
 runner = CliRunner()
 SAMPLES = Path(__file__).resolve().parent / "data/samples/ascend"
@@ -264,7 +264,7 @@ def test_device_ips_is_node_only(write_inventory: Any) -> None:
 
 def test_build_rank_table_is_pure_data() -> None:
     inventory = parse_inventory("nodes:\n  - {host: h1, slots: 1, device_ips: [10.1.0.1]}\n", environ={})
-    from ascendctl.devices import devices_from_inventory
+    from ascendctl.facts.devices import devices_from_inventory
 
     table = build_rank_table(inventory, [devices_from_inventory(inventory.nodes[0], [0])])
     assert table == {
@@ -405,8 +405,8 @@ def test_env_json_and_node_filter(write_inventory: Any, monkeypatch: pytest.Monk
 
 
 def test_an_interface_without_an_address_is_an_error_not_a_fallback(write_inventory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ascendctl.inventory import Node
-    from ascendctl.transport import TransportFactory
+    from ascendctl.inventory.load import Node
+    from ascendctl.remote.transport.factory import TransportFactory
     from tests.fakes import FakeTransport, ip_sections, probe_reply
 
     def no_address(self: TransportFactory, node: Node) -> FakeTransport:
@@ -422,13 +422,13 @@ def test_an_interface_without_an_address_is_an_error_not_a_fallback(write_invent
 
 
 def test_core_does_not_import_cli_stack() -> None:
-    code = "import ascendctl.render, ascendctl.devices, sys; assert not {'typer', 'rich', 'click'} & set(sys.modules)"
+    code = "import ascendctl.render, ascendctl.facts.devices, sys; assert not {'typer', 'rich', 'click'} & set(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_the_same_problem_on_many_nodes_and_devices_is_one_line_with_its_hint_once(capsys: pytest.CaptureFixture[str]) -> None:
     """Issue #30: 200 nodes x 16 devices without device IPs printed 3,201 error lines and no hint to set device_ips."""
-    from ascendctl.render import Problem
+    from ascendctl.facts.device_check import Problem
     from ascendctl.ui.render_view import show_problems
 
     hint = "give the device IPs"

@@ -12,12 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.devices import (HCCN_CONF_SECTION, NPU_MAP_SECTION, device_sections, devices_from_sections, discover_devices,
+from ascendctl.facts.devices import (HCCN_CONF_SECTION, NPU_MAP_SECTION, device_sections, devices_from_sections, discover_devices,
                                ip_section, parse_device_range, parse_hccn_conf, parse_hccn_tool_ip, parse_npu_map,
                                parse_spod_info, spod_sections)
-from ascendctl.probe import Section, build_probe, parse_probe
+from ascendctl.remote.probe import Section, build_probe, parse_probe
 from ascendctl.errors import ConnectError
-from ascendctl.inventory import load_inventory
+from ascendctl.inventory.load import load_inventory
 from ascendctl.render import check_rank_table, render_rank_table
 from tests.fakes import FakeFactory, ok
 from tests.fakes import probe_reply as framed

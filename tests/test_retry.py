@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from ascendctl.cli import app
 from ascendctl.paths import state_dir
-from ascendctl.retry import load_failures, retry_path
+from ascendctl.inventory.retry import load_failures, retry_path
 from tests.json_schemas import assert_valid
 
 runner = CliRunner()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ascendctl.errors import UsageError
-from ascendctl.inventory import parse_inventory
-from ascendctl.selection import select_nodes
+from ascendctl.inventory.load import parse_inventory
+from ascendctl.inventory.selection import select_nodes
 
 INVENTORY = """
 groups:

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from ascendctl.errors import CommandTimeoutError
-from ascendctl.inventory import load_inventory
-from ascendctl.shell import SCRIPTS, remote, script
-from ascendctl.transport import ANSWER_SLACK, KILL_GRACE, bounded_run
-from ascendctl.transport.local import LocalTransport
+from ascendctl.inventory.load import load_inventory
+from ascendctl.remote.scripts import SCRIPTS, remote, script
+from ascendctl.remote.transport.base import ANSWER_SLACK, KILL_GRACE, bounded_run
+from ascendctl.remote.transport.local import LocalTransport
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGED = sorted((ROOT / "ascendctl/sh").glob("*.sh"))
@@ -277,7 +277,7 @@ def test_stamp_lines_stamps_each_line_cuts_long_ones_into_pieces_and_keeps_an_un
 
 
 def test_stamp_lines_pieces_fit_the_bound_ascendctl_reads_lines_with() -> None:
-    from ascendctl.triage.reader import MAX_LINE
+    from ascendctl.models import MAX_LINE
 
     assert _piece is not None, "stamp_lines.sh sets no PIECE"
     assert STAMP_SIZE + PIECE <= MAX_LINE  # a stamped piece is never cut again on the controller

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 
-from ascendctl.inventory import Node
+from ascendctl.inventory.load import Node
 from ascendctl.slurm import SlurmNode, clean_environ, master_port_for, parse_fields, parse_nodes, step_argv
-from ascendctl.transport.slurm import _Ask, parse_round, round_script
+from ascendctl.remote.transport.slurm import _Ask, parse_round, round_script
 
 NODE_LINE = ("NodeName=h03 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 NodeAddr=10.213.2.13 NodeHostName=h03 "
              "OS=Linux 6.1 #1 SMP PREEMPT_DYNAMIC @0 State=IDLE+DRAIN ThreadsPerCore=1 "

@@ -24,13 +24,13 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.inventory import BUILTIN_SOURCE, builtin_inventory, load_inventory
-from ascendctl.shell import remote, script
+from ascendctl.inventory.load import BUILTIN_SOURCE, builtin_inventory, load_inventory
+from ascendctl.remote.scripts import remote, script
 from ascendctl.stacks import (Frame, RankStack, ThreadStack, build_classes, build_tree, judge, parse_faulthandler,
                               parse_py_spy, take_stacks, wait_frame)
 from ascendctl.stacks.hook import SIGNAL_NAME, SIGNAL_NUMBER, hook_source
 from ascendctl.stacks.parse import parse_node_answer
-from ascendctl.transport.local import LocalTransport
+from ascendctl.remote.transport.local import LocalTransport
 from tests.json_schemas import assert_valid
 
 runner = CliRunner()
@@ -198,7 +198,7 @@ def test_the_hook_without_another_sitecustomize_and_a_broken_one_does_not_stop_t
     ("/site", "/inv", "/j/n 1/pyhook:/inv"),  # the inventory's (or --env's) PYTHONPATH comes after the hook
 ])
 def test_the_hook_goes_first_on_the_jobs_pythonpath(inherited: str | None, inventory_env: str | None, expected: str) -> None:
-    from ascendctl.environment import NodeEnvironment
+    from ascendctl.jobs.environment import NodeEnvironment
 
     values = (("PYTHONPATH", inventory_env),) if inventory_env else ()
     environment = NodeEnvironment("n", "h", values, None, "/j/n 1/pyhook")
@@ -504,7 +504,7 @@ def test_stacks_of_a_launched_job_name_the_stuck_rank_and_keep_every_file(local_
 
 
 def test_a_node_that_cannot_be_asked_is_exit_4_and_the_others_still_answer(local_job: dict[str, Any], tmp_path: Path) -> None:
-    from ascendctl.jobs import load_job
+    from ascendctl.jobs.record import load_job
 
     record = load_job(local_job["id"])
     inv = tmp_path / "partly-down.yaml"
@@ -521,7 +521,7 @@ def test_a_node_that_cannot_be_asked_is_exit_4_and_the_others_still_answer(local
 def test_no_such_job_is_2_and_a_job_that_is_not_running_is_1(tmp_path: Path) -> None:
     none = runner.invoke(app, ["stacks", "--json"])
     assert none.exit_code == 2 and json.loads(none.stdout)["status"] == "error"
-    from ascendctl.jobs import JobRecord, NodeJob, save_job
+    from ascendctl.jobs.record import JobRecord, NodeJob, save_job
 
     save_job(JobRecord(id="20261123-101500-abcd", launcher="torchrun", inventory=BUILTIN_SOURCE, script=["t.py"],
                        master_addr="127.0.0.1", master_port=29500, log_dir=str(tmp_path), started=time.time(),
@@ -534,7 +534,7 @@ def test_no_such_job_is_2_and_a_job_that_is_not_running_is_1(tmp_path: Path) -> 
 
 
 def test_a_running_job_with_no_rank_left_is_1(tmp_path: Path) -> None:
-    from ascendctl.jobs import JobRecord, NodeJob, save_job
+    from ascendctl.jobs.record import JobRecord, NodeJob, save_job
 
     save_job(JobRecord(id="20261123-101501-abcd", launcher="torchrun", inventory=BUILTIN_SOURCE, script=["t.py"],
                        master_addr="127.0.0.1", master_port=29500, log_dir=str(tmp_path), started=time.time(),

@@ -10,9 +10,9 @@ from statistics import NormalDist
 import pytest
 from jsonschema import Draft202012Validator
 
-from ascendctl.parsers import ParseError
-from ascendctl.parsers.npu_smi import parse_npu_topo, parse_nvidia_topo
-from ascendctl.summaries import (STRAGGLER_RULE, MsprofSummary, compare_topologies, parse_comm_statistic, parse_step_trace,
+from ascendctl.facts.parsers import ParseError
+from ascendctl.facts.parsers.npu_smi import parse_npu_topo, parse_nvidia_topo
+from ascendctl.bundle.summaries import (STRAGGLER_RULE, MsprofSummary, compare_topologies, parse_comm_statistic, parse_step_trace,
                                   summarize_bundle, summarize_msprof)
 from ascendctl.schemas import schema_for
 from tests.json_schemas import registry

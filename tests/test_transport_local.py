@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ascendctl.errors import CommandTimeoutError, NodeSilentError
-from ascendctl.inventory import parse_inventory
-from ascendctl.transport.local import LocalTransport
+from ascendctl.inventory.load import parse_inventory
+from ascendctl.remote.transport.local import LocalTransport
 
 
 def transport() -> LocalTransport:

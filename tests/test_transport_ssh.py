@@ -12,7 +12,7 @@ from typing import Callable
 import pytest
 
 from ascendctl.execute import run_command
-from ascendctl.inventory import load_inventory
+from ascendctl.inventory.load import load_inventory
 from ascendctl.models import NodeStatus
 
 
@@ -165,7 +165,7 @@ def _key_line(name: str) -> str:
 
 
 def test_known_hosts_garbage_lines_are_counted_and_valid_lines_still_load(tmp_path: Path) -> None:
-    from ascendctl.transport.ssh import load_known_hosts
+    from ascendctl.remote.transport.ssh import load_known_hosts
 
     path = tmp_path / "known_hosts"
     lines = [b"# comment", _key_line("10.0.0.1").encode(), b"just-two fields", b"\x16\x03\x01\x02\x00\x01\x00\xff\xfe",
@@ -182,7 +182,7 @@ def test_known_hosts_garbage_lines_are_counted_and_valid_lines_still_load(tmp_pa
 def test_known_hosts_that_cannot_be_used_says_why(tmp_path: Path) -> None:
     import os
 
-    from ascendctl.transport.ssh import load_known_hosts
+    from ascendctl.remote.transport.ssh import load_known_hosts
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.signatures import Category
+from ascendctl.triage.signatures import Category
 from ascendctl.triage import attribute_path, parse_time, triage
 
 runner = CliRunner()
@@ -281,6 +281,6 @@ def test_triage_core_does_not_import_the_cli_stack() -> None:
     import subprocess
     import sys
 
-    code = ("import ascendctl.triage, ascendctl.signatures, sys; "
+    code = ("import ascendctl.triage, ascendctl.triage.signatures, sys; "
             "assert not {'typer', 'rich', 'click'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)

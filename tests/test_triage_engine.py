@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.signatures import Category
+from ascendctl.triage.signatures import Category
 from ascendctl.triage import LiveTriage, parse_time, split_stamp, triage
 from ascendctl.triage.engine import RULES
 

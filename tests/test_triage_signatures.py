@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.signatures import SIGNATURES, TRIGGERS, Category, all_anchors, by_id, trigger_pattern
+from ascendctl.triage.signatures import SIGNATURES, TRIGGERS, Category, all_anchors, by_id, trigger_pattern
 from ascendctl.triage import candidate_lines_python as _candidate_lines_python, match_line
 
 SAMPLES = Path(__file__).resolve().parent / "data/samples/ascend"

@@ -14,11 +14,13 @@ from ClusterShell.NodeSet import NodeSet
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.collect import CollectReport, CommandEntry, FileEntry, NodeBundle, RefusedFile
-from ascendctl.inventory import load_inventory
-from ascendctl.jobs import LaunchOptions, build_plan, launch_job, load_job, render_plan
+from ascendctl.bundle.collect import CollectReport, CommandEntry, FileEntry, NodeBundle, RefusedFile
+from ascendctl.inventory.load import load_inventory
+from ascendctl.jobs.plan import LaunchOptions, build_plan, render_plan
+from ascendctl.jobs.service import launch_job
+from ascendctl.jobs.record import load_job
 from ascendctl.models import NodeStatus
-from ascendctl.network import Endpoint
+from ascendctl.facts.endpoint import Endpoint
 from ascendctl.ui import FOLD_NODES_ABOVE, launch_view
 from ascendctl.ui.collect_view import show_collect
 from ascendctl.ui.launch_folding import plan_text

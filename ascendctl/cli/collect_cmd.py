@@ -8,19 +8,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import app
-from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
-                     cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt, RerunFailedOpt)
+from ascendctl.cli.app import app
+from ascendctl.cli.common import JsonOpt, NodeOptions, argv_now, cli_errors, examples, node_options
 
 
 @app.command(epilog=examples(
     "ascendctl collect last -o bundle.tar.gz", "ascendctl collect --since 2h --msprof /data/prof",
     "ascendctl collect -w 'n[01-08]' --max-node-size 50M", codes="0 ok, 1 error, 2 usage or bad inventory, 3 checks failed or not evaluated, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
+@node_options("inventory", "connect_timeout", "command_timeout", "fanout", "accept_new_host_keys", "nodes", "exclude", "rerun_failed")
 def collect(
     job: Annotated[Optional[str], typer.Argument(help="Job id (a unique prefix) or 'last': that job's nodes, from its record (-i must agree); default: no job, node state and recent logs.",
                                                  show_default=False)] = None,
-    inventory: InventoryOpt = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Bundle to write: NAME.tar.gz, or a directory.",
                                                    show_default=False)] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Logs newer than this: 2h, 30m, epoch or ISO time (default: job start, else 24h).",
@@ -33,32 +32,23 @@ def collect(
     comm_limit: Annotated[float, typer.Option("--comm-limit", help="Flag ranks whose communication exceeds this share of step time.",
                                               min=0.0, max=1.0)] = 0.15,
     as_json: JsonOpt = False,
-    connect_timeout: ConnectTimeoutOpt = None,
-    command_timeout: CommandTimeoutOpt = None,
-    fanout: FanoutOpt = None,
-    accept_new_host_keys: AcceptKeysOpt = False,
-    nodes: NodesOpt = None,
-    exclude: ExcludeOpt = None,
-    rerun_failed: RerunFailedOpt = False,
+    *,
+    cluster: NodeOptions,
 ) -> None:
     """Collect vendor-tool state, kernel messages, plogs, launcher logs and msprof summaries into one bundle."""
-    from ..collect import CollectOptions, collect_bundle, parse_since, parse_size
-    from ..inventory import load_inventory
-    from ..jobs import job_inventory, load_job
-    from ..retry import rerun_nodes
-    from ..selection import select_nodes
-    from ..retry import save_failures
-    from ..ui import collect_view, progress
+    from ascendctl.bundle.collect import CollectOptions, collect_bundle, parse_since, parse_size
+    from ascendctl.inventory.load import load_inventory
+    from ascendctl.jobs.reach import job_inventory
+    from ascendctl.jobs.record import load_job
+    from ascendctl.inventory.retry import save_failures
+    from ascendctl.ui import collect_view, progress
 
-    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
-                     accept_new_host_keys=accept_new_host_keys)
     record = load_job(None if job == "last" else job) if job else None
     if record is None:
-        inv = load_selected(inventory, nodes, exclude, flags, rerun="collect" if rerun_failed else None)
+        inv = cluster.select("collect")
     else:  # the job's own nodes, from its record's inventory unless -i is given (which must agree with the record)
-        given = load_inventory(inventory, flags=flags) if inventory else None
-        selected = job_inventory(record, given, flags=flags)
-        inv = select_nodes(selected, nodes, exclude, names=rerun_nodes("collect", selected.source) if rerun_failed else None)
+        given = load_inventory(cluster.inventory, flags=cluster.flags) if cluster.inventory else None
+        inv = cluster.select("collect", base=job_inventory(record, given, flags=cluster.flags))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     options = CollectOptions(
         output=output or Path(f"ascendctl-collect-{record.id if record else stamp}.tar.gz"), job=record,

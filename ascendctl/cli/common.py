@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, TypeVar
 
 import typer
 from typer.core import TyperGroup
 
-from ..errors import AscendctlError, ExitCode
+from ascendctl.errors import AscendctlError, ExitCode
 
 if TYPE_CHECKING:
-    from ..inventory import Inventory
+    from ascendctl.inventory.load import Inventory
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,20 +41,76 @@ ExcludeOpt = Annotated[Optional[str], typer.Option("-x", "--exclude", metavar="N
 RerunFailedOpt = Annotated[bool, typer.Option("--rerun-failed", help="Only the nodes that failed or were unreachable in this "
                                               "command's last run on this inventory (-x still applies).")]
 
+# The node options, declared once: a command names the ones it takes in `@node_options(...)` and receives them as one
+# NodeOptions (parameter `cluster`); their flags, help and order in --help come from here.
+NODE_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "inventory": (InventoryOpt, None),
+    "nodes": (NodesOpt, None),
+    "exclude": (ExcludeOpt, None),
+    "connect_timeout": (ConnectTimeoutOpt, None),
+    "command_timeout": (CommandTimeoutOpt, None),
+    "fanout": (FanoutOpt, None),
+    "accept_new_host_keys": (AcceptKeysOpt, False),
+    "rerun_failed": (RerunFailedOpt, False),
+}
 
-def load_selected(inventory: str | None, nodes: str | None = None, exclude: str | None = None,
-                  flags: dict[str, Any] | None = None, *, rerun: str | None = None) -> "Inventory":
-    """The inventory (file, $ASCENDCTL_INVENTORY, ./inventory.yaml or this machine) narrowed by -w/-x.
 
-    `rerun` names the command whose last failed and unreachable nodes to take instead of -w (--rerun-failed).
-    """
-    from ..inventory import load_inventory
-    from ..retry import rerun_nodes
-    from ..selection import select_nodes
+@dataclass(frozen=True, slots=True)
+class NodeOptions:
+    """What the user said about which nodes and how to reach them (-i -w -x, timeouts, --fanout, host keys)."""
 
-    loaded = load_inventory(inventory, flags=flags)
-    names = rerun_nodes(rerun, loaded.source) if rerun else None
-    return select_nodes(loaded, nodes, exclude, names=names)
+    inventory: str | None = None
+    nodes: str | None = None
+    exclude: str | None = None
+    connect_timeout: float | None = None
+    command_timeout: float | None = None
+    fanout: int | None = None
+    accept_new_host_keys: bool = False
+    rerun_failed: bool = False
+
+    @property
+    def flags(self) -> dict[str, Any]:
+        """Command-line overrides for the settings chain (only what was given)."""
+        return flags_of(connect_timeout=self.connect_timeout, command_timeout=self.command_timeout, fanout=self.fanout,
+                        accept_new_host_keys=self.accept_new_host_keys)
+
+    def select(self, command: str | None = None, *, base: "Inventory | None" = None) -> "Inventory":
+        """The inventory (-i, $ASCENDCTL_INVENTORY, ./inventory.yaml or this machine; or `base`, e.g. a job's nodes)
+        narrowed by -w/-x, and with --rerun-failed to the nodes `command`'s last run left failed or unreachable."""
+        from ascendctl.inventory.load import load_inventory
+        from ascendctl.inventory.retry import rerun_nodes
+        from ascendctl.inventory.selection import select_nodes
+
+        loaded = base if base is not None else load_inventory(self.inventory, flags=self.flags)
+        names = rerun_nodes(command, loaded.source) if self.rerun_failed and command else None
+        return select_nodes(loaded, self.nodes, self.exclude, names=names)
+
+
+def node_options(*names: str) -> Callable[[F], F]:
+    """Give a command the node options `names` (keys of NODE_OPTIONS, shown in that order after its own options); the
+    function takes them as one keyword parameter, `cluster: NodeOptions`."""
+    unknown = [name for name in names if name not in NODE_OPTIONS]
+    if unknown:
+        raise ValueError(f"unknown node options: {unknown}")
+    chosen = [name for name in NODE_OPTIONS if name in names]
+
+    def decorate(func: F) -> F:
+        own = inspect.signature(func, eval_str=True)
+        params = [p for p in own.parameters.values() if p.name != "cluster"]
+        params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=NODE_OPTIONS[name][1],
+                                     annotation=NODE_OPTIONS[name][0]) for name in chosen]
+        params.sort(key=lambda p: p.kind)  # keyword-only parameters after the others, as Python requires
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            cluster = NodeOptions(**{name: kwargs.pop(name) for name in chosen if name in kwargs})
+            return func(*args, cluster=cluster, **kwargs)
+
+        wrapper.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params} | {"return": own.return_annotation}
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 # Options of the top-level callback that users also type after the command (`ascendctl preflight -v`).
@@ -84,7 +142,7 @@ def cli_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from .. import ui
+        from ascendctl import ui
 
         as_json = bool(kwargs.get("as_json"))
         junit = kwargs.get("junit")
@@ -103,7 +161,7 @@ def cli_errors(func: F) -> F:
         except (typer.Exit, typer.Abort):
             raise
         except AscendctlError as exc:
-            from ..errors import Interrupted, InventoryError, NothingToDo
+            from ascendctl.errors import Interrupted, InventoryError, NothingToDo
 
             if isinstance(exc, NothingToDo):  # a notice, not a failure: exit 0, and with --json an ok document
                 ui.error(exc.message, level="notice", hint=exc.hint)
@@ -112,7 +170,7 @@ def cli_errors(func: F) -> F:
                 raise typer.Exit(int(ExitCode.OK)) from None
             if isinstance(exc, Interrupted):
                 names = exc.incomplete
-                from ..nodeset import fold
+                from ascendctl.nodeset import fold
 
                 what = f"{fold(names)} did not complete" if names else "stopped"
                 ui.error(f"{what} ({exc.signame})", subject="interrupted", level="error")
@@ -121,7 +179,7 @@ def cli_errors(func: F) -> F:
             problems = exc.problems if isinstance(exc, InventoryError) else None
             raise failed(exc.exit_code, exc.message, exc.hint, problems) from None
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM/SIGHUP where interrupts.stop_on_signals is installed
-            from ..errors import signal_name, stop_exit_code
+            from ascendctl.errors import signal_name, stop_exit_code
 
             ui.error(f"stopped by {signal_name(stop)}", subject="interrupted")
             raise failed(stop_exit_code(signal_name(stop)), f"stopped by {signal_name(stop)}") from None
@@ -137,19 +195,16 @@ def cli_errors(func: F) -> F:
 
 def _write_failure_junit(path: Path, message: str) -> None:
     """--junit is always written when asked: a run that failed before any check gives one errored testcase."""
-    import xml.etree.ElementTree as ET
+    from ascendctl.preflight.junit import junit_error_xml
 
-    suite = ET.Element("testsuite", name="ascendctl preflight", tests="1", failures="0", errors="1", skipped="0")
-    case = ET.SubElement(suite, "testcase", classname="preflight", name="setup")
-    ET.SubElement(case, "error", message=message.splitlines()[0] if message else "error").text = message
     try:
-        path.write_text(ET.tostring(suite, encoding="unicode") + "\n", encoding="utf-8")
+        path.write_text(junit_error_xml(message), encoding="utf-8")
     except OSError:
         pass  # the run's own error is what the user needs; it is already on stderr
 
 
 def _write_crash_log() -> str:
-    from ..jobs.record import state_dir
+    from ascendctl.jobs.record import state_dir
 
     state = state_dir()
     try:

@@ -6,9 +6,8 @@ from typing import Annotated
 
 import typer
 
-from . import app
-from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
-                     cli_errors, flags_of, ExcludeOpt, load_selected, NodesOpt, RerunFailedOpt)
+from ascendctl.cli.app import app
+from ascendctl.cli.common import NodeOptions, examples, JsonOpt, argv_now, cli_errors, node_options
 
 
 @app.command("exec", epilog=examples(
@@ -17,25 +16,19 @@ from .common import (examples, AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutO
     "ascendctl exec --rerun-failed -- 'systemctl restart chronyd'   # only where the last exec failed or was unreachable",
     codes="0 ok, 1 error, 2 usage or bad inventory, 3 the command failed or timed out somewhere, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
+@node_options("inventory", "connect_timeout", "command_timeout", "fanout", "accept_new_host_keys", "nodes", "exclude", "rerun_failed")
 def exec_command(
     command: Annotated[list[str], typer.Argument(help="Command to run with /bin/sh on every node (after --).", show_default=False)],
-    inventory: InventoryOpt = None,
     as_json: JsonOpt = False,
-    connect_timeout: ConnectTimeoutOpt = None,
-    command_timeout: CommandTimeoutOpt = None,
-    fanout: FanoutOpt = None,
-    accept_new_host_keys: AcceptKeysOpt = False,
-    nodes: NodesOpt = None,
-    exclude: ExcludeOpt = None,
-    rerun_failed: RerunFailedOpt = False,
+    *,
+    cluster: NodeOptions,
 ) -> None:
     """Run a shell command on every node; identical outputs are folded together."""
-    from ..retry import save_failures
-    from ..ui import exec_view, progress
-    from ..execute import run_command
+    from ascendctl.inventory.retry import save_failures
+    from ascendctl.ui import exec_view, progress
+    from ascendctl.execute import run_command
 
-    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout, accept_new_host_keys=accept_new_host_keys)
-    inv = load_selected(inventory, nodes, exclude, flags, rerun="exec" if rerun_failed else None)
+    inv = cluster.select("exec")
     with progress("exec", as_json=as_json) as sink:
         report = run_command(inv, " ".join(command), on_event=sink)
     save_failures("exec", inv.source, report.node_outcomes)

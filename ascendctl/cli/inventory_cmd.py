@@ -6,29 +6,30 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import inventory_app
-from .common import examples, ExcludeOpt, InventoryOpt, JsonOpt, NodesOpt, argv_now, cli_errors, load_selected
+from ascendctl.cli.app import inventory_app
+from ascendctl.cli.common import JsonOpt, NodeOptions, argv_now, cli_errors, examples, node_options
 
 @inventory_app.command("validate", epilog=examples("ascendctl inventory validate -i cluster.yaml", "ascendctl inventory validate --json",
                                                   codes="0 valid, 2 the inventory has problems (each named with file, line and key)"))
 @cli_errors
-def inventory_validate(inventory: InventoryOpt = None, as_json: JsonOpt = False) -> None:
+@node_options("inventory")
+def inventory_validate(as_json: JsonOpt = False, *, cluster: NodeOptions) -> None:
     """Check the inventory file and report every problem at once (exit 2 if any)."""
-    from ..ui import inventory_view
-    from ..inventory import load_inventory
+    from ascendctl.ui import inventory_view
+    from ascendctl.inventory.load import load_inventory
 
-    inventory_view.show_inventory_valid(load_inventory(inventory), as_json=as_json, argv=argv_now())
+    inventory_view.show_inventory_valid(load_inventory(cluster.inventory), as_json=as_json, argv=argv_now())
 
 
 @inventory_app.command("show", epilog=examples("ascendctl inventory show -i cluster.yaml", "ascendctl inventory show -w @rack1 --json",
                                               codes="0 ok, 2 bad inventory or node set"))
 @cli_errors
-def inventory_show(inventory: InventoryOpt = None, as_json: JsonOpt = False, nodes: NodesOpt = None,
-                   exclude: ExcludeOpt = None) -> None:
+@node_options("inventory", "nodes", "exclude")
+def inventory_show(as_json: JsonOpt = False, *, cluster: NodeOptions) -> None:
     """Show nodes after range expansion, the groups, and each effective setting with its source."""
-    from ..ui import inventory_view
+    from ascendctl.ui import inventory_view
 
-    inventory_view.show_inventory(load_selected(inventory, nodes, exclude), as_json=as_json, argv=argv_now())
+    inventory_view.show_inventory(cluster.select(), as_json=as_json, argv=argv_now())
 
 
 @inventory_app.command("init", epilog=examples(
@@ -45,7 +46,7 @@ def inventory_init(
     force: Annotated[bool, typer.Option("--force", help="Replace the file if it exists.")] = False,
 ) -> None:
     """Write a commented inventory from a hostfile, a node set or the current Slurm allocation."""
-    from ..inventory_init import init_inventory
-    from ..ui import inventory_view
+    from ascendctl.inventory.starter import init_inventory
+    from ascendctl.ui import inventory_view
 
     inventory_view.show_init(init_inventory(hostfile=from_hostfile, nodeset=nodes, output=output, force=force))

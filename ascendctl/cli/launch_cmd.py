@@ -7,11 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import app
-from ..errors import ExitCode, UsageError
-from ..settings import DEFAULT_SILENCE_LIMIT, MIN_SILENCE_LIMIT
-from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, ExcludeOpt, FanoutOpt, InventoryOpt, JsonOpt, NodesOpt,
-                     argv_now, cli_errors, examples, flags_of)
+from ascendctl.cli.app import app
+from ascendctl.errors import ExitCode, UsageError
+from ascendctl.inventory.settings import DEFAULT_SILENCE_LIMIT, MIN_SILENCE_LIMIT
+from ascendctl.launchers import DEFAULT_CLUSTER_TIMEOUT, default_ports_help
+from ascendctl.cli.common import JsonOpt, NodeOptions, argv_now, cli_errors, examples, node_options
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
 GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
@@ -27,6 +27,8 @@ class Backend(str, Enum):
 
 
 class Launcher(str, Enum):
+    """`--launcher`'s choices: the names of launchers.LAUNCHERS (tests/test_launchers.py holds them equal)."""
+
     msrun = "msrun"
     torchrun = "torchrun"
 
@@ -36,18 +38,18 @@ class Launcher(str, Enum):
     "ascendctl launch -i cluster.yaml --launcher msrun --env HCCL_BUFFSIZE=200 -- train.py",
     "ascendctl launch -x n07 --launcher torchrun --detach -- train.py", codes="0 ok, 1 error, 2 usage or bad inventory, 3 preflight failed, 4 nodes unreachable, 5 the job failed, 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (job torn down)"))
 @cli_errors
+@node_options("inventory", "connect_timeout", "command_timeout", "fanout", "accept_new_host_keys", "nodes", "exclude")
 def launch(
     script: Annotated[list[str], typer.Argument(help="Training script and its arguments (after --).", show_default=False)],
     launcher: Annotated[Launcher, typer.Option("--launcher", help="msrun (MindSpore) or torchrun (PyTorch).", case_sensitive=False)],
-    inventory: InventoryOpt = None,
     nproc_per_node: Annotated[Optional[int], typer.Option("--nproc-per-node", min=1, help="Workers per node (default: the node's slots).", show_default=False)] = None,
     master_addr: Annotated[Optional[str], typer.Option("--master-addr", help="Default: the first node's cluster-interface address.", show_default=False)] = None,
-    master_port: Annotated[Optional[int], typer.Option("--master-port", min=1, max=65535, help="Default: 8118 (msrun), 29500 (torchrun).", show_default=False)] = None,
+    master_port: Annotated[Optional[int], typer.Option("--master-port", min=1, max=65535, help=f"Default: {default_ports_help()}.", show_default=False)] = None,
     log_dir: Annotated[Optional[str], typer.Option("--log-dir", help="Job log directory on every node (default: <preflight log_dir>/ascendctl-<user>/<job>).", show_default=False)] = None,
     env: Annotated[Optional[list[str]], typer.Option("--env", help="NAME=VALUE exported on every node (repeatable; wins over the inventory). A bare NAME takes its value from this environment, keeping secrets out of argv.", show_default=False)] = None,
     rank_table: Annotated[Optional[str], typer.Option("--rank-table", help="Rank table path on the nodes (RANK_TABLE_FILE; a relative path is made absolute here).", show_default=False)] = None,
     rdzv: Annotated[bool, typer.Option("--rdzv", help="torchrun: c10d rendezvous instead of static node ranks.")] = False,
-    cluster_timeout: Annotated[int, typer.Option("--cluster-timeout", min=1, help="msrun --cluster_time_out (seconds).")] = 600,
+    cluster_timeout: Annotated[int, typer.Option("--cluster-timeout", min=1, help="msrun --cluster_time_out (seconds).")] = DEFAULT_CLUSTER_TIMEOUT,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each node's command line and environment; start nothing.")] = False,
     detach: Annotated[bool, typer.Option("--detach", help="Start and return; follow later with `ascendctl logs JOB -f`.")] = False,
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="Skip the ssh/master_port/npu_stale_procs checks.")] = False,
@@ -60,34 +62,30 @@ def launch(
     time_limit: Annotated[Optional[str], typer.Option("--time", help="--backend slurm: sbatch --time (e.g. 2:00:00).", show_default=False)] = None,
     account: Annotated[Optional[str], typer.Option("--account", help="--backend slurm: sbatch --account.", show_default=False)] = None,
     job_id: Annotated[Optional[str], typer.Option("--job-id", hidden=True, help="Job id to use (set by a submitted batch script).")] = None,
-    nodes: NodesOpt = None,
-    exclude: ExcludeOpt = None,
     as_json: JsonOpt = False,
-    connect_timeout: ConnectTimeoutOpt = None,
-    command_timeout: CommandTimeoutOpt = None,
-    fanout: FanoutOpt = None,
-    accept_new_host_keys: AcceptKeysOpt = False,
+    *,
+    cluster: NodeOptions,
 ) -> None:
     """Launch an msrun or torchrun job on every node; stream its output; tear everything down on failure."""
-    from ..interrupts import stop_on_signals
-    from ..jobs import LaunchOptions, dry_run as plan_only, launch_job
-    from ..ui import launch_view
+    from ascendctl.interrupts import stop_on_signals
+    from ascendctl.jobs.plan import LaunchOptions
+    from ascendctl.jobs.service import dry_run as plan_only, launch_job
+    from ascendctl.ui import launch_view
 
     options = LaunchOptions(launcher.value, tuple(script), nproc_per_node, master_addr, master_port, log_dir, tuple(env or ()),
                             rank_table, rdzv, cluster_timeout, grace, buffered, silence_limit)
-    from ..inventory import load_inventory
-    from ..selection import select_nodes
-    from ..slurm import allocation_job_id
+    from ascendctl.inventory.load import load_inventory
+    from ascendctl.inventory.selection import select_nodes
+    from ascendctl.slurm import allocation_job_id
 
-    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
-                     accept_new_host_keys=accept_new_host_keys)
-    whole = load_inventory(inventory, flags=flags, submit=True)
+    flags = cluster.flags
+    whole = load_inventory(cluster.inventory, flags=flags, submit=True)
     if (backend == Backend.slurm or (backend is None and whole.backend == "slurm")) and not allocation_job_id():
-        from ..jobs import submit_job
-        from ..jobs.submit import render_submission, submit_options
+        from ascendctl.jobs.service import submit_job
+        from ascendctl.jobs.submit import render_submission, submit_options
 
         # submit mode: -w/--nodes is how many nodes to ask sbatch for (else the inventory's slurm.nodes)
-        wanted = submit_options(whole, nodes, partition, time_limit, account)
+        wanted = submit_options(whole, cluster.nodes, partition, time_limit, account)
         if dry_run:
             if as_json:
                 raise UsageError("--dry-run of a submission prints its batch script, which is not JSON", hint="drop --json")
@@ -104,7 +102,7 @@ def launch(
     if not whole.nodes:
         raise UsageError(f"{whole.source}: `backend: slurm` outside an allocation: nothing to launch on with --backend ssh",
                          hint="drop --backend ssh to submit, or run inside salloc/sbatch")
-    inv = select_nodes(whole, nodes, exclude)
+    inv = cluster.select(base=whole)
     if dry_run:
         launch_view.show_plan(plan_only(inv, options), as_json=as_json, argv=argv_now())
         raise typer.Exit(int(ExitCode.OK))
@@ -127,8 +125,8 @@ def launch(
 def jobs(as_json: JsonOpt = False,
          no_refresh: Annotated[bool, typer.Option("--no-refresh", help="Show the records as saved; do not ask the nodes of running jobs.")] = False) -> None:
     """List the jobs `ascendctl launch` recorded; those recorded as running are asked on their nodes first."""
-    from ..jobs import refreshed_jobs
-    from ..ui import launch_view
+    from ascendctl.jobs.service import refreshed_jobs
+    from ascendctl.ui import launch_view
 
     listing = refreshed_jobs(refresh=not no_refresh)
     if as_json:
@@ -140,14 +138,15 @@ def jobs(as_json: JsonOpt = False,
 
 @app.command(epilog=examples("ascendctl status", "ascendctl status 20261123-1903 --json", codes="0 ok, 1 error (also: its record is unreadable), 2 no such job, 4 nodes unreachable, 5 the job failed"))
 @cli_errors
-def status(job: JobArg = None, inventory: InventoryOpt = None, as_json: JsonOpt = False) -> None:
+@node_options("inventory")
+def status(job: JobArg = None, as_json: JsonOpt = False, *, cluster: NodeOptions) -> None:
     """Show a job's nodes, pids, exit codes and logs (asks the nodes while it runs, and those its teardown could not reach)."""
-    from ..inventory import load_inventory
-    from ..jobs import job_status
-    from ..outcome import exit_code_for
-    from ..ui import launch_view
+    from ascendctl.inventory.load import load_inventory
+    from ascendctl.jobs.service import job_status
+    from ascendctl.outcome import exit_code_for
+    from ascendctl.ui import launch_view
 
-    found = job_status(job, load_inventory(inventory) if inventory else None)
+    found = job_status(job, load_inventory(cluster.inventory) if cluster.inventory else None)
     code = exit_code_for(found.outcomes)
     if as_json:
         launch_view.emit_record(found.record, code, argv_now(), leftovers=launch_view.leftovers_to_dict(found.leftovers),
@@ -160,20 +159,23 @@ def status(job: JobArg = None, inventory: InventoryOpt = None, as_json: JsonOpt 
 
 @app.command(epilog=examples("ascendctl logs -f", "ascendctl logs JOB -w h02", codes="0 ok, 1 error (also: its record is unreadable), 2 no such job, 4 nodes unreachable, 5 the job failed, 130 detached"))
 @cli_errors
+@node_options("inventory")
 def logs(
     job: JobArg = None,
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Follow until the launchers end (Ctrl-C detaches).")] = False,
     node: Annotated[Optional[str], typer.Option("-w", "--nodes", "--node", metavar="NODESET", help="Only these nodes (node-set syntax).", show_default=False)] = None,
-    inventory: InventoryOpt = None,
     silence_limit: SilenceOpt = DEFAULT_SILENCE_LIMIT,
     as_json: JsonOpt = False,
+    *,
+    cluster: NodeOptions,
 ) -> None:
     """Print or follow a job's launcher logs, `[node]`-prefixed."""
-    from ..errors import UsageError
-    from ..interrupts import stop_on_signals
-    from ..inventory import load_inventory
-    from ..jobs import job_logs, load_job
-    from ..ui import launch_view
+    from ascendctl.errors import UsageError
+    from ascendctl.interrupts import stop_on_signals
+    from ascendctl.inventory.load import load_inventory
+    from ascendctl.jobs.service import job_logs
+    from ascendctl.jobs.record import load_job
+    from ascendctl.ui import launch_view
 
     if as_json and follow:
         raise UsageError("--json prints one document at the end: it cannot --follow", hint="drop -f, or follow without --json")
@@ -182,7 +184,7 @@ def logs(
     sink = (lambda name, line: lines.append((name, line))) if as_json else launch_view.line_sink(names)
     with stop_on_signals():  # SIGTERM and SIGHUP stop following like Ctrl-C; the job keeps running
         outcome = job_logs(job, follow_logs=follow, nodes=node, on_line=sink, on_notice=launch_view.notice,
-                           inventory=load_inventory(inventory) if inventory else None, silence_limit=silence_limit)
+                           inventory=load_inventory(cluster.inventory) if cluster.inventory else None, silence_limit=silence_limit)
     if as_json:
         launch_view.emit_logs(lines, outcome.exit_code, argv_now())
     elif follow and not outcome.interrupted:  # Ctrl-C only detached: the job runs on, nothing ended to sum up
@@ -192,15 +194,19 @@ def logs(
 
 @app.command(epilog=examples("ascendctl stop", "ascendctl stop JOB --grace 30", codes="0 ok, 1 error (also: its record is unreadable), 2 no such job, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
-def stop(job: JobArg = None, grace: GraceOpt = 10.0, inventory: InventoryOpt = None, as_json: JsonOpt = False,
-         no_stacks: Annotated[bool, typer.Option("--no-stacks", help="Do not take every rank's stack first (`ascendctl stacks`).")] = False) -> None:
+@node_options("inventory")
+def stop(job: JobArg = None, grace: GraceOpt = 10.0, as_json: JsonOpt = False,
+         no_stacks: Annotated[bool, typer.Option("--no-stacks", help="Do not take every rank's stack first (`ascendctl stacks`).")] = False,
+    *,
+    cluster: NodeOptions,
+) -> None:
     """Stop a (detached) job on every node: every rank's stack first (a hang's culprit), then SIGTERM, SIGKILL after --grace."""
-    from ..inventory import load_inventory
-    from ..jobs import stop_job, stop_outcomes
-    from ..outcome import exit_code_for
-    from ..ui import launch_view
+    from ascendctl.inventory.load import load_inventory
+    from ascendctl.jobs.service import stop_job, stop_outcomes
+    from ascendctl.outcome import exit_code_for
+    from ascendctl.ui import launch_view
 
-    record = stop_job(job, grace=grace, inventory=load_inventory(inventory) if inventory else None, stacks=not no_stacks,
+    record = stop_job(job, grace=grace, inventory=load_inventory(cluster.inventory) if cluster.inventory else None, stacks=not no_stacks,
                       notice=launch_view.notice)
     code = exit_code_for(stop_outcomes(record))
     if as_json:
@@ -212,16 +218,15 @@ def stop(job: JobArg = None, grace: GraceOpt = 10.0, inventory: InventoryOpt = N
 
 @app.command(hidden=True)
 @cli_errors
+@node_options("connect_timeout", "command_timeout", "fanout")
 def supervise(
     job: Annotated[str, typer.Argument(help="The job to look after.")],
     grace: GraceOpt = 10.0,
     silence_limit: SilenceOpt = DEFAULT_SILENCE_LIMIT,
-    connect_timeout: ConnectTimeoutOpt = None,
-    command_timeout: CommandTimeoutOpt = None,
-    fanout: FanoutOpt = None,
+    *,
+    cluster: NodeOptions,
 ) -> None:
     """Look after a detached job (started by `launch --detach`): tear it down at its first failure, record the verdict."""
-    from ..jobs import supervise_detached
+    from ascendctl.jobs.service import supervise_detached
 
-    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout)
-    raise typer.Exit(supervise_detached(job, grace=grace, silence=silence_limit, flags=flags))
+    raise typer.Exit(supervise_detached(job, grace=grace, silence=silence_limit, flags=cluster.flags))

@@ -6,15 +6,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import app
-from .common import (AcceptKeysOpt, CommandTimeoutOpt, ConnectTimeoutOpt, FanoutOpt, InventoryOpt, JsonOpt, argv_now,
-                     cli_errors, flags_of)
+from ascendctl.cli.app import app
+from ascendctl.cli.common import JsonOpt, NodeOptions, argv_now, cli_errors, node_options
 
 
 @app.command()
 @cli_errors
+@node_options("inventory", "connect_timeout", "command_timeout", "fanout", "accept_new_host_keys")
 def netcheck(
-    inventory: InventoryOpt = None,
     quick: Annotated[bool, typer.Option("--quick", help="One ring across all nodes; only if it is slow, bisection to the slow node or link.")] = False,
     pairs: Annotated[bool, typer.Option("--pairs", help="Rounds of disjoint pairs: every node meets ceil(log2 N)+1 partners (default).")] = False,
     all_pairs: Annotated[bool, typer.Option("--all-pairs", help="Every pair once (N-1 rounds, circle method).")] = False,
@@ -24,17 +23,15 @@ def netcheck(
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="Seconds one pair's measurement may take (default: command_timeout).", min=1.0, show_default=False)] = None,
     device_ping: Annotated[Optional[bool], typer.Option("--device-ping/--no-device-ping", help="hccn_tool pings between the device IPs of paired nodes (default: when every node has hccn_tool).", show_default=False)] = None,
     as_json: JsonOpt = False,
-    connect_timeout: ConnectTimeoutOpt = None,
-    command_timeout: CommandTimeoutOpt = None,
-    fanout: FanoutOpt = None,
-    accept_new_host_keys: AcceptKeysOpt = False,
+    *,
+    cluster: NodeOptions,
 ) -> None:
     """Measure bandwidth between pairs (or, --quick, rings) of nodes and name the slow nodes and links."""
-    from ..errors import AscendctlError, ExitCode
-    from ..inventory import load_inventory
-    from ..netcheck import NetcheckOptions, run_netcheck
-    from ..netcheck.backends import parse_size
-    from ..ui import netcheck_view, progress
+    from ascendctl.errors import AscendctlError, ExitCode
+    from ascendctl.inventory.load import load_inventory
+    from ascendctl.netcheck import NetcheckOptions, run_netcheck
+    from ascendctl.netcheck.backends import parse_size
+    from ascendctl.ui import netcheck_view, progress
 
     if quick + pairs + all_pairs > 1:
         raise AscendctlError("choose one of --quick, --pairs, --all-pairs", exit_code=ExitCode.USAGE)
@@ -43,9 +40,7 @@ def netcheck(
     except ValueError as exc:
         raise AscendctlError(f"--size: {exc}", exit_code=ExitCode.USAGE) from None
     mode = "quick" if quick else "all-pairs" if all_pairs else "pairs"
-    flags = flags_of(connect_timeout=connect_timeout, command_timeout=command_timeout, fanout=fanout,
-                     accept_new_host_keys=accept_new_host_keys)
-    inv = load_inventory(inventory, flags=flags)
+    inv = load_inventory(cluster.inventory, flags=cluster.flags)
     with progress("netcheck", as_json=as_json) as sink:
         report = run_netcheck(inv, NetcheckOptions(mode, nbytes, backend, threshold, timeout, device_ping), on_event=sink)
     netcheck_view.show_netcheck(report, as_json=as_json, argv=argv_now())

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from . import app
-from .common import cli_errors, examples
+from ascendctl.cli.app import app
+from ascendctl.cli.common import cli_errors, examples
 
 HtmlOutOpt = Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write.")]
 
@@ -26,8 +26,8 @@ def report_cmd(
     open_page: Annotated[bool, typer.Option("--open", help="Open the page in the default browser.")] = False,
 ) -> None:
     """Write one self-contained HTML report (verdict, timeline, preflight matrix, devices, performance); nothing fetched."""
-    from ..report import write_report
-    from ..ui import report_view
+    from ascendctl.report import write_report
+    from ascendctl.ui import report_view
 
     written = write_report(paths, output)
     report_view.show_written(written)

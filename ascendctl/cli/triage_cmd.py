@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from . import app
-from .common import examples, HtmlOpt, JsonOpt, argv_now, cli_errors
+from ascendctl.cli.app import app
+from ascendctl.cli.common import examples, HtmlOpt, JsonOpt, argv_now, cli_errors
 
 
 @app.command("triage", epilog=examples(
@@ -22,15 +22,15 @@ def triage_cmd(
     html: HtmlOpt = None,
 ) -> None:
     """Name the root cause of a failed job, its first failing node and rank, the evidence, and what to do."""
-    from ..report import is_bundle
-    from ..triage import triage
-    from ..ui import triage_view
+    from ascendctl.report import is_bundle
+    from ascendctl.triage import triage
+    from ascendctl.ui import triage_view
 
     report = triage(paths)
     triage_view.show_triage(report, as_json=as_json, argv=argv_now())
     if html is not None:
-        from ..report import write_report
-        from ..ui import report_view
+        from ascendctl.report import write_report
+        from ascendctl.ui import report_view
 
         report_view.show_written(write_report([p for p in paths if is_bundle(p)], html, triage=report))
     raise typer.Exit(int(report.exit_code))

@@ -29,10 +29,13 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from ..errors import AscendctlError
-from .record import JobRecord, Supervisor, load_job, save_job, state_dir
+from ascendctl.errors import AscendctlError
+from ascendctl.jobs.record import JobState, Supervisor, load_job, save_job, state_dir
+
+if TYPE_CHECKING:
+    from ascendctl.jobs.record import JobRecord
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +106,7 @@ def supervisor_alive(record: JobRecord) -> bool | None:
 
 def ensure_supervisor(record: JobRecord) -> tuple[JobRecord, bool]:
     """A running SSH job whose supervisor is gone gets a new one (with the options of the last); (record, started)."""
-    if record.status != "running" or record.runner != "ssh" or record.stop_requested or supervisor_alive(record) is not False:
+    if record.status != JobState.RUNNING or record.runner != "ssh" or record.stop_requested or supervisor_alive(record) is not False:
         return record, False
     options = record.supervisor.options if record.supervisor else []
     return start_supervisor(record, options), True
@@ -114,7 +117,7 @@ def await_recorded_end(job_id: str, timeout: float) -> JobRecord:
     deadline = time.monotonic() + timeout
     while True:
         record = load_job(job_id)
-        if record.status != "running" or supervisor_alive(record) is False or time.monotonic() > deadline:
+        if record.status != JobState.RUNNING or supervisor_alive(record) is False or time.monotonic() > deadline:
             return record
         time.sleep(0.2)
 
@@ -142,8 +145,8 @@ def daemonize(job_id: str) -> None:
 
 def run_supervisor(job_id: str, *, grace: float, silence: float | None, flags: dict[str, object]) -> int:
     """Look after a detached job until it ends (exit 0), or until SIGTERM/SIGINT relieve it; record what happened."""
-    from . import _runner, job_inventory
-    from .supervise import supervise
+    from ascendctl.jobs.reach import job_inventory, runner_for_record
+    from ascendctl.jobs.supervise import supervise
 
     def say(message: str) -> None:
         print(f"{_now()} {message}", flush=True)
@@ -156,11 +159,11 @@ def run_supervisor(job_id: str, *, grace: float, silence: float | None, flags: d
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, relieve)
     record = load_job(job_id)
-    if record.status != "running" or record.stop_requested:
+    if record.status != JobState.RUNNING or record.stop_requested:
         say(f"job {job_id} is {record.status if not record.stop_requested else 'being stopped'}: nothing to look after")
         return 0
     inv = job_inventory(record, flags=flags)
-    runner = _runner(record, inv)
+    runner = runner_for_record(record, inv)
     say(f"following {len(record.nodes)} nodes of job {job_id} (pid {os.getpid()})")
     try:
         result = supervise(runner, record, notice=say, grace=grace, silence=silence, relieved=relieved)
@@ -170,7 +173,7 @@ def run_supervisor(job_id: str, *, grace: float, silence: float | None, flags: d
         say("relieved (SIGTERM/SIGINT): the job runs on without a supervisor")
         return 0
     now = load_job(job_id)
-    if now.stop_requested or now.status != "running":
+    if now.stop_requested or now.status != JobState.RUNNING:
         say(f"the job ended as `{now.status}` (stop asked): its record is stop's to finish")
         return 0
     final = replace(result.record, supervisor=now.supervisor or record.supervisor)

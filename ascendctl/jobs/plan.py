@@ -9,18 +9,22 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from ..environment import LAUNCHERS, NodeEnvironment, master_port, node_environment, parse_env_assignments
-from ..errors import UsageError
-from ..inventory import Inventory, Node
-from ..network import Endpoint
-from ..paths import child
-from ..settings import DEFAULT_SILENCE_LIMIT
-from ..stacks.hook import hook_dir
+from ascendctl.jobs.environment import node_environment, parse_env_assignments
+from ascendctl.errors import UsageError
+from ascendctl.launchers import DEFAULT_CLUSTER_TIMEOUT, LauncherArgs, launcher_spec, master_port
+from ascendctl.launchers import launcher_binary as launcher_binary  # jobs.service still imports it from here
+from ascendctl.facts.endpoint import Endpoint
+from ascendctl.paths import child
+from ascendctl.inventory.settings import DEFAULT_SILENCE_LIMIT
+from ascendctl.stacks.hook import hook_dir
+
+if TYPE_CHECKING:
+    from ascendctl.jobs.environment import NodeEnvironment
+    from ascendctl.inventory.load import Inventory, Node
 
 DEFAULT_GRACE = 10.0
-DEFAULT_CLUSTER_TIMEOUT = 600
 DRY_RUN_JOB_ID = "dry-run"
 
 
@@ -84,13 +88,6 @@ class LaunchPlan:
         return sum(node.workers for node in self.nodes)
 
 
-def launcher_binary(node: Node, launcher: str) -> str:
-    """The launcher next to the node's python when that is an absolute path, else the one on PATH."""
-    if node.python.startswith("/") and "/" in node.python:
-        return f"{node.python.rsplit('/', 1)[0]}/{launcher}"
-    return launcher
-
-
 def default_log_dir(inventory: Inventory, job_id: str) -> str:
     """`<preflight.log_dir>/ascendctl-<user>/<job>`, the same path on every node.
 
@@ -115,33 +112,19 @@ def _safe_user(user: str | None) -> str:
 
 def launcher_command(options: LaunchOptions, node: Node, *, nodes: int, nproc: int, master_addr: str, port: int,
                      job_id: str, node_dir: str) -> str:
-    """The launcher command line for one node (every word quoted)."""
-    binary = launcher_binary(node, options.launcher)
-    if options.launcher == "msrun":
-        args = [binary, f"--worker_num={nodes * nproc}", f"--local_worker_num={nproc}", f"--master_addr={master_addr}",
-                f"--master_port={port}", f"--node_rank={node.index}", f"--log_dir={node_dir}/workers", "--join=True",
-                f"--cluster_time_out={options.cluster_timeout}"]
-    elif options.rdzv:
-        args = [binary, f"--nnodes={nodes}", f"--nproc-per-node={nproc}", "--rdzv-backend=c10d",
-                f"--rdzv-endpoint={master_addr}:{port}", f"--rdzv-id={job_id}"]
-    else:
-        args = [binary, f"--nnodes={nodes}", f"--nproc-per-node={nproc}", f"--node-rank={node.index}",
-                f"--master-addr={master_addr}", f"--master-port={port}"]
-    if options.launcher == "torchrun":
-        # per-rank log files (and torchrun's error files) under the node's directory, and every line on the console too
-        args += [f"--log-dir={node_dir}/workers", "--tee=3"]
-    return shlex.join([*args, *options.script])
-
-
-# torchrun's ways to say what runs instead of a script file; anything else before the script is a launcher option
-TORCHRUN_RUN_MODES = ("-m", "--module", "--no-python", "--no_python")
+    """The launcher command line for one node (every word quoted); the launcher's spec builds it."""
+    args = LauncherArgs(nodes=nodes, nproc=nproc, node_rank=node.index, master_addr=master_addr, port=port,
+                        worker_log_dir=f"{node_dir}/workers", job_id=job_id, rdzv=options.rdzv,
+                        cluster_timeout=options.cluster_timeout)
+    return shlex.join(launcher_spec(options.launcher).argv(node, args, options.script))
 
 
 def check_script_first(options: LaunchOptions) -> None:
     """The words after `--` are the script and its arguments: a launcher option there would land on the launcher's
-    command line unseen by ascendctl (which sets --nnodes, --node-rank, ... itself), and be recorded as the script."""
+    command line unseen by ascendctl (which sets --nnodes, --node-rank, ... itself), and be recorded as the script.
+    A launcher's run modes (torchrun's `-m module`, ...) may come first: they say what runs instead of a script file."""
     first = options.script[0]
-    if not first.startswith("-") or (options.launcher == "torchrun" and first in TORCHRUN_RUN_MODES):
+    if not first.startswith("-") or first in launcher_spec(options.launcher).run_modes:
         return
     raise UsageError(f"{first!r} after -- would be the training script: the script comes first after --, its own "
                      f"arguments after it; {options.launcher}'s options are set by ascendctl",
@@ -152,8 +135,7 @@ def check_script_first(options: LaunchOptions) -> None:
 
 def build_plan(inventory: Inventory, options: LaunchOptions, *, job_id: str, endpoints: Mapping[str, Endpoint]) -> LaunchPlan:
     """Per-node commands and environments; `endpoints` are the nodes' cluster endpoints (network.resolve_endpoints)."""
-    if options.launcher not in LAUNCHERS:
-        raise UsageError(f"--launcher {options.launcher!r}: expected one of {', '.join(LAUNCHERS)}")
+    spec = launcher_spec(options.launcher)  # UsageError for a launcher we do not start
     if not options.script:
         raise UsageError("no script given", hint="ascendctl launch --launcher msrun -- train.py [ARGS...]")
     check_script_first(options)
@@ -175,7 +157,7 @@ def build_plan(inventory: Inventory, options: LaunchOptions, *, job_id: str, end
         environment = node_environment(node, endpoints[node.name], master_endpoint, launcher=options.launcher, port=port,
                                        rank_table=options.rank_table, extra=extra, unbuffered=not options.buffered,
                                        stacks_hook=hook_dir(node_dir))  # `ascendctl stacks` (docs/stacks.md)
-        first_rank = None if options.rdzv and options.launcher == "torchrun" else node.index * nproc
+        first_rank = spec.first_rank(node.index, nproc, rdzv=options.rdzv)
         nodes.append(NodePlan(node.name, node.host, node.index, nproc, command, environment, node_dir, first_rank,
                               endpoints[node.name]))
     return LaunchPlan(job_id, options.launcher, options.script, master_endpoint.ip, port, log_dir, options.grace, tuple(nodes))

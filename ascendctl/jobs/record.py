@@ -13,15 +13,17 @@ import os
 import secrets
 import time
 import types
+from enum import Enum
 from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
-from ..errors import AscendctlError, ExitCode, parse_json
-from ..outcome import Outcome, exit_code_for
-from ..paths import name_problem
-from ..paths import state_dir as state_dir  # re-exported: the job modules and the CLI import it from here
+from ascendctl.errors import AscendctlError, ExitCode, parse_json
+from ascendctl.outcome import Outcome, exit_code_for
+from ascendctl.paths import name_problem, write_atomic
+from ascendctl.paths import state_dir as state_dir  # re-exported: the job modules and the CLI import it from here
+from ascendctl.triage.model import Victim
 
 JOB_SCHEMA = 1
 T = TypeVar("T")
@@ -79,6 +81,22 @@ class StateWriteError(AscendctlError):
         self.saved = saved
 
 
+class JobState(str, Enum):
+    """Where a job is in its life. A str, so records, JSON and comparisons read the plain word."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"  # every node's launcher exited 0
+    FAILED = "failed"  # a launcher exited non-zero, was lost, or a node could not start it
+    STOPPED = "stopped"  # `ascendctl stop`
+    INTERRUPTED = "interrupted"  # ascendctl itself was stopped (SIGINT, SIGTERM, SIGHUP) and tore the job down
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
 @dataclass(frozen=True, slots=True)
 class NodeJob:
     """One node's part of a job: its launcher process and where it logs."""
@@ -114,15 +132,6 @@ class NodeJob:
 
 
 @dataclass(frozen=True, slots=True)
-class FailureVictim:
-    """A rank (or node) that failed because of the culprit, and how."""
-
-    node: str | None
-    rank: int | None
-    how: str
-
-
-@dataclass(frozen=True, slots=True)
 class FirstFailure:
     """Where a job's failure started (the triage verdict), or why nothing was started."""
 
@@ -140,7 +149,7 @@ class FirstFailure:
     text: str | None = None
     exit_code: int | None = None
     signal: str | None = None
-    victims: tuple[FailureVictim, ...] = ()
+    victims: tuple[Victim, ...] = ()  # the triage engine's own record of each
     launcher_blamed: str | None = None
     hints: tuple[str, ...] = ()
 
@@ -199,7 +208,7 @@ class JobRecord:
     nodes: tuple[NodeJob, ...]
     started: float
     ended: float | None = None
-    status: str = "running"  # running | succeeded | failed | stopped | interrupted
+    status: JobState = JobState.RUNNING
     first_failure: FirstFailure | None = None  # the triage engine's verdict when the job failed
     teardown_started: float | None = None  # epoch seconds when ascendctl began stopping the other nodes
     stopped_by: str | None = None  # SIGINT, SIGTERM or SIGHUP when ascendctl was told to stop (status "interrupted")
@@ -282,6 +291,8 @@ def _expected(hint: Any) -> str:
         return f"a list of {_expected(args[0]).removeprefix('a ').removeprefix('an ')}s"
     if origin is dict:
         return "an object of strings"
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return "one of " + ", ".join(str(member.value) for member in hint)
     if is_dataclass(hint):
         return "an object"
     return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(hint, str(hint))
@@ -296,7 +307,10 @@ def _convert(value: Any, hint: Any, path: str, problems: list[str]) -> Any:
             return None
         (inner,) = [a for a in args if a is not type(None)]
         origin, args = get_origin(inner), get_args(inner)
-    if is_dataclass(inner) and isinstance(inner, type):
+    if isinstance(inner, type) and issubclass(inner, Enum):
+        if value in {member.value for member in inner}:
+            return inner(value)
+    elif is_dataclass(inner) and isinstance(inner, type):
         if isinstance(value, dict):
             return _build(inner, value, path, problems)
     elif origin in (list, tuple):
@@ -418,13 +432,7 @@ def _reserve_path(record: JobRecord) -> Path:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # a half-written temporary holds the space the retry needs
-        raise
+    write_atomic(path, text)
 
 
 def save_job(record: JobRecord) -> Path:
@@ -441,7 +449,7 @@ def save_job(record: JobRecord) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         _write(path, text)
     except OSError as exc:
-        if record.status == "running" or exc.errno != errno.ENOSPC or not reserve.exists():
+        if record.status == JobState.RUNNING or exc.errno != errno.ENOSPC or not reserve.exists():
             raise StateWriteError(path, exc) from None
         try:
             reserve.unlink()
@@ -450,10 +458,10 @@ def save_job(record: JobRecord) -> Path:
             raise StateWriteError(path, exc) from None
         raise StateWriteError(path, exc, saved=True) from None
     try:
-        if record.status == "running" and not reserve.exists():
+        if record.status == JobState.RUNNING and not reserve.exists():
             with open(reserve, "wb") as handle:
                 handle.write(bytes(max(RESERVE_MIN, 4 * len(text))))
-        elif record.status != "running":
+        elif record.status != JobState.RUNNING:
             reserve.unlink(missing_ok=True)
     except OSError as exc:
         reserve.unlink(missing_ok=True)

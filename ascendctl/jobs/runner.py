@@ -10,11 +10,13 @@ Must not import typer or rich.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Protocol, Sequence
 
-from ..models import NodeResults
-from .plan import LaunchPlan
-from .record import JobRecord
+if TYPE_CHECKING:
+    from ascendctl.models import NodeEnd, NodeResults
+    from ascendctl.jobs.plan import LaunchPlan
+    from ascendctl.jobs.record import JobRecord
+
 
 LineSink = Callable[[str, str], None]  # (node name, one line of output without the newline)
 NoticeSink = Callable[[str], None]
@@ -68,8 +70,8 @@ class Runner(Protocol):
         """TERM every process of the job on these nodes, KILL what is left after `grace`; per node: term, kill or none."""
         ...
 
-    def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
-        """Per node: `exit <rc>`, `running` or `gone` (`gone: <why>` where the runner knows why)."""
+    def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[NodeEnd]:
+        """Per node: exited (with its code and when), running, or gone (with why, where the runner knows)."""
         ...
 
     def leftovers(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[tuple[int, ...]]:

@@ -19,18 +19,21 @@ import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from ..errors import AscendctlError
-from ..inventory import Node
-from ..models import NodeResult, NodeResults
-from ..shell import script
-from ..slurm import clean_environ, find_step, job_state, run_tool, step_argv, tool
-from ..transport import Transport
-from .plan import LaunchPlan
-from .record import JobRecord, save_job, state_dir
-from .runner import NoticeSink
-from .ssh_runner import SSHRunner, start_payload
+from ascendctl.errors import AscendctlError
+from ascendctl.models import EndKind, NodeEnd, NodeResult, NodeResults
+from ascendctl.remote.scripts import script
+from ascendctl.slurm import clean_environ, find_step, job_state, run_tool, step_argv, tool
+from ascendctl.jobs.record import save_job, state_dir
+from ascendctl.jobs.ssh_runner import SSHRunner, start_payload
+
+if TYPE_CHECKING:
+    from ascendctl.inventory.load import Node
+    from ascendctl.remote.transport.base import Transport
+    from ascendctl.jobs.plan import LaunchPlan
+    from ascendctl.jobs.record import JobRecord
+    from ascendctl.jobs.runner import NoticeSink
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,7 @@ class SlurmRunner(SSHRunner):
             proc.stdin.close()
         except BrokenPipeError:
             pass
-        from .submit import SUBMITTED_ENV
+        from ascendctl.jobs.submit import SUBMITTED_ENV
 
         record = replace(record, slurm_job=allocation.job_id, slurm_submitted=os.environ.get(SUBMITTED_ENV) == "1")
         pids = self._wait_started(plan, proc)
@@ -110,19 +113,19 @@ class SlurmRunner(SSHRunner):
             time.sleep(0.3)
         return pids
 
-    def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
+    def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[NodeEnd]:
         """As over SSH; a node that cannot answer because the Slurm job ended (scancel, salloc left, time limit) is
         `gone` with Slurm's state, not `running` for ever."""
         results = super().states(record, nodes)
         if all(r.value is not None for r in results) or not record.slurm_job:
             return results
-        from .submit import ENDED_STATES
+        from ascendctl.jobs.submit import ENDED_STATES
 
         state = job_state(record.slurm_job)["state"]
         if state not in ENDED_STATES:
             return results
-        why = f"gone: Slurm job {record.slurm_job} ended ({state}) before the launcher wrote its exit status"
-        return NodeResults(tuple(r if r.value is not None else NodeResult(r.node, why, None, r.duration) for r in results))
+        gone = NodeEnd(EndKind.GONE, why=f"Slurm job {record.slurm_job} ended ({state}) before the launcher wrote its exit status")
+        return NodeResults(tuple(r if r.value is not None else NodeResult(r.node, gone, None, r.duration) for r in results))
 
     def stop(self, record: JobRecord, nodes: Sequence[str], *, grace: float) -> NodeResults[str]:
         """scancel the launch step (TERM, KILL after Slurm's KillWait), then make sure nothing of the job is left."""

@@ -19,20 +19,24 @@ import shlex
 import tarfile
 import time
 from dataclasses import replace
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
-from ..errors import AscendctlError, NodeSilentError
-from ..group import NodeGroup
-from ..inventory import Node
-from ..models import NodeResults
-from ..shell import remote, script
-from ..stacks.hook import hook_files
-from ..transport import Spawned, Transport
-from ..triage.reader import MAX_LINE
-from ..triage.times import parse_utc_offset
-from .plan import LaunchPlan, NodePlan
-from .record import FirstFailure, JobRecord, NodeJob
-from .runner import NodeEnded, NoticeSink
+from ascendctl.errors import AscendctlError, NodeSilentError
+from ascendctl.remote.scripts import remote, script
+from ascendctl.stacks.hook import hook_files
+from ascendctl.models import MAX_LINE, NodeEnd
+from ascendctl.triage.times import parse_utc_offset
+from ascendctl.jobs.record import FirstFailure, JobState
+from ascendctl.jobs.runner import NodeEnded
+
+if TYPE_CHECKING:
+    from ascendctl.remote.group import NodeGroup
+    from ascendctl.inventory.load import Node
+    from ascendctl.models import NodeResults
+    from ascendctl.remote.transport.base import Spawned, Transport
+    from ascendctl.jobs.plan import LaunchPlan, NodePlan
+    from ascendctl.jobs.record import JobRecord, NodeJob
+    from ascendctl.jobs.runner import NoticeSink
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +331,7 @@ class SSHRunner:
                                                             headline=f"LAUNCH on node {bad[0].name}", rule="not_started"),
                          teardown_started=time.time())
         stopped = self.stop(record, [n.name for n in record.nodes if n.pid is not None], grace=plan.grace)
-        return replace(with_stop_results(record, stopped), status="failed", ended=time.time())
+        return replace(with_stop_results(record, stopped), status=JobState.FAILED, ended=time.time())
 
     # -- follow ------------------------------------------------------------------------------
     def follow(self, record: JobRecord, node: str, *, silence: float | None = None) -> SSHNodeStream:
@@ -364,8 +368,8 @@ class SSHRunner:
 
         return self.group.run(state, nodes=self.group.nodes(nodes), retry=True)
 
-    def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[str]:
-        return self._job_state(record, nodes).map(lambda value: value[0])
+    def states(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[NodeEnd]:
+        return self._job_state(record, nodes).map(lambda value: NodeEnd.from_state(value[0]))
 
     def leftovers(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[tuple[int, ...]]:
         return self._job_state(record, nodes).map(lambda value: value[1])

@@ -17,16 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-from ..environment import parse_env_assignments
-from ..errors import AscendctlError, UsageError
-from ..render import load_template, render_template
-from ..slurm import SubmitSettings, clean_environ, job_state, tool
-from .plan import LaunchOptions
-from .record import JobError, JobRecordError, load_job, state_dir
-from .runner import NoticeSink
+from ascendctl.jobs.environment import parse_env_assignments
+from ascendctl.errors import AscendctlError, UsageError
+from ascendctl.templating import load_template, render_template
+from ascendctl.slurm import SubmitSettings, clean_environ, job_state, tool
+from ascendctl.jobs.record import JobError, JobRecordError, load_job, state_dir
 
 if TYPE_CHECKING:
-    from ..inventory import Inventory
+    from ascendctl.inventory.load import Inventory
+    from ascendctl.jobs.plan import LaunchOptions
+    from ascendctl.jobs.runner import NoticeSink
 
 SUBMITTED_ENV = "ASCENDCTL_SLURM_SUBMITTED"
 ENDED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",

@@ -13,13 +13,19 @@ import selectors
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-from ..errors import AscendctlError, signal_name
-from ..triage import LiveTriage, TriageReport, split_stamp
-from .record import FailureVictim, FirstFailure, JobRecord
-from .runner import LineSink, NodeEnded, NodeStream, NoticeSink, Runner, TeardownSink
-from .ssh_runner import with_stop_results
+from ascendctl.errors import AscendctlError, signal_name
+from ascendctl.triage import LiveTriage, split_stamp
+from ascendctl.jobs.record import FirstFailure, JobState
+from ascendctl.jobs.runner import NodeEnded
+from ascendctl.jobs.ssh_runner import with_stop_results
+from ascendctl.models import UNREACHABLE
+
+if TYPE_CHECKING:
+    from ascendctl.triage import TriageReport
+    from ascendctl.jobs.record import JobRecord
+    from ascendctl.jobs.runner import LineSink, NodeStream, NoticeSink, Runner, TeardownSink
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +54,7 @@ def first_failure(report: TriageReport) -> FirstFailure:
         confidence=report.confidence, single_culprit=report.single_culprit, time=f.time if f else None,
         file=f.file if f else None, line=f.line if f else None, text=f.text if f else None,
         exit_code=f.exit_code if f else None, signal=f.signal if f else None,
-        victims=tuple(FailureVictim(v.node, v.rank, v.how) for v in report.victims),
+        victims=tuple(report.victims),
         launcher_blamed=report.launcher_blamed, hints=report.hints)
 
 
@@ -116,7 +122,7 @@ class _Loop:
         log.debug("%s: launcher ended (%s), %d still running", ended.node, ended.lost or ended.exit_code, len(self.pending))
         entry = self.record.node(ended.node)
         self.record = self.record.with_node(replace(entry, exit_code=ended.exit_code, ended=ended.when,
-                                                    error=ended.lost and f"unreachable: {ended.lost}"))
+                                                    error=ended.lost and f"{UNREACHABLE}: {ended.lost}"))
         if ended.lost is not None:
             self.lost.add(ended.node)
         if ended.lost is not None or ended.exit_code != 0:
@@ -238,14 +244,14 @@ def supervise(
                                                   teardown_error=entry.teardown_error))
     record = replace(record, ended=time.time(), teardown_started=loop.teardown_started or record.teardown_started)
     if stopped_by is not None:
-        status = "interrupted"
-    elif record.status == "stopped":
-        status = "stopped"
+        status = JobState.INTERRUPTED
+    elif record.status == JobState.STOPPED:
+        status = JobState.STOPPED
     elif loop.failures or not all(n.exit_code == 0 for n in record.nodes):
-        status = "failed"
+        status = JobState.FAILED
     else:
-        status = "succeeded"
-    verdict = loop.live.report(record.to_dict()) if status == "failed" else None
+        status = JobState.SUCCEEDED
+    verdict = loop.live.report(record.to_dict()) if status == JobState.FAILED else None
     record = replace(record, status=status, first_failure=first_failure(verdict) if verdict else record.first_failure,
                      stopped_by=stopped_by)
     return Supervised(record, interrupted=stopped_by is not None, verdict=verdict, stopped_by=stopped_by)

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from .run import NetcheckOptions, NetcheckReport, run_netcheck
-from .verdict import Measurement, Verdict, judge
+from ascendctl.netcheck.run import NetcheckOptions, NetcheckReport, run_netcheck
+from ascendctl.netcheck.verdict import Measurement, NetcheckVerdict, judge
 
-__all__ = ["NetcheckOptions", "NetcheckReport", "run_netcheck", "Measurement", "Verdict", "judge"]
+__all__ = ["NetcheckOptions", "NetcheckReport", "run_netcheck", "Measurement", "NetcheckVerdict", "judge"]

@@ -18,7 +18,7 @@ from functools import lru_cache
 from importlib.resources import files
 from typing import Callable, Sequence
 
-from ..errors import parse_json
+from ascendctl.errors import parse_json
 
 BACKENDS = ("hccl_test", "nccl-tests", "torch", "tcp")
 # the order `auto` prefers them: the Ascend device plane (hccl_test), the GPU one (nccl-tests), then the host network
@@ -144,8 +144,8 @@ def parse_nccl_tests_gbps(text: str, size: int) -> float:
     sendrecv over two ranks sends both ways at once, so for a pair this is each direction's rate. BackendOutputError
     when there is no table.
     """
-    from ..parsers import ParseError
-    from ..parsers.perftests import gbit_per_s, parse_nccl_tests
+    from ascendctl.facts.parsers import ParseError
+    from ascendctl.facts.parsers.perftests import gbit_per_s, parse_nccl_tests
 
     try:
         table = parse_nccl_tests(text)
@@ -187,8 +187,8 @@ def parse_hccl_test_gbps(text: str, size: int) -> float:
     A failed result check (a `failed` row, or a `local rank_id N, check result failed` line) is a
     BackendOutputError naming the ranks: the data did not arrive intact, so its speed means nothing.
     """
-    from ..parsers import ParseError
-    from ..parsers.perftests import gbit_per_s, parse_hccl_test
+    from ascendctl.facts.parsers import ParseError
+    from ascendctl.facts.parsers.perftests import gbit_per_s, parse_hccl_test
 
     try:
         table = parse_hccl_test(text)

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from ..devices import NodeDevices
-from ..group import NodeGroup
-from ..inventory import Inventory, Node
-from ..parsers import ParseError
-from ..parsers.hccn import parse_ping
-from ..probe import NOT_RUN, ask
-from ..transport import Transport
+from ascendctl.facts.parsers import ParseError
+from ascendctl.facts.parsers.hccn import parse_ping
+from ascendctl.remote.probe import NOT_RUN, ask
+
+if TYPE_CHECKING:
+    from ascendctl.facts.devices import NodeDevices
+    from ascendctl.remote.group import NodeGroup
+    from ascendctl.inventory.load import Inventory, Node
+    from ascendctl.remote.transport.base import Transport
 
 HCCN_TOOL_SECTION = "netcheck.hccn_tool"
 HCCN_TOOL_CHECK = "command -v hccn_tool"

@@ -11,22 +11,31 @@ from __future__ import annotations
 import select
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ..devices import devices_from_sections, device_sections, merge_inventory, node_device_ids, NodeDevices
-from ..errors import AscendctlError, ExitCode
-from ..group import NodeGroup
-from ..inventory import Inventory, Node
-from ..models import EventSink, NodeStatus
-from ..network import Endpoint, cluster_endpoint, net_sections
-from ..outcome import Outcome, exit_code_for, node_outcome
-from ..probe import ask
-from ..transport import KILL_GRACE, ANSWER_SLACK, Spawned, Transport, node_bounded
-from . import backends
-from .device_ping import HCCN_TOOL_CHECK, HCCN_TOOL_SECTION, DeviceVerdict, run_device_pings
-from ..outliers import SLOW, Rule, Spread
-from .schedule import GroupResult, Pair, QuickSearch, pair_rounds, ring_links, with_second_looks
-from .verdict import Measurement, Verdict, judge, netcheck_rule
+from ascendctl.facts.devices import devices_from_sections, device_sections, merge_inventory, node_device_ids
+from ascendctl.errors import AscendctlError, ExitCode
+from ascendctl.remote.group import NodeGroup
+from ascendctl.models import NodeStatus
+from ascendctl.facts.endpoint import cluster_endpoint, net_sections
+from ascendctl.outcome import Outcome, exit_code_for, node_outcome
+from ascendctl.remote.probe import ask
+from ascendctl.remote.transport.base import KILL_GRACE, ANSWER_SLACK, node_bounded
+from ascendctl.netcheck import backends
+from ascendctl.netcheck.device_ping import HCCN_TOOL_CHECK, HCCN_TOOL_SECTION, DeviceVerdict, run_device_pings
+from ascendctl.outliers import SLOW
+from ascendctl.netcheck.schedule import GroupResult, QuickSearch, pair_rounds, ring_links, with_second_looks
+from ascendctl.netcheck.verdict import Measurement, judge, netcheck_rule
+
+if TYPE_CHECKING:
+    from ascendctl.facts.devices import NodeDevices
+    from ascendctl.inventory.load import Inventory, Node
+    from ascendctl.models import EventSink
+    from ascendctl.facts.endpoint import Endpoint
+    from ascendctl.remote.transport.base import Spawned, Transport
+    from ascendctl.outliers import Rule, Spread
+    from ascendctl.netcheck.schedule import Pair
+    from ascendctl.netcheck.verdict import NetcheckVerdict
 
 MODES = ("pairs", "all-pairs", "quick")
 TORCH = "netcheck.torch"
@@ -63,7 +72,7 @@ class NetcheckReport:
     endpoints: dict[str, Endpoint]
     rounds: tuple[tuple[tuple[str, str], ...], ...]
     measurements: tuple[Measurement, ...]
-    verdict: Verdict
+    verdict: NetcheckVerdict
     problems: tuple[NodeProblem, ...] = field(default=())
     seconds: float = 0.0
     devices: DeviceVerdict = field(default=DeviceVerdict(skipped="not asked"))
@@ -103,7 +112,7 @@ class NetcheckReport:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeFacts:
+class NodeNetFacts:
     endpoint: Endpoint
     has: frozenset[str]  # backends this node can run (and "hccn_tool" when it has that)
     devices: NodeDevices | None = None  # device IPs (devices.py), asked when device pings may run
@@ -171,7 +180,7 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
     with NodeGroup(inventory, factory=factory) as group:
         single = len(inventory.nodes) == 1
 
-        def facts(node: Node, transport: Transport) -> NodeFacts:
+        def facts(node: Node, transport: Transport) -> NodeNetFacts:
             answer = ask(transport, facts_sections(node, inventory, options.backend, device_ping=options.device_ping,
                                                         mode=options.mode),
                          section_timeout=inventory.preflight.section_timeout, timeout=node.command_timeout)
@@ -180,7 +189,7 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
             if options.device_ping is not False:
                 wanted = node_device_ids(node, None)
                 devices = merge_inventory(node, devices_from_sections(node.name, wanted, answer.sections))
-            return NodeFacts(cluster_endpoint(node, answer.sections, single_node=single), has, devices)
+            return NodeNetFacts(cluster_endpoint(node, answer.sections, single_node=single), has, devices)
 
         results = group.run(facts, on_event=on_event)
         problems = [NodeProblem(r.node, r.error.status.value, r.error.message) for r in results if r.error is not None]
@@ -198,7 +207,7 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
         names = [n.name for n in nodes]
         by_name = {n.name: n for n in nodes}
 
-        def judge_now(measured: list[Measurement]) -> Verdict:
+        def judge_now(measured: list[Measurement]) -> NetcheckVerdict:
             return judge(names, measured, threshold=options.threshold, spread=done.spread, vouched=done.vouched)
 
         def measure(pairs: list[tuple[str, str]], index: int) -> list[Measurement]:
@@ -215,7 +224,7 @@ def run_netcheck(inventory: Inventory, options: NetcheckOptions = NetcheckOption
 
 
 def _device_pings(group: NodeGroup, inventory: Inventory, options: NetcheckOptions, nodes: list[Node],
-                  rounds: Sequence[Sequence[tuple[str, str]]], facts: dict[str, NodeFacts]) -> DeviceVerdict:
+                  rounds: Sequence[Sequence[tuple[str, str]]], facts: dict[str, NodeNetFacts]) -> DeviceVerdict:
     """Device-to-device pings over the measured pairs: asked for, or (auto) when every node has hccn_tool."""
     if options.device_ping is False:
         return DeviceVerdict(skipped="--no-device-ping")

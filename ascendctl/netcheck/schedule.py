@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from ..outliers import SLOW, Spread
-from .verdict import SECOND, Measurement, Verdict, netcheck_rule
+from ascendctl.outliers import SLOW
+from ascendctl.netcheck.verdict import SECOND, Measurement, netcheck_rule
+
+if TYPE_CHECKING:
+    from ascendctl.outliers import Spread
+    from ascendctl.netcheck.verdict import NetcheckVerdict
 
 Pair = tuple[int, int]  # (server index, client index); the client is the one that connects
 
@@ -324,7 +328,7 @@ def quick_search_rounds(n: int, figure: Callable[[Group], tuple[float | None, tu
 AGAIN, CONTROLS = "again", "controls"  # the second look's two steps
 
 
-def second_look_rounds(verdict: Verdict, measured: Iterable[Measurement], step: str = AGAIN, *,
+def second_look_rounds(verdict: NetcheckVerdict, measured: Iterable[Measurement], step: str = AGAIN, *,
                        limit: int | None = None) -> list[list[tuple[str, str]]]:
     """The rounds of one step of the second look at what `verdict` flagged (node names, (server, client)); empty when
     that step has nothing to measure.
@@ -385,9 +389,9 @@ def second_look_rounds(verdict: Verdict, measured: Iterable[Measurement], step: 
     return rounds
 
 
-def with_second_looks(measured: list[Measurement], judge_now: Callable[[list[Measurement]], Verdict],
+def with_second_looks(measured: list[Measurement], judge_now: Callable[[list[Measurement]], NetcheckVerdict],
                       measure: Callable[[list[tuple[str, str]], int], list[Measurement]], *, first_round: int = 0,
-                      ) -> tuple[Verdict, list[list[tuple[str, str]]]]:
+                      ) -> tuple[NetcheckVerdict, list[list[tuple[str, str]]]]:
     """Judge; measure the second look (`measure(pairs, round index)`): the suspects again, each alone, then the controls
     of the links that were slow again; judge again after each step. Returns the last verdict and the rounds measured;
     `measured` grows by their measurements (look SECOND)."""

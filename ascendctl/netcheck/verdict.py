@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from ..outliers import OK, SLOW, Judgement, Rule, Spread
+from ascendctl.outliers import OK, SLOW, Judgement, Rule
+
+if TYPE_CHECKING:
+    from ascendctl.outliers import Spread
 
 FIRST, SECOND = 1, 2  # the looks: the schedule's rounds; the rounds that measure the suspects again
 
@@ -87,7 +90,7 @@ class Suspect:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class NetcheckVerdict:
     threshold: float
     median_gbps: float | None
     nodes: tuple[NodeVerdict, ...]
@@ -156,7 +159,7 @@ def netcheck_rule(threshold: float) -> Rule:
 
 
 def judge(nodes: Iterable[str], measurements: Iterable[Measurement], *, threshold: float = 0.8,
-          spread: Spread | None = None, vouched: Iterable[str] = ()) -> Verdict:
+          spread: Spread | None = None, vouched: Iterable[str] = ()) -> NetcheckVerdict:
     """Slow nodes, slow links and broken pairs (see the module docstring for the rules).
 
     `spread`: the healthy pairs' median and spread, when the caller knows them better than these pairs' own (`--quick`
@@ -207,7 +210,7 @@ def judge(nodes: Iterable[str], measurements: Iterable[Measurement], *, threshol
     errors = {m.key(): m.error for m in measured if m.error is not None}
     broken_links = tuple((a, b, errors.get((a, b)) or "no measurement")
                          for (a, b), v in sorted(first.items()) if v is None and not (broken | named_nodes) & {a, b})
-    return Verdict(threshold, None if spread is None else spread.center, tuple(verdicts),
+    return NetcheckVerdict(threshold, None if spread is None else spread.center, tuple(verdicts),
                    tuple((a, b) for a, b in slow_links), broken_links, spread, rule, tuple(suspects))
 
 

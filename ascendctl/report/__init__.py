@@ -1,7 +1,8 @@
 """`ascendctl report`: one self-contained HTML page from collect bundles, triage and preflight documents.
 
 This package reads what it is given through the owners of each piece of knowledge (the triage
-engine and its `TriageReport`, collect's bundle reader, `PreflightReport`, the msprof summary),
+engine and its `TriageReport`, the bundle's layout and reader in bundle/layout.py, `PreflightReport`,
+the msprof summary),
 `views.py` turns it into view models (folding and sampling large jobs), and `html.py` renders
 templates/report.html.j2 (the only module that imports jinja2). Must not import typer or rich.
 """
@@ -11,20 +12,25 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from ..collect import read_bundle_meta
-from ..errors import AscendctlError, ExitCode, UsageError, parse_json
-from ..outcome import Outcome, exit_code_for
-from ..preflight import PreflightReport
-from ..summaries import MsprofSummary
-from ..triage import TriageReport
-from .views import (NetworkView, Report, devices_view, network_view, performance_view, preflight_view, timeline_view,
-                    verdict_view)
+from ascendctl.bundle.layout import (CMD_HCCN_LINK, CMD_HCCN_NET_HEALTH, CMD_NPU_INFO, JOB, MANIFEST, SUMMARY,
+                                     is_archive_name, read_bundle_meta)
+from ascendctl.bundle.layout import is_bundle as is_bundle  # re-exported: `triage --html` tells bundles by it
+from ascendctl.errors import AscendctlError, UsageError, parse_json
+from ascendctl.outcome import Outcome, exit_code_for
+from ascendctl.preflight.result import PreflightReport
+from ascendctl.bundle.summaries import MsprofSummary
+from ascendctl.triage import TriageReport
+from ascendctl.report.views import Report, devices_view, network_view, performance_view, preflight_view, timeline_view, verdict_view
+
+if TYPE_CHECKING:
+    from ascendctl.errors import ExitCode
+    from ascendctl.report.views import NetworkView
 
 MAX_DOCUMENT = 512 * 1024**2  # a --json document larger than this is not one ascendctl wrote
-TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar")
-DEVICE_COMMANDS = ("npu-smi.info.", "hccn_tool.link.", "hccn_tool.net_health.")  # what the devices view reads
+# what the devices view reads: the outputs of these commands (name prefixes, the dot ending the command name)
+DEVICE_COMMANDS = tuple(f"{name}." for name in (CMD_NPU_INFO, CMD_HCCN_LINK, CMD_HCCN_NET_HEALTH))
 INPUT_HINT = ("pass a bundle from `ascendctl collect` (.tar.gz or directory), or `triage --json`, `preflight --json` or "
               "`netcheck --json` output")
 
@@ -41,12 +47,6 @@ class WrittenReport:
     @property
     def exit_code(self) -> ExitCode:
         return exit_code_for([Outcome.OK])
-
-
-def is_bundle(path: str | os.PathLike[str]) -> bool:
-    """Whether a path given to `triage` may be a collect bundle (a directory with a manifest, or an archive)."""
-    p = Path(path)
-    return (p / "manifest.json").is_file() if p.is_dir() else p.name.endswith(TAR_SUFFIXES)
 
 
 def _bad(path: Path, why: str) -> UsageError:
@@ -84,7 +84,7 @@ def _preflight_of(path: Path, data: Mapping[str, Any]) -> PreflightReport:
 def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageReport | None = None,
                  preflight: PreflightReport | None = None) -> Report:
     """Read bundles and documents (each once) into the report's views; `triage`/`preflight` are verdicts already made."""
-    from ..triage import triage as run_triage
+    from ascendctl.triage import triage as run_triage
 
     bundles: list[Path] = []
     meta: dict[str, bytes] = {}
@@ -97,12 +97,12 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
         sources.append(str(path))
         if not path.exists():
             raise UsageError(f"{path}: no such file or directory", hint=INPUT_HINT)
-        if path.is_dir() or path.name.endswith(TAR_SUFFIXES):
+        if path.is_dir() or is_archive_name(path.name):
             found = read_bundle_meta(path, commands=DEVICE_COMMANDS)
-            if "manifest.json" not in found:
+            if MANIFEST not in found:
                 if triage is not None:  # `triage --html` over an archive of logs: its lines are in the verdict already
                     continue
-                raise _bad(path, "not a collect bundle (no manifest.json at its top)")
+                raise _bad(path, f"not a collect bundle (no {MANIFEST} at its top)")
             bundles.append(path)
             meta.update(found)
             continue
@@ -127,14 +127,14 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
     if verdict is None and bundles:
         verdict = run_triage(bundles)
     checks = preflight or (preflight_docs[0] if preflight_docs else None)
-    job = _json_of(meta.get("job.json"))
-    summary = _json_of(meta.get("summary.json"))
+    job = _json_of(meta.get(JOB))
+    summary = _json_of(meta.get(SUMMARY))
     msprof = None
     if isinstance(summary, Mapping) and isinstance(summary.get("msprof"), Mapping):
         try:
             msprof = MsprofSummary.from_dict(summary["msprof"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise _bad(bundles[0], f"summary.json: msprof summary with bad content ({exc})") from None
+            raise _bad(bundles[0], f"{SUMMARY}: msprof summary with bad content ({exc})") from None
     return Report(
         _title(verdict, checks), tuple(sources),
         verdict_view(verdict) if verdict else None,
@@ -164,7 +164,7 @@ def _title(verdict: TriageReport | None, checks: PreflightReport | None) -> str:
 def write_report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[str], *,
                  triage: TriageReport | None = None, preflight: PreflightReport | None = None) -> WrittenReport:
     """Build the report and write it as one self-contained HTML file (written aside, then moved into place)."""
-    from .html import render_html
+    from ascendctl.report.html import render_html
 
     report = build_report(paths, triage=triage, preflight=preflight)
     if not report.views:

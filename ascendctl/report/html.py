@@ -6,13 +6,18 @@ node names) is text in the page, in HTML and in the inline SVG alike. Must not i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import time
 
 from jinja2 import Environment, StrictUndefined
 
-from .. import __version__
-from ..render import load_template
-from .views import MARK_NAMES, Report
+from ascendctl.version import __version__
+from ascendctl.templating import load_template
+from ascendctl.report.views import MARK_NAMES
+
+if TYPE_CHECKING:
+    from ascendctl.report.views import Report
 
 TEMPLATE = "report.html.j2"
 

@@ -10,15 +10,21 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from ..checks import CheckResult, Status
-from ..errors import parse_json
-from ..nodeset import fold
-from ..parsers import ParseError
-from ..preflight import PreflightReport
-from ..summaries import MsprofSummary, TopoSummary
-from ..triage import Finding, RankSummary, TriageReport
+from ascendctl.preflight.checks.model import Status
+from ascendctl.errors import parse_json
+from ascendctl.nodeset import fold
+from ascendctl.facts.parsers import ParseError
+from ascendctl.bundle.layout import (CMD_HCCN_LINK, CMD_HCCN_NET_HEALTH, CMD_NPU_INFO, FACTS, MANIFEST, command_name,
+                                     command_path, device_of, split_node)
+from ascendctl.bundle.summaries import TopoSummary
+
+if TYPE_CHECKING:
+    from ascendctl.preflight.checks.model import CheckResult
+    from ascendctl.preflight.result import PreflightReport
+    from ascendctl.bundle.summaries import MsprofSummary
+    from ascendctl.triage import Finding, RankSummary, TriageReport
 
 # lane geometry (px): the SVG of every lane has the same width, so marks line up across lanes and the axis
 LANE_WIDTH = 880
@@ -147,7 +153,7 @@ class MatrixRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Problem:
+class PreflightProblem:
     status: str
     nodes: str
     check: str
@@ -160,7 +166,7 @@ class PreflightView:
     checks: tuple[str, ...]
     rows: tuple[MatrixRow, ...]
     cluster: tuple[CheckResult, ...]
-    problems: tuple[Problem, ...]
+    problems: tuple[PreflightProblem, ...]
     counts: tuple[tuple[str, int], ...]
     notes: tuple[str, ...]
 
@@ -523,7 +529,7 @@ def preflight_view(report: PreflightReport) -> PreflightView:
     if len(rows) > MAX_PREFLIGHT_ROWS:
         notes.append(f"preflight: {len(rows) - MAX_PREFLIGHT_ROWS} more rows not drawn; every problem is listed below")
         rows = rows[:MAX_PREFLIGHT_ROWS]
-    problems = tuple(Problem(status.value, fold(names), check, summary, hint or "")
+    problems = tuple(PreflightProblem(status.value, fold(names), check, summary, hint or "")
                      for (check, status, summary, hint), names in sorted(report.problems(), key=lambda p: _SEVERITY.index(p[0][1])))
     counts = Counter(c.status.value for n in report.nodes for c in n.checks)
     return PreflightView(report.check_ids, tuple(rows), report.cluster, problems,
@@ -544,16 +550,16 @@ def _json(data: bytes | None) -> Any:
 
 def devices_view(meta: Mapping[str, bytes], summary: Mapping[str, Any] | None) -> DevicesView | None:
     """Per node: NPU count and health, HCCN link and net health, topology against the majority; outliers flagged."""
-    from ..parsers.hccn import parse_link, parse_net_health
-    from ..parsers.npu_smi import parse_npu_info
+    from ascendctl.facts.parsers.hccn import parse_link, parse_net_health
+    from ascendctl.facts.parsers.npu_smi import parse_npu_info
 
     per_node: dict[str, dict[str, bytes]] = {}
     for rel, data in meta.items():
-        node, sep, rest = rel.partition("/")
-        if sep:
+        node, rest = split_node(rel)
+        if node is not None:
             per_node.setdefault(node, {})[rest] = data
     nodes = sorted(per_node)
-    manifest = _json(meta.get("manifest.json"))
+    manifest = _json(meta.get(MANIFEST))
     if isinstance(manifest, Mapping) and isinstance(manifest.get("nodes"), list):
         order = [n.get("name") for n in manifest["nodes"] if isinstance(n, Mapping) and isinstance(n.get("name"), str)]
         present, listed = set(nodes), set(order)
@@ -572,7 +578,7 @@ def devices_view(meta: Mapping[str, bytes], summary: Mapping[str, Any] | None) -
     parsed: dict[bytes, tuple[int | None, str]] = {}  # most nodes print the same table: parse each text once
     for node in nodes:
         files = per_node[node]
-        info_text = files.get("commands/npu-smi.info.txt")
+        info_text = files.get(command_path(CMD_NPU_INFO))
         count: int | None = None
         health = ""
         if info_text is not None:
@@ -585,22 +591,22 @@ def devices_view(meta: Mapping[str, bytes], summary: Mapping[str, Any] | None) -
                     parsed[info_text] = (None, f"npu-smi info unreadable: {exc}")
             count, health = parsed[info_text]
         if count is None:
-            f = _json(files.get("facts.json"))
+            f = _json(files.get(FACTS))
             ids = f.get("npu_ids") if isinstance(f, Mapping) else None
             count = len(ids) if isinstance(ids, list) and ids else None
-        links, nets = [], []
+        links: list[tuple[str, str]] = []
+        nets: list[tuple[str, str]] = []
         for rel in sorted(files):
-            if not rel.startswith("commands/hccn_tool."):
-                continue
-            kind, _, dev = rel[len("commands/hccn_tool."):].removesuffix(".txt").partition(".")
-            text = files[rel].decode("utf-8", "replace")
-            try:
-                if kind == "link":
-                    links.append((dev, parse_link(text)))
-                elif kind == "net_health":
-                    nets.append((dev, parse_net_health(text).status))
-            except ParseError:
-                (links if kind == "link" else nets).append((dev, "unreadable"))
+            command = command_name(rel) or ""
+            for base, found in ((CMD_HCCN_LINK, links), (CMD_HCCN_NET_HEALTH, nets)):
+                dev = device_of(command, base)
+                if dev is None:
+                    continue
+                text = files[rel].decode("utf-8", "replace")
+                try:
+                    found.append((dev, parse_link(text) if base == CMD_HCCN_LINK else parse_net_health(text).status))
+                except ParseError:
+                    found.append((dev, "unreadable"))
         down = [f"NPU {d} {s}" for d, s in links if s != "UP"]
         link_text = ("; ".join(down) if down else f"{len(links)}/{len(links)} UP") if links else ""
         bad_net = [f"NPU {d}: {s}" for d, s in nets if s.lower() != "success"]

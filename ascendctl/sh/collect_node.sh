@@ -55,7 +55,7 @@ mkdir -p "$S/commands" "$S/files" "$M" || exit 70
 : > "$M/status.tsv"; : > "$M/cand.tsv"; : > "$M/roots"; : > "$M/refused"
 
 if command -v timeout >/dev/null 2>&1; then
-    # the text of ascendctl.transport.bounded_run (tests/test_shell_programs.py keeps them equal)
+    # the text of ascendctl.remote.transport.bounded_run (tests/test_shell_programs.py keeps them equal)
     run() { timeout -k 2 "$section_timeout" sh -c "$1" 2>&1 </dev/null & p=$!; wait "$p"; rc=$?; if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then kill -0 -"$p" 2>/dev/null && { sleep 2; kill -KILL -"$p" 2>/dev/null; }; fi; return "$rc"; }
 else
     run() { sh -c "$1" 2>&1 </dev/null; }

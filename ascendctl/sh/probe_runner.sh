@@ -1,5 +1,5 @@
 #!/bin/sh
-# The probe's section runner (ascendctl/probe.py puts this text in front of the sections it frames).
+# The probe's section runner (ascendctl/remote/probe.py puts this text in front of the sections it frames).
 #
 # Every section runs in a forked subshell (no exec: a probe has twenty sections and a node's CPU is its
 # budget too); one watchdog per probe stops a section that outlives its limit: TERM to the section and

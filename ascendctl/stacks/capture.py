@@ -1,6 +1,6 @@
 """Take every rank's stack of a running job: one stacks_node.sh per node, all nodes at once, then merge.
 
-The nodes are reached as `status` reaches them (the job record's inventory, `jobs.job_inventory`, one NodeGroup):
+The nodes are reached as `status` reaches them (the job record's inventory, `jobs.reach.job_inventory`, one NodeGroup):
 first every connection is opened, then every node runs sh/stacks_node.sh over it, so the ranks of all nodes are
 signalled within a round trip of each other. Ranks and pids come from the nodes' answers (each process's own
 environment), the expected ranks from the job record. Must not import typer or rich.
@@ -12,19 +12,22 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Sequence
 
-from ..errors import AscendctlError
-from ..group import NodeGroup
-from ..inventory import Inventory, Node
-from ..models import EventSink, NodeStatus
-from ..shell import remote
-from ..transport import Transport, TransportFactory
-from .hook import SIGNAL_NAME, SIGNAL_NUMBER
-from .merge import WAIT_PATTERNS, build_classes, build_tree, judge
-from .model import NodeCapture, RankStack, StacksReport
-from .parse import NodeAnswer, parse_faulthandler, parse_node_answer, parse_py_spy
+from ascendctl.errors import AscendctlError
+from ascendctl.remote.group import NodeGroup
+from ascendctl.models import NodeStatus
+from ascendctl.remote.scripts import remote
+from ascendctl.stacks.hook import SIGNAL_NAME, SIGNAL_NUMBER
+from ascendctl.stacks.merge import WAIT_PATTERNS, build_classes, build_tree, judge
+from ascendctl.stacks.model import NodeCapture, RankStack, StacksReport
+from ascendctl.stacks.parse import parse_faulthandler, parse_node_answer, parse_py_spy
 
 if TYPE_CHECKING:
-    from ..jobs.record import JobRecord, NodeJob
+    from ascendctl.jobs.record import JobRecord, NodeJob
+    from ascendctl.inventory.load import Inventory, Node
+    from ascendctl.models import EventSink
+    from ascendctl.remote.transport.base import Transport
+    from ascendctl.remote.transport.factory import TransportFactory
+    from ascendctl.stacks.parse import NodeAnswer
 
 DEFAULT_WAIT = 2.0  # seconds a node waits for its ranks' dumps after signalling them
 PY_SPY_SECONDS = 10.0  # at most this long for py-spy, where the node has it (all ranks at once)
@@ -37,12 +40,13 @@ def take_stacks(record: "JobRecord", inventory: Inventory | None = None, *, wait
                 group: NodeGroup | None = None, on_event: EventSink | None = None) -> StacksReport:
     """Every rank's Python stack of the job, on every node at once, merged into a tree, classes and a verdict.
 
-    `inventory`: how to reach the job's nodes (default: the one the job was launched with, `jobs.job_inventory`);
+    `inventory`: how to reach the job's nodes (default: the one the job was launched with, `jobs.reach.job_inventory`);
     `group`: an open NodeGroup over them to reuse (launch's, stop's); `on_event`: each node's start and end of the capture
     (ui.progress). Each node keeps what it took under
     `<node dir>/stacks/<stamp>/`. The job is not stopped: each rank pauses once, for its dump.
     """
-    from ..jobs import job_inventory, marker
+    from ascendctl.jobs.reach import job_inventory
+    from ascendctl.jobs.ssh_runner import marker
 
     inv = group.inventory if group is not None else job_inventory(record, inventory)
     own = group is None
@@ -138,8 +142,8 @@ def job_stacks(job_id: str | None, inventory: Inventory | None = None, *, wait: 
     """`ascendctl stacks [JOB]`: take_stacks of a recorded job that is running (else an error, exit 1)."""
     import re
 
-    from ..errors import UsageError
-    from ..jobs import load_job
+    from ascendctl.errors import UsageError
+    from ascendctl.jobs.record import JobState, load_job
 
     for pattern in patterns:
         try:
@@ -147,7 +151,7 @@ def job_stacks(job_id: str | None, inventory: Inventory | None = None, *, wait: 
         except re.error as exc:
             raise UsageError(f"--wait-pattern {pattern!r}: not a regular expression: {exc}") from None
     record = load_job(job_id)
-    if record.status != "running":
+    if record.status != JobState.RUNNING:
         raise AscendctlError(f"job {record.id} is not running ({record.status}): there are no stacks to take",
                              hint=f"`ascendctl status {record.id}` shows how it ended")
     return take_stacks(record, inventory, wait=wait, patterns=patterns)

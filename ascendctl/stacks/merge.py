@@ -10,10 +10,13 @@ in the same place, or none waits, there is no suspect, and the verdict says so. 
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from ..nodeset import fold
-from .model import Frame, RankStack, StackClass, TreeNode, Verdict, ranks_label
+from ascendctl.nodeset import fold
+from ascendctl.stacks.model import StackClass, TreeNode, StacksVerdict, ranks_label
+
+if TYPE_CHECKING:
+    from ascendctl.stacks.model import Frame, RankStack
 
 # Regular expressions over `file:function` of a frame: a stack holding such a frame waits on other ranks.
 WAIT_PATTERNS: tuple[str, ...] = (
@@ -78,14 +81,14 @@ def build_classes(ranks: Sequence[RankStack], patterns: Sequence[str] = WAIT_PAT
     return tuple(sorted(classes, key=lambda c: (len(c.ranks), c.ranks)))
 
 
-def judge(classes: Sequence[StackClass], missing: Sequence[tuple[str, tuple[int, ...]]] = ()) -> tuple[tuple[StackClass, ...], Verdict]:
+def judge(classes: Sequence[StackClass], missing: Sequence[tuple[str, tuple[int, ...]]] = ()) -> tuple[tuple[StackClass, ...], StacksVerdict]:
     """The classes with their suspects marked, and the verdict in words."""
     absent = ""
     if missing:
         gone = sorted(r for _, ranks in missing for r in ranks)
         absent = f"; {ranks_label(gone)} did not answer (no process of the job on {fold([n for n, _ in missing])})"
     if not classes:
-        return tuple(classes), Verdict("no_stacks", "no rank's stack was taken" + absent)
+        return tuple(classes), StacksVerdict("no_stacks", "no rank's stack was taken" + absent)
     waiting = [c for c in classes if c.waiting is not None]
     idle = [c for c in classes if c.waiting is None]
     total = sum(len(c.ranks) for c in classes)
@@ -96,17 +99,17 @@ def judge(classes: Sequence[StackClass], missing: Sequence[tuple[str, tuple[int,
         others = sum(len(c.ranks) for c in waiting)
         where = ", ".join(dict.fromkeys(c.waiting.function for c in waiting if c.waiting is not None))
         message = "; ".join(parts) + f" (the other {others} rank{'s' if others != 1 else ''} wait in {where})" + absent
-        return marked, Verdict("suspect", message, tuple(sorted(r for c in idle for r in c.ranks)))
+        return marked, StacksVerdict("suspect", message, tuple(sorted(r for c in idle for r in c.ranks)))
     if len(classes) == 1:
         only = classes[0]
         where = only.innermost.where if only.innermost else "(no Python frame)"
         if only.waiting is not None:
-            return tuple(classes), Verdict("same_place", f"all {total} ranks wait in the same place ({where}): no rank stands "
+            return tuple(classes), StacksVerdict("same_place", f"all {total} ranks wait in the same place ({where}): no rank stands "
                                            "out; a rank outside these, or the network, holds them" + absent)
-        return tuple(classes), Verdict("same_place", f"all {total} ranks are in the same place ({where}): no suspect" + absent)
+        return tuple(classes), StacksVerdict("same_place", f"all {total} ranks are in the same place ({where}): no suspect" + absent)
     if waiting:
-        return tuple(classes), Verdict("all_waiting", f"every rank waits in a collective, barrier or store wait, in "
+        return tuple(classes), StacksVerdict("all_waiting", f"every rank waits in a collective, barrier or store wait, in "
                                        f"{len(classes)} different places: no suspect (mismatched collectives? compare the "
                                        "classes)" + absent)
-    return tuple(classes), Verdict("busy", "no rank waits in a collective, barrier or store wait: the ranks look busy, "
+    return tuple(classes), StacksVerdict("busy", "no rank waits in a collective, barrier or store wait: the ranks look busy, "
                                    "not hung: no suspect" + absent)

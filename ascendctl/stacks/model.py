@@ -7,11 +7,13 @@ typer or rich.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import ExitCode
-from ..nodeset import fold, fold_numbers
-from ..outcome import Outcome, exit_code_for
+from ascendctl.nodeset import fold, fold_numbers
+from ascendctl.outcome import Outcome, exit_code_for
+
+if TYPE_CHECKING:
+    from ascendctl.errors import ExitCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +163,7 @@ class TreeNode:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class StacksVerdict:
     """What the classes say: a suspect, or plainly that there is none and why."""
 
     kind: str  # suspect | same_place | all_waiting | busy | no_stacks
@@ -181,7 +183,7 @@ class StacksReport:
     nodes: tuple[NodeCapture, ...]
     tree: TreeNode
     classes: tuple[StackClass, ...]
-    verdict: Verdict
+    verdict: StacksVerdict
     took: float = 0.0  # seconds, this machine's clock, from the first connection to the last answer
 
     @property

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import Dump, Frame, ThreadStack
+from ascendctl.stacks.model import Dump, Frame, ThreadStack
 
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[(?P<name>[^\]]*)\])? \(most recent call first\):$")
 _STACK = re.compile(r"^Stack \(most recent call first\):$")  # all_threads=False

@@ -15,13 +15,13 @@ from collections import deque
 from pathlib import PurePosixPath
 from typing import Any, Iterable, Mapping
 
-from ..errors import AscendctlError
-from ..signatures import trigger_pattern
-from .engine import RULES, report
-from .extract import Extraction, attribute_path, attribute_path_full, match_line
-from .model import Finding, RankSummary, Source, TriageReport, Victim
-from .reader import Reader, candidate_lines_python
-from .times import parse_time, split_stamp
+from ascendctl.errors import AscendctlError
+from ascendctl.triage.signatures import trigger_pattern
+from ascendctl.triage.engine import RULES, report
+from ascendctl.triage.extract import Extraction, attribute_path, attribute_path_full, match_line
+from ascendctl.triage.model import Finding, RankSummary, Source, TriageReport, Victim
+from ascendctl.triage.reader import Reader, candidate_lines_python
+from ascendctl.triage.times import parse_time, split_stamp
 
 _TRIGGER = re.compile(trigger_pattern())
 

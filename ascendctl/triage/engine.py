@@ -12,12 +12,17 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from ..signatures import SIGNATURES, Category
-from .extract import HALVINGS_TO_COLLAPSE, PROGRESS_RX, Extraction, Progress
-from .model import STOP_SIGNALS, Finding, RankSummary, TriageReport, Victim, signal_of
-from .times import NO_YEAR, from_epoch, seconds, with_year
+from ascendctl.triage.signatures import SIGNATURES, Category
+from ascendctl.triage.extract import HALVINGS_TO_COLLAPSE, PROGRESS_RX
+from ascendctl.triage.model import STOP_SIGNALS, Finding, RankSummary, TriageReport, Victim, signal_of
+from ascendctl.triage.times import NO_YEAR, from_epoch, seconds, with_year
+from ascendctl.models import EndKind, NodeEnd
+from ascendctl.bundle.layout import JOB as JOB_FILE
+
+if TYPE_CHECKING:
+    from ascendctl.triage.extract import Extraction, Progress
 
 # Which categories win when two own errors cannot be ordered: causes before their usual consequences.
 PRIORITY = (Category.HARDWARE, Category.OOM, Category.LAUNCH, Category.NAN, Category.EXCEPTION, Category.UNKNOWN,
@@ -228,7 +233,7 @@ def _job_facts(job: Mapping[str, Any] | None) -> tuple[dict[tuple[str, int], int
         signal = entry.get("signal") if isinstance(entry.get("signal"), str) else None
         when = from_epoch(float(ended), offset) if isinstance(ended, (int, float)) else None
         error = entry.get("error") if isinstance(entry.get("error"), str) else None
-        lost = error if error and error.startswith(("unreachable", "lost track")) and not isinstance(code, int) else None
+        lost = error if NodeEnd.of_recorded(code, error).kind == EndKind.LOST else None
         if isinstance(code, int) or signal or lost:
             exits.append((name, Exit(code if isinstance(code, int) else None, signal_of(code) if isinstance(code, int) else None,
                                      when, None, by_launcher=signal is not None and not lost, lost=lost)))
@@ -354,7 +359,7 @@ def _loss_scale_collapse(ex: Extraction, facts: Facts) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class RuleVerdict:
     """What a rule decided."""
 
     rule: str
@@ -366,7 +371,7 @@ class Verdict:
     hints: tuple[str, ...] = ()
 
 
-Rule = Callable[[Facts], "Verdict | None"]
+Rule = Callable[[Facts], "RuleVerdict | None"]
 
 
 def _step_of(f: Finding) -> int | None:
@@ -374,7 +379,7 @@ def _step_of(f: Finding) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def rule_own_error(facts: Facts) -> Verdict | None:
+def rule_own_error(facts: Facts) -> RuleVerdict | None:
     """A rank's own error (OOM, NaN, hardware, launch, exception), not preceded by a communication error of its own."""
     candidates = [a.own[0] for a in facts.actors.values() if a.own]
     if not candidates:
@@ -401,22 +406,22 @@ def rule_own_error(facts: Facts) -> Verdict | None:
         ranks = sorted(key[1] for key in tied if key[1] is not None)
         listed = f"ranks {', '.join(map(str, ranks))}" if ranks else f"{len(tied)} ranks"
         if first.category == Category.NAN:
-            return Verdict("nan_everywhere", Category.NAN, None,
+            return RuleVerdict("nan_everywhere", Category.NAN, None,
                            f"{listed} reported NaN/overflow at the same step; no rank went first", "medium")
         other_nodes = {a.node for a in facts.actors.values() if a.node is not None} - nodes
         # one node's ranks failing together point at that node when there are others, or when its hardware failed
         if len(nodes) == 1 and None not in nodes and (other_nodes or first.category == Category.HARDWARE):
             node = next(iter(nodes))
             culprit = replace(first, rank=None, local_rank=None, device=None)
-            return Verdict("own_error", first.category, culprit,
+            return RuleVerdict("own_error", first.category, culprit,
                            f"{listed} on node {node} failed together with the same error; the node is where it started",
                            "medium", facts.actor(node, None))
-        return Verdict("same_error_everywhere", first.category, None,
+        return RuleVerdict("same_error_everywhere", first.category, None,
                        f"{listed} failed with the same error at the same moment: a shared cause (configuration, environment "
                        "or data), not one rank", "medium")
     if first.signature in DISAGREEMENTS:
         what = next((sig.meaning for sig in SIGNATURES if sig.id == first.signature), first.signature)
-        return Verdict("ranks_disagree", first.category, None,
+        return RuleVerdict("ranks_disagree", first.category, None,
                        f"{actor.label()} reported a conflict between ranks ({what}): every rank involved took part, "
                        f"the error names both sides: {first.text[:160]}", "medium")
     comm_firsts = [a.comm[0] for a in facts.actors.values() if a.comm]
@@ -431,7 +436,7 @@ def rule_own_error(facts: Facts) -> Verdict | None:
         reason += "; the communication errors of other ranks are its victims"
     if earlier_comm:
         reason += f" (though {len(earlier_comm)} communication error(s) carry earlier timestamps)"
-    return Verdict("own_error", first.category, first, reason, confidence, actor)
+    return RuleVerdict("own_error", first.category, first, reason, confidence, actor)
 
 
 def _same_moment(facts: Facts, a: Finding, b: Finding) -> bool:
@@ -465,7 +470,7 @@ def _stopped_by_launcher(facts: Facts, actor: Actor, exit_: Exit) -> bool:
     return any(s.time and exit_.time and s.time <= exit_.time for s in actor.stops)
 
 
-def rule_bad_exit(facts: Facts) -> Verdict | None:
+def rule_bad_exit(facts: Facts) -> RuleVerdict | None:
     """A rank (or a node's launcher) that exited abnormally with no communication error of its own: it ended itself."""
     candidates: list[tuple[Actor, Exit]] = []
     # a rank that ended exactly as the ranks that lost their peers did (the same code or signal: SIGABRT from the
@@ -496,7 +501,7 @@ def rule_bad_exit(facts: Facts) -> Verdict | None:
                 and _exit_same_moment(c[1], exit_)]
         if tied:
             who = sorted(a.label() for a, _ in [(actor, exit_), *tied])
-            return Verdict("exits_only", Category.UNKNOWN, None,
+            return RuleVerdict("exits_only", Category.UNKNOWN, None,
                            f"{len(who)} processes ({'; '.join(who)}) exited with errors at the same moment and none logged "
                            "why: no single culprit", "low", None,
                            ("the launcher's report only says who exited: collect each rank's own log (stderr) to see why",))
@@ -504,7 +509,7 @@ def rule_bad_exit(facts: Facts) -> Verdict | None:
         others_seen = (len(identified) > 1 or any((a.stops or a.comm) for a in facts.actors.values() if a is not actor)
                        or bool(actor.rank) or bool(actor.local))  # a rank 1 means there was a rank 0
         if actor.rank is None and actor.local is None or not others_seen:
-            return Verdict("exits_only", Category.UNKNOWN, None,
+            return RuleVerdict("exits_only", Category.UNKNOWN, None,
                            f"{'the only process' if identified else 'a process'} {what}; the log does not say why", "low", None,
                            ("the launcher's report only says who exited: collect the process's own log (stderr) to see why",))
     if len(candidates) > 1 and confidence == "high":
@@ -512,7 +517,7 @@ def rule_bad_exit(facts: Facts) -> Verdict | None:
     source = exit_.source
     text = source.text if source else f"{actor.node}: launcher exited {exit_.code}" + (f" ({exit_.signal})" if exit_.signal else "")
     culprit = Finding(category, source.signature if source else "job.exit", actor.node, actor.rank,
-                      None, exit_.time, source.file if source else "job.json", source.line if source else 0, text,
+                      None, exit_.time, source.file if source else JOB_FILE, source.line if source else 0, text,
                       pid=source.pid if source else None, role="report", local_rank=actor.local, exit_code=exit_.code,
                       signal=exit_.signal, time_source=source.time_source if source else "job")
     reason = f"{actor.label()} {what}, and had no communication error of its own"
@@ -524,7 +529,7 @@ def rule_bad_exit(facts: Facts) -> Verdict | None:
     if category == Category.OOM:
         hints = ("check the node's kernel log for the OOM killer (`ascendctl collect` gathers dmesg), and host memory "
                  "per rank (dataloader workers, pinned memory)",)
-    return Verdict("bad_exit", category, culprit, reason, confidence, actor, hints)
+    return RuleVerdict("bad_exit", category, culprit, reason, confidence, actor, hints)
 
 
 def _exit_same_moment(a: Exit, b: Exit) -> bool:
@@ -586,15 +591,15 @@ def _clear_winner(votes: Counter[Any], reporters: int) -> tuple[Any, int] | None
     return None
 
 
-def rule_node_lost(facts: Facts) -> Verdict | None:
+def rule_node_lost(facts: Facts) -> RuleVerdict | None:
     """A node whose launcher ascendctl lost (unreachable) while the job ran: the failure started there."""
     lost = [(a, e) for a in facts.actors.values() for e in a.exits if e.lost]
     if not lost:
         return None
     actor, exit_ = min(lost, key=lambda c: c[1].time or "9999")
-    culprit = Finding(Category.UNKNOWN, "job.node_lost", actor.node, None, None, exit_.time, "job.json", 0,
+    culprit = Finding(Category.UNKNOWN, "job.node_lost", actor.node, None, None, exit_.time, JOB_FILE, 0,
                       f"{actor.node}: {exit_.lost}", role="report", time_source="job")
-    return Verdict("node_lost", Category.UNKNOWN, culprit,
+    return RuleVerdict("node_lost", Category.UNKNOWN, culprit,
                    f"ascendctl lost node {actor.node} while the job ran ({exit_.lost}); the other nodes were stopped after it",
                    "medium", actor, ("check the node: is it up, is sshd running, did it run out of memory or reboot "
                                      "(`ascendctl exec -w NODE -- uptime`, its kernel log)",))
@@ -607,7 +612,7 @@ def _failed_before_votes(facts: Facts, members: list[Actor], pointers: list[Find
     return bool(members) and first_vote is not None and all(m.comm and facts.before(m.comm[0], first_vote) for m in members)
 
 
-def rule_peer_votes(facts: Facts) -> Verdict | None:
+def rule_peer_votes(facts: Facts) -> RuleVerdict | None:
     """The rank (or node) the other ranks' communication errors point at, by a clear majority."""
     ranks, nodes = _votes(facts)
     comm = [f for a in facts.actors.values() for f in a.comm]
@@ -628,7 +633,7 @@ def rule_peer_votes(facts: Facts) -> Verdict | None:
         pointer = facts.earliest(f for a in facts.actors.values() for f in a.comm if _peer_targets(facts, f)[1] == rank)
         assert pointer is not None
         culprit = _actor_evidence(facts, actor) or replace(pointer, node=node, rank=rank, local_rank=None, device=None)
-        return Verdict("peer_votes", Category.COMM_TIMEOUT, culprit,
+        return RuleVerdict("peer_votes", Category.COMM_TIMEOUT, culprit,
                        f"{count} rank(s)' communication errors point at rank {rank}" + (f" on node {node}" if node else ""),
                        "medium", actor)
     win = _clear_winner(nodes, reporters)
@@ -646,7 +651,7 @@ def rule_peer_votes(facts: Facts) -> Verdict | None:
     culprit = _actor_evidence(facts, actor) or replace(pointer, node=node_name, rank=actor.rank, local_rank=actor.local,
                                                        device=None)
     which = f"rank {actor.rank} on node {node_name}" if actor.rank is not None else f"node {node_name}"
-    return Verdict("peer_votes", Category.COMM_TIMEOUT, culprit,
+    return RuleVerdict("peer_votes", Category.COMM_TIMEOUT, culprit,
                    f"{count} rank(s)' communication errors point at node {node_name}; {which} shows no communication error "
                    "of its own" if pick else f"{count} rank(s)' communication errors point at node {node_name}", "medium", actor)
 
@@ -665,7 +670,7 @@ def _actor_evidence(facts: Facts, actor: Actor) -> Finding | None:
     return None
 
 
-def _hang(facts: Facts, *, by_progress: bool) -> Verdict | None:
+def _hang(facts: Facts, *, by_progress: bool) -> RuleVerdict | None:
     universe = facts.universe
     reporters = {a.rank for a in facts.ranked() if a.comm}
     if len(reporters) < 2 or len(universe) < 3:
@@ -695,23 +700,23 @@ def _hang(facts: Facts, *, by_progress: bool) -> Verdict | None:
                                                        "", 0, f"rank {rank} never reported the collective the others timed out in",
                                                        role="report", time_source="none")
     more = f" (also behind: ranks {', '.join(map(str, chosen[1:]))})" if len(chosen) > 1 else ""
-    return Verdict("hang", Category.COMM_TIMEOUT, culprit, f"hang: {actor.label()}: {why}{more}",
+    return RuleVerdict("hang", Category.COMM_TIMEOUT, culprit, f"hang: {actor.label()}: {why}{more}",
                    "medium" if by_progress else "low", actor,
                    ("a hang: look at what that rank was doing (py-spy dump, its last log lines): a dataloader stall, "
                     "a rank-dependent branch that skips a collective, or a stuck device",))
 
 
-def rule_hang_progress(facts: Facts) -> Verdict | None:
+def rule_hang_progress(facts: Facts) -> RuleVerdict | None:
     """A hang: this rank's progress stopped before the others', and the others timed out waiting."""
     return _hang(facts, by_progress=True)
 
 
-def rule_hang_silent(facts: Facts) -> Verdict | None:
+def rule_hang_silent(facts: Facts) -> RuleVerdict | None:
     """A hang: every other rank timed out waiting, this rank logged nothing (no progress to compare)."""
     return _hang(facts, by_progress=False)
 
 
-def rule_everyone_timed_out(facts: Facts) -> Verdict | None:
+def rule_everyone_timed_out(facts: Facts) -> RuleVerdict | None:
     """Communication errors everywhere and nothing before them: the data path, not a rank."""
     reporters = [a for a in facts.actors.values() if a.comm]
     if not reporters:
@@ -721,17 +726,17 @@ def rule_everyone_timed_out(facts: Facts) -> Verdict | None:
     spread = f" within {max(times) - min(times):.0f}s of each other" if len(times) >= 2 else ""
     ranked = [a for a in reporters if a.rank is not None]
     if len(ranked) >= 2 and len(ranked) >= 0.75 * max(1, len(facts.universe)):
-        return Verdict("everyone_timed_out", Category.COMM_TIMEOUT, None,
+        return RuleVerdict("everyone_timed_out", Category.COMM_TIMEOUT, None,
                        f"{len(ranked)} of {len(facts.universe)} ranks failed in communication{spread}, none failed before "
                        "and none is named by the others: no single culprit", "medium", None, NETWORK_HINTS)
-    return Verdict("only_comm_errors", Category.COMM_TIMEOUT, None,
+    return RuleVerdict("only_comm_errors", Category.COMM_TIMEOUT, None,
                    "only communication errors were found and none points at a rank; the log of the rank that failed "
                    "first may be missing", "low", None,
                    ("collect the logs of every rank (`ascendctl collect`): the rank that failed first is usually the one "
                     "whose log is missing here",))
 
 
-def rule_stopped_first(facts: Facts) -> Verdict | None:
+def rule_stopped_first(facts: Facts) -> RuleVerdict | None:
     """A launcher or job stopped from outside before anything failed: the stop started it."""
     external = [f for a in facts.actors.values() for f in a.stops if f.signature == "job.stopped"
                 and not (facts.teardown_time and f.time and f.time >= facts.teardown_time)]
@@ -743,14 +748,14 @@ def rule_stopped_first(facts: Facts) -> Verdict | None:
         return None
     actor = facts.of(first)
     named = first if (first.node or first.rank is not None) else None
-    return Verdict("stopped_first", Category.UNKNOWN, named,
+    return RuleVerdict("stopped_first", Category.UNKNOWN, named,
                    f"{actor.label()} was stopped from outside ({first.text[:100]}) before any rank failed; the errors "
                    "after it are its consequences", "medium", actor if named else None,
                    ("find who or what stopped it: the scheduler's record (time limit, preemption), a user, or a "
                     "health checker",))
 
 
-def rule_stopped(facts: Facts) -> Verdict | None:
+def rule_stopped(facts: Facts) -> RuleVerdict | None:
     """Only stops from outside (SIGTERM, a cancelled Slurm job): nobody failed on their own."""
     stops = [f for a in facts.actors.values() for f in a.stops]
     stop_exits = [e for a in facts.actors.values() for e in a.exits if e.signal in STOP_SIGNALS and e.source is not None]
@@ -758,21 +763,21 @@ def rule_stopped(facts: Facts) -> Verdict | None:
         return None
     first = facts.earliest([*stops, *(e.source for e in stop_exits if e.source is not None)])
     assert first is not None
-    return Verdict("stopped", Category.UNKNOWN, None,
+    return RuleVerdict("stopped", Category.UNKNOWN, None,
                    "the job was stopped from outside (a signal, a cancellation or a time limit) and no rank shows an error "
                    f"of its own: {first.text[:120]}", "low", None,
                    ("find who or what stopped the job: the scheduler's record (time limit, preemption), a user, or a "
                     "health checker",))
 
 
-def rule_generic(facts: Facts) -> Verdict | None:
+def rule_generic(facts: Facts) -> RuleVerdict | None:
     """Only generic errors (CANN inner errors, torch_npu error codes)."""
     generic = [f for a in facts.actors.values() for f in a.generic]
     first = facts.earliest(generic)
     if first is None:
         return None
     actor = facts.of(first)
-    return Verdict("generic_error", first.category, first, f"{actor.label()} logged the first error, a generic one",
+    return RuleVerdict("generic_error", first.category, first, f"{actor.label()} logged the first error, a generic one",
                    "low", actor)
 
 
@@ -798,7 +803,7 @@ RULES: tuple[tuple[str, Rule, str], ...] = (
 )
 
 
-def decide(facts: Facts) -> Verdict | None:
+def decide(facts: Facts) -> RuleVerdict | None:
     """Try each rule of RULES in order; None when nothing at all was found."""
     own = rule_own_error(facts)
     exit_ = rule_bad_exit(facts)
@@ -822,7 +827,7 @@ def decide(facts: Facts) -> Verdict | None:
 # ---------------------------------------------------------------------------------------------- report
 
 
-def _victims(facts: Facts, verdict: Verdict | None) -> tuple[list[Victim], list[RankSummary]]:
+def _victims(facts: Facts, verdict: RuleVerdict | None) -> tuple[list[Victim], list[RankSummary]]:
     culprit_key = verdict.actor.key if verdict and verdict.actor else None
     victims: list[Victim] = []
     summaries: list[RankSummary] = []
@@ -865,7 +870,7 @@ def _victims(facts: Facts, verdict: Verdict | None) -> tuple[list[Victim], list[
     return victims, summaries
 
 
-def _launcher_blamed(facts: Facts, verdict: Verdict | None) -> str | None:
+def _launcher_blamed(facts: Facts, verdict: RuleVerdict | None) -> str | None:
     """What torchrun's Root Cause block (or msrun's scheduler) named, when that is not the verdict's rank."""
     culprit = verdict.culprit if verdict else None
     roots = sorted((f for f in facts.findings if f.signature == "torchrun.root_cause"),
@@ -922,4 +927,4 @@ def report(ex: Extraction) -> TriageReport:
                         skipped=skipped)
 
 
-__all__ = ["RULES", "Actor", "Exit", "Facts", "Verdict", "build_facts", "decide", "report"]
+__all__ = ["RULES", "Actor", "Exit", "Facts", "RuleVerdict", "build_facts", "decide", "report"]

@@ -12,11 +12,15 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from ..signatures import SIGNATURES, Category, Signature
-from .model import Finding, Source, signal_of
-from .times import parse_time, split_stamp
+from ascendctl.triage.signatures import SIGNATURES, Category
+from ascendctl.triage.model import Finding, signal_of
+from ascendctl.triage.times import parse_time, split_stamp
+
+if TYPE_CHECKING:
+    from ascendctl.triage.signatures import Signature
+    from ascendctl.triage.model import Source
 
 MAX_TEXT = 400
 KEEP_PER_KEY = 5  # findings kept per (node, rank, signature); the rest are only counted

@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..errors import ExitCode
-from ..outcome import Outcome, exit_code_for
-from ..signatures import Category
+from ascendctl.errors import ExitCode
+from ascendctl.outcome import Outcome, exit_code_for
+from ascendctl.triage.signatures import Category
 
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
 # A process ended by one of these was stopped by someone else (its launcher, ascendctl, the scheduler, a user).
@@ -272,7 +272,7 @@ _VICTIM_NUMBERS = re.compile(r"0[xX][0-9a-fA-F]+|\d+")
 def fold_victims(victims: Iterable[tuple[str | None, int | None, str]]) -> list[tuple[str, str]]:
     """(node, rank, how) victims grouped by how they failed, numbers aside (each victim's pid, rank or port differs: at
     1,000 nodes a line each said one thing 999 times): [(`node[01-03] ranks 0-5`, how the first of them said it)]."""
-    from ..nodeset import fold, fold_numbers
+    from ascendctl.nodeset import fold, fold_numbers
 
     groups: dict[str, tuple[str, list[tuple[str | None, int | None]], set[str]]] = {}
     for node, rank, how in victims:

@@ -1,21 +1,20 @@
-"""Reading for triage: bundles (.tar.gz members as streams), directories, plain and gzip files, each read once.
+"""Reading for triage: bundles (archive members as streams), directories, plain and gzip files, each read once.
 
 Owns the prefilter (`grep -E` over the signature triggers: over batches of plain files, or fed a long stream through
 a pipe; a pure-Python pass for short streams and when grep is missing or fails), the line-length cap, the bound on how
-far compressed input may expand, the tail kept for progress, what is never opened (FIFOs, devices, sockets, links,
-unsafe archive members), what could not be read, and collect's own records (job.json, facts.json, summary.json) that
-feed the facts rather than the signatures. Must not import typer or rich.
+far compressed input may expand, the tail kept for progress, what is never opened (FIFOs, devices, sockets, links),
+what could not be read, and which of collect's own records (the job record, facts, summary) feed the facts rather than
+the signatures. Archives are walked by bundle/layout.py's reader under bundle/archive.py's one safe-member policy and
+caps; the bundle's file names are layout.py's. Must not import typer or rich.
 """
 
 from __future__ import annotations
 
-import bz2
 import errno
 import fcntl
 import gzip
 import io
 import logging
-import lzma
 import os
 import re
 import resource
@@ -27,22 +26,26 @@ import tempfile
 import threading
 import zlib
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Callable, Iterator, Protocol, cast
+from typing import TYPE_CHECKING, IO, Any, Callable, Iterator, Protocol
 
-from ..errors import parse_json
-from ..signatures import TRIGGERS, trigger_pattern
-from .extract import Extraction, attribute_path_full
-from .model import Source
+from ascendctl.bundle.archive import COMPRESSED_MAGIC, ArchiveCapError
+from ascendctl.bundle.layout import (CSV_SUFFIX, FACTS, JOB, MANIFEST, META_MAX_BYTES, MSPROF_OUTPUT, SUMMARY_NAMES,
+                                     BundleArchive, is_archive_name)
+from ascendctl.errors import parse_json
+from ascendctl.triage.signatures import TRIGGERS, trigger_pattern
+from ascendctl.triage.extract import attribute_path_full
+from ascendctl.triage.model import Source
+from ascendctl.models import MAX_LINE
+
+if TYPE_CHECKING:
+    from ascendctl.triage.extract import Extraction
 
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
-MAX_LINE = 64 * 1024  # longer lines are cut: their start is still matched, and memory stays bounded
 TAIL = 64 * 1024  # bytes of each file's end kept to find its last training step
 GREP_BATCH = 256  # plain files per grep process
 GREP_MEMORY = 1 << 30  # address-space cap of a grep child; past it grep fails and Python reads the files instead
-TAR_BUFFER = 64 * 1024  # tarfile copies what is left of its buffer on every read: 1 MiB made small members quadratic
-MAX_MEMBERS = 1_000_000  # archive members read at most: a few MB of .tar.gz can hold millions of empty files
 # Python's regex over the ~160 triggers reads about 3 MB/s, whatever the text (a GB of empty lines too); grep reads
 # hundreds. A stream longer than this goes to a grep child (one costs ~3 ms to start: Python reads ~10 KB in that time).
 GREP_STREAM = 32 * 1024
@@ -53,7 +56,6 @@ GREP_STREAM = 32 * 1024
 # multiply it; when that is spent the stream stops and is named as not read in full.
 MAX_EXPANSION = 256
 EXPANSION_ALLOWANCE = 64 << 20
-TARS = (".tar.gz", ".tgz", ".tar", ".tar.xz", ".tar.bz2")
 
 
 class _Readable(Protocol):
@@ -265,20 +267,6 @@ def open_regular(path: Path, *, follow: bool = True) -> IO[bytes]:
         raise
 
 
-def unsafe_member(member: tarfile.TarInfo) -> str | None:
-    """Why an archive member is not read: a link (never followed), a special file, or a name leaving the bundle."""
-    if member.issym() or member.islnk():
-        return f"link to {member.linkname!r}, not followed"
-    if member.ischr() or member.isblk() or member.isfifo():
-        return "special file"
-    name = member.name.replace("\\", "/")
-    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-        return "absolute path"
-    if ".." in name.split("/"):
-        return "name leads outside the bundle (..)"
-    return None
-
-
 class Reader:
     """Feeds every candidate line and every file tail of the given paths into one Extraction."""
 
@@ -303,7 +291,7 @@ class Reader:
                     self._dir(path)
                 elif not stat.S_ISREG(st.st_mode):  # never opened: a FIFO would block, a device never end
                     self.ex.skip(f"{path}: {special_kind(st.st_mode)}")
-                elif path.name.endswith(TARS) and self._tar(path, follow=True):
+                elif is_archive_name(path.name) and self._tar(path, follow=True):
                     continue
                 else:
                     if self._record(PurePosixPath(path.name), lambda: open_regular(path), top=True):
@@ -343,7 +331,7 @@ class Reader:
                 try:
                     if self._record(rel, lambda: open_regular(full, follow=False), top=len(rel.parts) == 1):
                         continue
-                    if filename.endswith(TARS) and self._tar(full, follow=False):
+                    if is_archive_name(filename) and self._tar(full, follow=False):
                         continue
                 except NotRegularError as exc:
                     self.ex.skip(f"{full}: {exc.strerror}")
@@ -358,80 +346,64 @@ class Reader:
         """One streaming pass over an archive: each member read once, in order, nothing extracted, no seeking back.
 
         False when the file is no archive after all but may be a log (a gzipped log named .tgz, text): read it as a
-        file. A compressed or binary file that is no readable archive is named as unreadable.
+        file. A compressed or binary file that is no readable archive is named as unreadable. Members are walked by
+        layout.py's reader (archive.py's safe-member policy and caps; the archive's top folder dropped when it is named
+        like the archive); what the policy refuses is named as skipped.
         """
         stem = path.name.split(".")[0]
         with open_regular(path, follow=follow) as raw:
             magic = raw.read(8192)
             raw.seek(0)
             if not tarfile.is_tarfile(raw):
-                if magic.startswith(b"\x1f\x8b") or b"\0" not in magic and not magic.startswith(_COMPRESSED):
+                if magic.startswith(b"\x1f\x8b") or b"\0" not in magic and not magic.startswith(COMPRESSED_MAGIC):
                     return False
                 self.ex.cannot_read(f"{path}: not a readable archive (truncated or corrupt)")
                 return True
             raw.seek(0)
-            # Our own decompressor, not tarfile's "r|gz": gzip, bz2 and lzma raise on a truncated or corrupt stream,
-            # where tarfile's stream reader ends quietly.
-            opener = next((open_ for prefix, open_ in _DECOMPRESSORS if magic.startswith(prefix)), None)
-            stream: IO[bytes] | io.BufferedIOBase = opener(raw) if opener else raw
-            capped = _Capped(stream, os.fstat(raw.fileno()).st_size, self.allowance) if opener else None
-            # tarfile's stream mode only reads; typeshed's protocol for its fileobj asks for write, seek and tell too
-            source = cast(IO[bytes], capped) if capped is not None else stream
-            headers = _HeaderWatch()
+            size = os.fstat(raw.fileno()).st_size
+            bounds: list[_Capped] = []  # the bound on the archive's decompressed stream, when it is compressed
+
+            def bound(stream: io.BufferedIOBase) -> _Capped:
+                bounds.append(_Capped(stream, size, self.allowance))
+                return bounds[-1]
+
+            archive = BundleArchive(raw, top=stem, wrap=bound,
+                                    on_refused=lambda name, reason: self.ex.skip(f"{path.name}:{name}: {reason}"))
             try:
-                with stream, tarfile.open(fileobj=source, mode="r|", bufsize=TAR_BUFFER, tarinfo=headers.info) as tar:
-                    self._members(path, stem, tar)
+                for entry in archive:
+                    rel = PurePosixPath(entry.path)
+                    if self._record(rel, lambda: entry.stream, top=len(rel.parts) == 1):
+                        continue
+                    node, rank, local, device, pid = attribute_path_full(rel, bundle=True)
+                    with entry.stream as fileobj:
+                        self._stream(fileobj, self._source(f"{path.name}:{rel}", node, rank, local, device, pid),
+                                     size=entry.size)
+            except ArchiveCapError as exc:
+                self.ex.cannot_read(f"{path}: {exc}")
+                return True
             except _Expanded as exc:
-                if exc.stream is not capped:
+                if not bounds or exc.stream is not bounds[0]:
                     raise
                 self.ex.cannot_read(f"{path}: {exc}")
                 return True
-            if headers.problem:
-                self.ex.cannot_read(f"{path}: {headers.problem}: the rest was not read")
+            if archive.problem:
+                self.ex.cannot_read(f"{path}: {archive.problem}: the rest was not read")
         return True
-
-    def _members(self, path: Path, stem: str, tar: tarfile.TarFile) -> None:
-        count = 0
-        for member in tar:
-            # stream mode keeps every header it has seen (memory grows with the member count); we never look back.
-            # typeshed does not declare the attribute, tarfile.__iter__ copes with the list being emptied
-            tar.members = []  # type: ignore[attr-defined]
-            count += 1
-            if count > MAX_MEMBERS:
-                self.ex.cannot_read(f"{path}: more than {MAX_MEMBERS} archive members: the rest was not read")
-                return
-            if member.isdir():
-                continue
-            problem = unsafe_member(member) or (None if member.isfile() else "not a regular file")
-            if problem is not None:
-                self.ex.skip(f"{path.name}:{member.name}: {problem}")
-                continue
-            rel = PurePosixPath(member.name.lstrip("./") or member.name)
-            if len(rel.parts) > 1 and rel.parts[0] == stem:
-                rel = PurePosixPath(*rel.parts[1:])
-            if self._record(rel, lambda: tar.extractfile(member), top=len(rel.parts) == 1):
-                continue
-            node, rank, local, device, pid = attribute_path_full(rel, bundle=True)
-            fileobj = tar.extractfile(member)
-            if fileobj is None:
-                continue
-            with fileobj:
-                self._stream(fileobj, self._source(f"{path.name}:{rel}", node, rank, local, device, pid), size=member.size)
 
     def _record(self, rel: PurePosixPath, opener: Callable[[], IO[bytes] | None], *, top: bool) -> bool:
         """collect's records feed the facts: job.json (exits, addresses), facts.json (addresses), summary.json (notes)."""
         name = rel.name
-        if name == "manifest.json" or (name.endswith(".csv") and "mindstudio_profiler_output" in rel.parts):
+        if name == MANIFEST or (name.endswith(CSV_SUFFIX) and MSPROF_OUTPUT in rel.parts):
             return True
-        if name not in ("job.json", "facts.json", "summary.json", "summaries.json"):
+        if name not in (JOB, FACTS, *SUMMARY_NAMES):
             return False
-        if name in ("summary.json", "summaries.json") and not top:
+        if name in SUMMARY_NAMES and not top:
             return False
         fileobj = opener()
         if fileobj is None:
             return True
         with fileobj:
-            data = fileobj.read(16 << 20)
+            data = fileobj.read(META_MAX_BYTES)
         try:
             doc = parse_json(data)
         except ValueError:
@@ -439,11 +411,11 @@ class Reader:
             return True
         if not isinstance(doc, dict):
             return True
-        if name == "job.json" and isinstance(doc.get("nodes"), list):
+        if name == JOB and isinstance(doc.get("nodes"), list):
             self.ex.job = doc
-        elif name == "facts.json":
+        elif name == FACTS:
             _facts_addresses(self.ex, doc, rel.parts[0] if len(rel.parts) > 1 else None)
-        elif name in ("summary.json", "summaries.json"):
+        elif name in SUMMARY_NAMES:
             self.ex.notes.extend(summary_notes(doc))
         return True
 
@@ -584,41 +556,6 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
-
-
-_DECOMPRESSORS: tuple[tuple[bytes, Callable[[IO[bytes]], io.BufferedIOBase]], ...] = (
-    (b"\x1f\x8b", lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),
-    (b"BZh", lambda raw: bz2.BZ2File(raw)),
-    (b"\xfd7zXZ", lambda raw: lzma.LZMAFile(raw)),
-)
-
-
-_COMPRESSED = tuple(prefix for prefix, _ in _DECOMPRESSORS)
-
-
-class _HeaderWatch:
-    """Tells how a streamed archive ended: tarfile stops quietly at a truncated or garbled header, we must not."""
-
-    def __init__(self) -> None:
-        self.problem: str | None = None
-        watch = self
-
-        class Info(tarfile.TarInfo):
-            @classmethod
-            def fromtarfile(cls, tar: tarfile.TarFile) -> Info:
-                try:
-                    return super().fromtarfile(tar)
-                except tarfile.HeaderError as exc:  # its subclasses are not public: told apart by name
-                    kind = type(exc).__name__
-                    if kind == "EOFHeaderError":  # the end-of-archive block: a whole archive
-                        watch.problem = None
-                    elif kind == "EmptyHeaderError":
-                        watch.problem = "archive truncated (no end-of-archive block)"
-                    else:
-                        watch.problem = f"archive truncated or corrupt at byte {tar.offset} ({exc})"
-                    raise
-
-        self.info = Info
 
 
 def _facts_addresses(ex: Extraction, doc: dict[str, Any], node_dir: str | None) -> None:

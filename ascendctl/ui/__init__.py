@@ -15,10 +15,10 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from ..errors import AscendctlError, ExitCode
-from ..models import EventSink, NodeEvent, NodeStatus
-from ..redact import redact_document
-from .terminal import LogFormatter as LogFormatter, SafeConsole, visible as visible  # re-exported for cli and the views
+from ascendctl.errors import AscendctlError, ExitCode
+from ascendctl.models import EventSink, NodeEvent, NodeStatus
+from ascendctl.redact import redact_document
+from ascendctl.ui.terminal import LogFormatter as LogFormatter, SafeConsole, visible as visible  # re-exported for cli and the views
 
 JSON_SCHEMA = 1
 # Past this many nodes, text output folds nodes with the same outcome into one line or block, named by their folded set

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rich.markup import escape
 from rich.table import Table
 
-from ..collect import CollectReport, NodeBundle
-from ..nodeset import fold, generic, group_by
-from . import FOLD_NODES_ABOVE, STATUS_STYLE, emit_json, error, out, warning
+from ascendctl.nodeset import fold, generic, group_by
+from ascendctl.ui import FOLD_NODES_ABOVE, STATUS_STYLE, emit_json, error, out, warning
+
+if TYPE_CHECKING:
+    from ascendctl.bundle.collect import CollectReport, NodeBundle
 
 
 REFUSED_SHOWN = 5  # files refused on a node that get a warning line each; the manifest lists them all

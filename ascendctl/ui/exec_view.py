@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.markup import escape
 
-from ..execute import ExecReport
-from ..models import NodeStatus
-from ..nodeset import fold, generic, group_by
-from . import STATUS_STYLE, emit_json, error, out
+from ascendctl.models import NodeStatus
+from ascendctl.nodeset import fold, generic, group_by
+from ascendctl.ui import STATUS_STYLE, emit_json, error, out
+
+if TYPE_CHECKING:
+    from ascendctl.execute import ExecReport
 
 
 def show_exec(report: ExecReport, *, as_json: bool, argv: list[str]) -> None:

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import ExitCode
-from ..inventory import BUILTIN_SOURCE, Inventory
-from ..nodeset import fold, group_by
-from ..redact import redact_env, redact_value
-from ..settings import CLUSTER_SETTINGS, NODE_SETTINGS
-from ..inventory_init import STDOUT, InitResult
-from . import emit_json, err, error, out, print_columns, write_out
+from ascendctl.errors import ExitCode
+from ascendctl.inventory.load import BUILTIN_SOURCE
+from ascendctl.nodeset import fold, group_by
+from ascendctl.redact import redact_env, redact_value
+from ascendctl.inventory.settings import CLUSTER_SETTINGS, NODE_SETTINGS
+from ascendctl.inventory.starter import STDOUT
+from ascendctl.ui import emit_json, err, error, out, print_columns, write_out
+
+if TYPE_CHECKING:
+    from ascendctl.inventory.load import Inventory
+    from ascendctl.inventory.starter import InitResult
 
 
 def show_inventory_valid(inventory: Inventory, *, as_json: bool = False, argv: list[str] | None = None) -> None:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import re
 import shlex
 import threading
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from ..jobs import LaunchPlan, NodePlan, render_plan
-from ..nodeset import fold, fold_numbers, group_by
-from . import FOLD_NODES_ABOVE, write_out
+from ascendctl.jobs.plan import render_plan
+from ascendctl.nodeset import fold, fold_numbers, group_by
+from ascendctl.ui import FOLD_NODES_ABOVE, write_out
+
+if TYPE_CHECKING:
+    from ascendctl.jobs.plan import LaunchPlan, NodePlan
 
 TEARDOWN_LINES_SHOWN = 50  # distinct lines of the stopped nodes' output shown (once each); the rest are counted
 _NUMBERS = re.compile(r"0[xX][0-9a-fA-F]+|\d+")

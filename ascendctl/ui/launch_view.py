@@ -10,19 +10,25 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from rich.text import Text
 
 from typing import Any
 
-from ..errors import ExitCode
-from ..jobs import JobListing, JobRecord, LaunchOutcome, LaunchPlan, LeftoverCheck, plan_to_dict
-from ..nodeset import fold, group_by
-from . import FOLD_NODES_ABOVE, emit_json, err, error, out, visible, warning, write_out
-from .launch_folding import LaunchOutput, plan_text
-from ..triage.model import fold_victims
-from .triage_view import verdict_lines
+from ascendctl.errors import ExitCode
+from ascendctl.jobs.plan import plan_to_dict
+from ascendctl.nodeset import fold, group_by
+from ascendctl.ui import FOLD_NODES_ABOVE, emit_json, err, error, out, visible, warning, write_out
+from ascendctl.ui.launch_folding import LaunchOutput, plan_text
+from ascendctl.triage.model import fold_victims
+from ascendctl.ui.triage_view import verdict_lines
+from ascendctl.jobs.record import JobState
+
+if TYPE_CHECKING:
+    from ascendctl.jobs.record import JobListing, JobRecord
+    from ascendctl.jobs.service import LaunchOutcome, LeftoverCheck
+    from ascendctl.jobs.plan import LaunchPlan
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
            "bright_green", "bright_yellow", "bright_blue", "red")
@@ -122,7 +128,7 @@ def _node_state(record: JobRecord) -> list[str]:
     nodes folded (`n[0001-0998]  998 nodes  running`): 1,000 lines at every start, end and status helped nobody."""
     states = []
     for n in record.nodes:
-        state = f"exit {n.exit_code}" if n.exit_code is not None else ("running" if record.status == "running" and not n.error else "unknown")
+        state = f"exit {n.exit_code}" if n.exit_code is not None else ("running" if record.status == JobState.RUNNING and not n.error else "unknown")
         extra = "".join([f", {n.signal} sent" if n.signal else "", f", {n.error}" if n.error else "",
                          f", teardown could not reach it: {n.teardown_error}" if n.teardown_error else ""])
         states.append((n, state + extra))
@@ -191,10 +197,10 @@ def recorded_verdict_lines(record: JobRecord) -> list[str]:
 
 def supervisor_line(record: JobRecord) -> str | None:
     """Who looks after a running detached job: its supervisor (pid, host), or nobody (it is gone)."""
-    from ..jobs.detached import supervisor_alive
+    from ascendctl.jobs.detached import supervisor_alive
 
     sup = record.supervisor
-    if record.status != "running" or sup is None:
+    if record.status != JobState.RUNNING or sup is None:
         return None
     alive = supervisor_alive(record)
     if alive is False:
@@ -204,7 +210,7 @@ def supervisor_line(record: JobRecord) -> str | None:
 
 
 def _status(record: JobRecord) -> str:
-    return f"{record.status} ({record.stopped_by})" if record.stopped_by and record.status == "interrupted" else record.status
+    return f"{record.status} ({record.stopped_by})" if record.stopped_by and record.status == JobState.INTERRUPTED else record.status
 
 
 def show_jobs(listing: JobListing) -> None:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.markup import escape
 from rich.table import Table
 
-from ..netcheck import NetcheckReport
-from ..netcheck.verdict import SECOND, Verdict
-from ..nodeset import fold
-from . import emit_json, error, out
+from ascendctl.netcheck.verdict import SECOND
+from ascendctl.nodeset import fold
+from ascendctl.ui import emit_json, error, out
+
+if TYPE_CHECKING:
+    from ascendctl.netcheck import NetcheckReport
+    from ascendctl.netcheck.verdict import NetcheckVerdict
 
 
 def _gbps(value: float | None) -> str:
@@ -19,7 +24,7 @@ def _subject(nodes: tuple[str, ...]) -> str:
     return " <-> ".join(nodes)
 
 
-def _spread_line(verdict: Verdict) -> str | None:
+def _spread_line(verdict: NetcheckVerdict) -> str | None:
     """How noisy the healthy pairs are, and what it takes to be named slow."""
     spread = verdict.spread
     if spread is None or verdict.median_gbps is None:

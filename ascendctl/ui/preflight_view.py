@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.markup import escape
 from rich.table import Table
 
-from ..checks import CheckResult, Status
-from ..nodeset import fold, group_by
-from ..preflight import PreflightReport
-from . import emit_json, err, out
+from ascendctl.preflight.checks.model import Status
+from ascendctl.nodeset import fold, group_by
+from ascendctl.ui import emit_json, err, out
+
+if TYPE_CHECKING:
+    from ascendctl.preflight.checks.model import CheckResult
+    from ascendctl.preflight.result import PreflightReport
 
 STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.ERROR: "magenta", Status.SKIP: "dim"}
 ORDER = (Status.FAIL, Status.ERROR, Status.WARN, Status.SKIP)

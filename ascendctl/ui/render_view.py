@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from ..errors import ExitCode
-from ..environment import NodeEnvironment, env_snippet, redacted_names, write_private
-from ..nodeset import fold, fold_numbers, group_by
-from ..render import Problem, RankTableCheck, RankTableResult
-from . import emit_json, err, error, write_out
+from ascendctl.errors import ExitCode
+from ascendctl.jobs.environment import env_snippet, redacted_names, write_private
+from ascendctl.nodeset import fold, fold_numbers, group_by
+from ascendctl.ui import emit_json, err, error, write_out
+
+if TYPE_CHECKING:
+    from ascendctl.jobs.environment import NodeEnvironment
+    from ascendctl.facts.device_check import Problem
+    from ascendctl.render import RankTableCheck, RankTableResult
 
 
 def _note(message: str) -> None:

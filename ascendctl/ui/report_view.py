@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from ..report import WrittenReport
-from . import err
+from typing import TYPE_CHECKING
+
+from ascendctl.ui import err
+
+if TYPE_CHECKING:
+    from ascendctl.report import WrittenReport
 
 
 def show_written(written: WrittenReport) -> None:

@@ -5,12 +5,16 @@ Frames come from the job's processes: printed with markup off through the shared
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import re
 
-from ..nodeset import fold
-from ..stacks import Frame, StacksReport, TreeNode
-from ..stacks.model import RANK_STATUSES, ranks_label
-from . import emit_json, error, out
+from ascendctl.nodeset import fold
+from ascendctl.stacks.model import RANK_STATUSES, ranks_label
+from ascendctl.ui import emit_json, error, out
+
+if TYPE_CHECKING:
+    from ascendctl.stacks import Frame, StacksReport, TreeNode
 
 TREE_LINES = 200  # the text tree stops here (--json has all of it)
 _PACKAGES = re.compile(r"^.*/(?:site|dist)-packages/")

@@ -21,7 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ..paths import HIDDEN_CATEGORIES as _HIDDEN_CATEGORIES  # Cc, Cf, Cs, Zl, Zp: see there
+from ascendctl.paths import HIDDEN_CATEGORIES as _HIDDEN_CATEGORIES  # Cc, Cf, Cs, Zl, Zp: see there
 
 # Everything but printable ASCII, newline and tab; each match is then judged by its Unicode category.
 _SUSPECT = re.compile(r"[^\x20-\x7e\n\t]")

@@ -5,9 +5,13 @@ Log text is printed with markup disabled, so a line holding `[/]` cannot break r
 
 from __future__ import annotations
 
-from ..nodeset import fold, fold_numbers
-from ..triage import TriageReport
-from . import emit_json, out
+from typing import TYPE_CHECKING
+
+from ascendctl.nodeset import fold, fold_numbers
+from ascendctl.ui import emit_json, out
+
+if TYPE_CHECKING:
+    from ascendctl.triage import TriageReport
 
 TIMELINE_ROWS = 12
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from ascendctl import inventory as inventory_module
+from ascendctl.inventory import load as inventory_module
 from ascendctl.cli import app
 from ascendctl.errors import ExitCode, InventoryError, PathEscapeError
-from ascendctl.inventory import MAX_NODES, MAX_YAML_ALIASES, TOP_LEVEL_KEYS, Inventory, Node, load_inventory, parse_inventory
+from ascendctl.inventory.load import MAX_NODES, MAX_YAML_ALIASES, TOP_LEVEL_KEYS, Inventory, Node, load_inventory, parse_inventory
 from ascendctl.paths import child, name_problem
 
 MEMORY_CAP = 1 << 30  # 1 GiB of address space: a billion laughs needs tens of GB, a good inventory far less
@@ -291,9 +291,9 @@ def test_collect_and_launch_with_a_hostile_name_never_start(tmp_path: Path, monk
 
 def test_use_sites_refuse_a_name_that_bypassed_the_inventory(tmp_path: Path) -> None:
     """A Node built by hand (not through the inventory) still cannot write outside the bundle or the log dir."""
-    from ascendctl.collect import CollectOptions, collect_bundle
+    from ascendctl.bundle.collect import CollectOptions, collect_bundle
     from ascendctl.jobs.plan import LaunchOptions, build_plan
-    from ascendctl.network import Endpoint
+    from ascendctl.facts.endpoint import Endpoint
 
     hostile = Node(name="../escaped", host="localhost", index=0, transport="local")
     inv = Inventory(source="<test>", nodes=(hostile,))

@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from ascendctl.triage.reader import MAX_LINE
+from ascendctl.models import MAX_LINE
 from tests.cluster.harness import Cluster
 from tests.cluster.test_launch_hosts import ASCENDCTL, hosts, last_job, job_processes
 
@@ -246,10 +246,10 @@ def test_a_64_mib_line_is_stamped_in_pieces_before_the_exit_is_recorded_and_laun
 
 FOLLOW = r'''
 import json, select, sys
-from ascendctl.inventory import load_inventory
+from ascendctl.inventory.load import load_inventory
 from ascendctl.jobs.ssh_runner import SSHNodeStream
-from ascendctl.shell import remote
-from ascendctl.transport.local import LocalTransport
+from ascendctl.remote.scripts import remote
+from ascendctl.remote.transport.local import LocalTransport
 node = load_inventory(sys.argv[1]).nodes[0]
 def high_water():  # KiB; this process's own peak (ru_maxrss would start at the test process's, from before the exec)
     with open("/proc/self/status") as status:
@@ -315,8 +315,8 @@ def start_local_job(local_node: Path, tmp_path: Path) -> tuple[str, Path]:
 
 LOG_LINES = r'''
 import json, sys
-from ascendctl.group import NodeGroup
-from ascendctl.jobs import job_inventory, load_job
+from ascendctl.remote.group import NodeGroup
+from ascendctl.jobs.service import job_inventory, load_job
 from ascendctl.jobs.ssh_runner import SSHRunner
 record = load_job(sys.argv[1])
 def high_water():  # KiB; this process's own peak (ru_maxrss would start at the test process's, from before the exec)

@@ -25,9 +25,10 @@ from typing import Any
 
 import pytest
 
+import ascendctl.bundle.archive as archive_policy
 import ascendctl.triage.reader as reader
 from ascendctl.errors import AscendctlError, ExitCode
-from ascendctl.signatures import Category
+from ascendctl.triage.signatures import Category
 from ascendctl.triage import triage
 from ascendctl.triage.extract import LISTED
 
@@ -487,7 +488,7 @@ def test_an_archive_past_the_member_cap_is_read_up_to_it_and_named(tmp_path: Pat
         _member(tar, "many/n0/rank0.log", (TIMEOUT.format(r=0) + "\n").encode())
         for i in range(150):
             _member(tar, f"many/n0/empty{i}.log")
-    monkeypatch.setattr(reader, "MAX_MEMBERS", 100)
+    monkeypatch.setattr(archive_policy, "MAX_MEMBERS", 100)  # the one cap, in bundle/archive.py
     report = triage([archive])
     assert report.unreadable == (f"{archive}: more than 100 archive members: the rest was not read",)
     assert report.exit_code == ExitCode.CHECKS_FAILED and report.category is Category.COMM_TIMEOUT

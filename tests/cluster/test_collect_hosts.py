@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.jobs import JobRecord, NodeJob, save_job
+from ascendctl.jobs.record import JobRecord, NodeJob, save_job
 from tests.cluster.harness import Cluster, HostSpec
 from tests.sim.hccn_tool import hccn_tool_script
 from tests.sim.npu_smi import npu_smi_script

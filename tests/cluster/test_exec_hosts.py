@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from ascendctl.cli import app
 from ascendctl.execute import run_command
-from ascendctl.inventory import load_inventory
+from ascendctl.inventory.load import load_inventory
 from ascendctl.models import NodeStatus
-from ascendctl.transport import TransportFactory
+from ascendctl.remote.transport.factory import TransportFactory
 from tests.cluster.harness import Cluster, HostSpec
 
 runner = CliRunner()
@@ -206,7 +206,7 @@ def test_connections_dropped_by_maxstartups_are_retried(cluster_factory: Any, tm
         with_retries = load_inventory(cluster.write_inventory(tmp_path / "retry.yaml", defaults={"connect_retries": 6}), environ={})
         release = threading.Timer(0.6, lambda: [s.close() for s in held])
         release.start()
-        with caplog.at_level(logging.DEBUG, logger="ascendctl.transport.ssh"):
+        with caplog.at_level(logging.DEBUG, logger="ascendctl.remote.transport.ssh"):
             report = run_command(with_retries, "hostname")
         release.join()
     finally:

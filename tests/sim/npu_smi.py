@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ascendctl.parsers.npu_smi import parse_npu_topo
+from ascendctl.facts.parsers.npu_smi import parse_npu_topo
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples" / "ascend"
 SAMPLE_FILES = {

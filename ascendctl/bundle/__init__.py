@@ -1,0 +1,1 @@
+"""The collect bundle: its writer (collect.py) and its summaries (summaries.py)."""

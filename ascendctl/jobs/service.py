@@ -1,0 +1,618 @@
+"""Jobs: plan a launch (pure), start it through a Runner, supervise it, and look after it afterwards.
+
+- record.py     the job record (typed, redacted, written atomically) that every job command reads
+- plan.py       LaunchOptions -> LaunchPlan: per node the exact launcher command and environment (dry-run == run)
+- runner.py     the Runner protocol: start, follow, stop, states, log_text, artifacts
+- ssh_runner.py today's runner: launchers detached under setsid over each node's transport
+- supervise.py  one event loop follows every node and owns the teardown; the verdict is the triage engine's
+- detached.py   a detached job's supervisor process on the control host (the same loop, no terminal)
+
+A Slurm runner goes in `slurm_runner.py` beside `ssh_runner.py`; `launch_job` picks the runner, nothing else
+changes. Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ascendctl.errors import AscendctlError, Interrupted, UsageError, signal_name
+from ascendctl.remote.group import NodeGroup
+from ascendctl.inventory.load import BUILTIN_SOURCE, builtin_inventory, load_inventory
+from ascendctl.facts.endpoint import resolve_endpoints
+from ascendctl.triage.model import Victim
+from ascendctl.triage.signatures import Category
+from ascendctl.outcome import Outcome, exit_code_for, stop_outcome
+from ascendctl.jobs.plan import DEFAULT_GRACE, DRY_RUN_JOB_ID, build_plan, check_script_first, default_log_dir
+from ascendctl.jobs.record import FirstFailure, JobRecord, JobState, NodeJob, StateWriteError, list_jobs, load_job, new_job_id, read_jobs, save_job, state_dir
+from ascendctl.inventory.settings import DEFAULT_SILENCE_LIMIT
+from ascendctl.jobs.reach import job_inventory, recorded_inventory, runner_for_record
+from ascendctl.jobs.ssh_runner import SSHRunner, with_stop_results
+from ascendctl.jobs.supervise import supervise
+from ascendctl.models import EndKind, NodeEnd
+
+if TYPE_CHECKING:
+    from ascendctl.stacks.model import StacksReport
+    from ascendctl.jobs.submit import SubmitOptions
+    from ascendctl.errors import ExitCode
+    from ascendctl.inventory.load import Inventory
+    from ascendctl.remote.transport.factory import TransportFactory
+    from ascendctl.triage import TriageReport
+    from ascendctl.jobs.plan import LaunchOptions, LaunchPlan, NodePlan, plan_to_dict, render_plan
+    from ascendctl.jobs.record import JobError, JobListing, JobRecordError, jobs_dir
+    from ascendctl.jobs.runner import LineSink, NodeEnded, NoticeSink, Runner, TeardownSink
+    from ascendctl.jobs.ssh_runner import marker
+    from ascendctl.jobs.supervise import Supervised
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DEFAULT_GRACE", "DEFAULT_SILENCE_LIMIT", "DRY_RUN_JOB_ID", "FirstFailure", "JobError", "JobListing", "JobRecord", "JobRecordError",
+    "LaunchOptions", "LaunchOutcome", "JobStatus", "LaunchPlan", "LaunchRefused", "LeftoverCheck", "NodeEnded",
+    "StateWriteError", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan", "default_log_dir", "dry_run",
+    "job_inventory", "job_logs", "supervise_detached", "job_outcomes", "job_status", "jobs_dir", "launch_job", "list_jobs", "load_job", "marker",
+    "new_job_id", "plan_to_dict", "read_jobs", "refresh_job", "refreshed_jobs", "render_plan", "save_job", "state_dir", "stop_job", "stop_outcomes", "submit_job",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchOutcome:
+    """How a launch (or a follow of a detached job) ended."""
+
+    record: JobRecord
+    interrupted: bool = False
+    detached: bool = False
+    verdict: TriageReport | None = None  # the triage engine's answer when the job failed
+    stopped_by: str | None = None  # the stop signal (SIGINT, SIGTERM, SIGHUP) when interrupted
+    state_error: StateWriteError | None = None  # the job record could not be written (saved or not: see .saved)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """128+signal interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP); 1 the record could not be written; 4 a node was
+        lost; 5 the job ran and failed; 0 it succeeded (or started, detached)."""
+        outcomes = [Outcome.ERROR] if self.state_error is not None else []
+        if self.interrupted:
+            return exit_code_for([*outcomes, stop_outcome(self.stopped_by or "SIGINT")])
+        return exit_code_for([*outcomes, *job_outcomes(self.record, started_only=self.detached)])
+
+
+class LaunchRefused(AscendctlError):
+    """Preflight or the start on some node failed, so nothing (more) was started."""
+
+
+def stop_outcomes(record: JobRecord) -> list[Outcome]:
+    """What `stop` reports: the start's outcomes, and every node its teardown could not reach (never a clean 0 for a
+    node nobody checked)."""
+    return job_outcomes(record, started_only=True) + [Outcome.UNREACHABLE for n in record.nodes if n.teardown_error]
+
+
+def job_outcomes(record: JobRecord, *, started_only: bool = False) -> list[Outcome]:
+    """A job's outcomes: each node lost, and the job's own end (failed, interrupted) unless only its start counts."""
+    ends = [NodeEnd.of_recorded(n.exit_code, n.error).kind for n in record.nodes]
+    outcomes = [Outcome.UNREACHABLE for kind in ends if kind == EndKind.LOST]
+    if EndKind.NOT_STARTED in ends:
+        outcomes.append(Outcome.FAILED)
+    if not started_only:
+        if record.status == JobState.INTERRUPTED:
+            outcomes.append(stop_outcome(record.stopped_by or "SIGINT"))
+        else:
+            outcomes.append(Outcome.JOB_FAILED if record.status == JobState.FAILED else Outcome.OK)
+    return outcomes
+
+
+LAUNCH_CHECKS = ("ssh", "master_port", "npu_stale_procs", "launcher")
+
+
+def run_launch_preflight(inventory: Inventory, port: int, group: NodeGroup, options: LaunchOptions | None = None,
+                         job_id: str | None = None) -> None:
+    """ssh, master_port (the launch port), npu_stale_procs and the launcher and script on every node.
+
+    Raise LaunchRefused listing each problem once with the nodes it is on, folded, and its hint.
+    """
+    from ascendctl.preflight.checks.model import JobTarget, Status
+    from ascendctl.preflight.checks.registry import select_checks
+    from ascendctl.nodeset import fold
+    from ascendctl.preflight.run import run_preflight
+
+    checked = replace(inventory, preflight=replace(inventory.preflight, master_port=port))
+    job = None
+    if options is not None:
+        script = options.script[0] if options.script and not options.script[0].startswith("-") else None
+        log_dir = options.log_dir or (default_log_dir(inventory, job_id) if job_id else None)
+        job = JobTarget(options.launcher, script, log_dir)
+    report = run_preflight(checked, select_checks(list(LAUNCH_CHECKS)), group=group, job=job)
+    if report.ok:
+        return
+    problems = []
+    for check_ids, status, summary, hint, names in report.folded_problems():
+        if status in (Status.FAIL, Status.ERROR):
+            problems.append(f"{fold(names)}: {','.join(check_ids)}: {summary}" + (f"\n  hint: {hint}" if hint else ""))
+    problems += [f"cluster: {c.check}: {c.summary}" + (f"\n  hint: {c.hint}" if c.hint else "")
+                 for c in report.cluster if c.status in (Status.FAIL, Status.ERROR)]
+    raise LaunchRefused("preflight failed, nothing started:\n" + "\n".join(problems or ["see `ascendctl preflight`"]),
+                        hint="fix the above, leave the nodes out with -x NODESET, or pass --no-preflight",
+                        exit_code=report.exit_code)
+
+
+def runner_for(inventory: Inventory, group: NodeGroup) -> SSHRunner:
+    """The runner for these nodes: one srun step inside a Slurm allocation, else launchers over SSH."""
+    if inventory.allocation is not None:
+        from ascendctl.jobs.slurm_runner import SlurmRunner
+
+        return SlurmRunner(group)
+    return SSHRunner(group)
+
+
+def with_allocation_port(inventory: Inventory, options: LaunchOptions) -> LaunchOptions:
+    """Inside an allocation the rendezvous port, unless given, is derived from the Slurm job id."""
+    if inventory.allocation is None or options.master_port is not None:
+        return options
+    from ascendctl.slurm import master_port_for
+
+    return replace(options, master_port=master_port_for(inventory.allocation.job_id))
+
+
+def dry_run(inventory: Inventory, options: LaunchOptions, *, factory: TransportFactory | None = None) -> LaunchPlan:
+    """The plan a launch would start: the nodes are asked for their cluster endpoints, nothing is started."""
+    check_script_first(options)  # before any node is asked
+    options = with_allocation_port(inventory, options)
+    with NodeGroup(inventory, factory=factory) as group:
+        return build_plan(inventory, options, job_id=DRY_RUN_JOB_ID, endpoints=resolve_endpoints(group))
+
+
+def new_record(inventory: Inventory, plan: LaunchPlan, runner: str) -> JobRecord:
+    """The record of a job about to start (redacted environment)."""
+    from ascendctl.redact import redact_env
+
+    return JobRecord(
+        id=plan.job_id, launcher=plan.launcher, inventory=inventory.source, script=list(plan.script),
+        master_addr=plan.master_addr, master_port=plan.master_port, log_dir=plan.log_dir,
+        nodes=tuple(NodeJob(n.name, n.host, n.rank, n.command, redact_env(dict(n.environment.to_dict(redact=False)["env"])),
+                            n.log, n.worker_log_dir, workers=n.workers, first_rank=n.first_rank, address=n.endpoint.ip)
+                    for n in plan.nodes),
+        started=time.time(), runner=runner)
+
+
+def launch_job(
+    inventory: Inventory,
+    options: LaunchOptions,
+    *,
+    preflight: bool = True,
+    detach: bool = False,
+    on_line: LineSink | None = None,
+    on_notice: NoticeSink | None = None,
+    factory: TransportFactory | None = None,
+    job_id: str | None = None,
+    flags: Mapping[str, Any] | None = None,
+    on_teardown: TeardownSink | None = None,
+    stacks_on_stop: bool = True,
+) -> LaunchOutcome:
+    """Preflight, resolve endpoints, plan, start every node's launcher, then supervise it: here, or (`detach`) in a
+    supervisor process left on this host (jobs/detached.py). `flags`: the command line's connection settings, which
+    the supervisor reloads the inventory with. `stacks_on_stop`: a stop signal first takes every rank's stack."""
+    from ascendctl.launchers import master_port
+
+    check_script_first(options)  # before any node is asked
+    job_id = job_id or new_job_id()
+    notice = on_notice or (lambda _msg: None)
+    options = with_allocation_port(inventory, options)
+    group = NodeGroup(inventory, factory=factory)
+    try:
+        if preflight:
+            run_launch_preflight(inventory, master_port(options.launcher, options.master_port), group, options, job_id)
+        plan = build_plan(inventory, options, job_id=job_id, endpoints=resolve_endpoints(group))
+        runner = runner_for(inventory, group)
+        record = new_record(inventory, plan, runner.name)
+        save_job(record)  # a state dir that cannot take the record refuses here, before anything starts
+        result: Supervised | None = None
+        try:
+            record = runner.start(plan, record, notice=notice)
+            save_job(record)
+            if record.status != JobState.RUNNING or detach:
+                if detach and record.status == JobState.RUNNING and runner.name == "ssh":
+                    record = _with_supervisor(record, options, flags or {}, notice)
+                return LaunchOutcome(record, detached=detach and record.status == JobState.RUNNING)
+            result = supervise(runner, record, on_line=on_line, notice=notice, grace=options.grace,
+                               silence=options.silence_limit, on_teardown=on_teardown,
+                               before_stop=(lambda r: with_stacks(r, group, notice)) if stacks_on_stop else None)
+            return _finished(LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict,
+                                           stopped_by=result.stopped_by))
+        except (KeyboardInterrupt, Interrupted) as stop:
+            if result is not None:  # the job had ended; the signal only came before its record was saved
+                return _finished(LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict,
+                                               stopped_by=result.stopped_by or signal_name(stop)))
+            # Stopped while starting (some launchers may be up: the marker finds them even without a pid).
+            return _finished(_tear_down(inventory, record, options.grace, notice, stopped_by=signal_name(stop)))
+        except StateWriteError as exc:  # the job runs but its record cannot say so: stop it rather than lose it
+            notice(f"{exc.message}: stopping the job on every node")
+            return _finished(replace(_tear_down(inventory, record, options.grace, notice, stopped_by=None), state_error=exc))
+    finally:
+        group.close()
+
+
+SUPERVISOR_FLAGS = ("connect_timeout", "command_timeout", "fanout")  # the command-line settings a supervisor is given
+
+
+def _with_supervisor(record: JobRecord, options: LaunchOptions, flags: Mapping[str, Any], notice: NoticeSink) -> JobRecord:
+    """Leave a supervisor behind a detached job; when it cannot start, the job runs on unsupervised and that is said."""
+    from ascendctl.jobs.detached import start_supervisor
+
+    argv = ["--grace", f"{options.grace:g}"]
+    if options.silence_limit is not None:
+        argv += ["--silence-limit", f"{options.silence_limit:g}"]
+    argv += [arg for key in SUPERVISOR_FLAGS if key in flags for arg in (f"--{key.replace('_', '-')}", str(flags[key]))]
+    try:
+        return start_supervisor(record, argv)
+    except AscendctlError as exc:
+        notice(f"{exc.message}; {exc.hint}" if exc.hint else exc.message)
+        return record
+
+
+def supervise_detached(job_id: str, *, grace: float, silence: float | None, flags: Mapping[str, Any]) -> int:
+    """`ascendctl supervise JOB` (started by `launch --detach`): become the job's supervisor and look after it."""
+    from ascendctl.jobs.detached import daemonize, run_supervisor
+
+    daemonize(job_id)
+    return run_supervisor(job_id, grace=grace, silence=silence, flags=dict(flags))
+
+
+def _tear_down(inventory: Inventory, record: JobRecord, grace: float, notice: NoticeSink, *, stopped_by: str | None) -> LaunchOutcome:
+    """Stop every process of the job on every node (over fresh connections: an interrupted group is closed)."""
+    if stopped_by is not None:
+        notice(f"{stopped_by}: stopping the job on every node")
+    with NodeGroup(inventory) as fresh:
+        stopped = runner_for(inventory, fresh).stop(record, inventory.names, grace=grace)
+    record = replace(with_stop_results(record, stopped), ended=time.time(), teardown_started=record.teardown_started or time.time(),
+                     status=JobState.INTERRUPTED if stopped_by else JobState.STOPPED, stopped_by=stopped_by)
+    return LaunchOutcome(record, interrupted=stopped_by is not None, stopped_by=stopped_by)
+
+
+def _finished(outcome: LaunchOutcome) -> LaunchOutcome:
+    """Save the final record; a state dir that cannot take it is reported (exit 1), the job is already torn down."""
+    try:
+        save_job(outcome.record)
+    except StateWriteError as exc:
+        return replace(outcome, state_error=exc)
+    if outcome.state_error is not None:
+        outcome.state_error.saved = True  # an earlier write failed, this one went through
+    return outcome
+
+
+def submit_job(
+    options: LaunchOptions,
+    submit_options: "SubmitOptions",
+    *,
+    preflight: bool = True,
+    detach: bool = False,
+    on_output: NoticeSink | None = None,
+    on_notice: NoticeSink | None = None,
+) -> LaunchOutcome:
+    """Submit mode: sbatch a batch script that runs this launch inside its allocation, then follow its output."""
+    from ascendctl.slurm import job_state, run_tool
+    from ascendctl.jobs.submit import ENDED_STATES, render_submission, submit, wait_for_record
+
+    check_script_first(options)  # before anything is submitted
+    notice = on_notice or (lambda _msg: None)
+    job_id = new_job_id()
+    slurm_job = submit(render_submission(options, submit_options, job_id=job_id, preflight=preflight))
+    notice(f"submitted as Slurm job {slurm_job}; job {job_id}")
+    try:
+        wait_for_record(job_id, slurm_job, notice=notice)
+        if detach:
+            return LaunchOutcome(load_job(job_id), detached=True)
+        # the launch inside the allocation prints its `[node]` lines into the batch output file: follow that
+        # (srun steps cannot read the nodes' logs once the allocation has ended)
+        output = state_dir() / "slurm" / f"{job_id}.out"
+        offset = 0
+        while True:
+            ended = load_job(job_id).status != JobState.RUNNING or job_state(slurm_job)["state"] in ENDED_STATES
+            if output.exists():
+                with open(output, "rb") as stream:
+                    stream.seek(offset)
+                    chunk = stream.read()
+                complete = chunk[:chunk.rfind(b"\n") + 1] if not ended else chunk
+                offset += len(complete)
+                for line in complete.decode("utf-8", "replace").splitlines():
+                    if on_output is not None:
+                        on_output(line)
+            if ended:
+                break
+            time.sleep(0.3)
+    except (KeyboardInterrupt, Interrupted):
+        notice(f"interrupted: cancelling Slurm job {slurm_job}")
+        run_tool(["scancel", slurm_job])
+        return LaunchOutcome(load_job(job_id) if job_id in {r.id for r in list_jobs()} else
+                             _placeholder_record(job_id), interrupted=True)
+    return LaunchOutcome(load_job(job_id))
+
+
+def _placeholder_record(job_id: str) -> JobRecord:
+    return JobRecord(id=job_id, launcher="", inventory="", script=[], master_addr="", master_port=0, log_dir="", nodes=(),
+                     started=time.time(), status=JobState.INTERRUPTED, runner="slurm")
+
+
+# -- jobs started earlier -------------------------------------------------------------------
+def _with_states(record: JobRecord, states: dict[str, NodeEnd]) -> JobRecord:
+    for name, end in states.items():
+        entry = record.node(name)
+        if end.kind == EndKind.EXITED:
+            ended = end.when if end.when is not None else entry.ended  # when the node wrote its exit status
+            record = record.with_node(replace(entry, exit_code=end.code, ended=ended))
+        elif end.kind == EndKind.GONE and entry.exit_code is None and entry.signal is None:
+            record = record.with_node(replace(entry, error=entry.error or end.why or "launcher gone without an exit status"))
+    return record
+
+
+def refresh_job(record: JobRecord, inventory: Inventory | None = None) -> JobRecord:
+    """Ask each node of a running job whether its launcher is still running; save what changed."""
+    return _refresh(record, inventory)[0]
+
+
+def _refresh(record: JobRecord, inventory: Inventory | None) -> tuple[JobRecord, dict[str, str]]:
+    """refresh_job, and why each node that could not be asked was not answered (by node name)."""
+    if record.status != JobState.RUNNING:
+        return record, {}
+    inv = job_inventory(record, inventory)
+    runner = runner_for_record(record, inv)
+    try:
+        results = runner.states(record, [n.name for n in record.nodes if n.name in inv.names])
+    finally:
+        runner.close()
+    unasked = {r.node: r.error.message if r.error else "no answer" for r in results if r.value is None}
+    record = _with_states(record, {r.node: r.value for r in results if r.value is not None})
+    if all(n.exit_code is not None or n.error for n in record.nodes):
+        ok = all(n.exit_code == 0 for n in record.nodes)
+        ends = [n.ended for n in record.nodes if n.ended is not None]
+        # when the job ended on its nodes, not when someone asked (time.time() only where no node could say)
+        record = replace(record, status=JobState.SUCCEEDED if ok else JobState.FAILED, ended=max(ends) if ends else time.time())
+        record = _record_end(record)
+    return record, unasked
+
+
+def _record_end(record: JobRecord) -> JobRecord:
+    """Save the end of a job found by asking its nodes, unless someone else records it: a live supervisor (which
+    saves it with the verdict), or `stop`; the record as it is then stored is returned in those cases."""
+    from ascendctl.jobs.detached import supervisor_alive
+
+    stored = load_job(record.id)
+    if stored.status != JobState.RUNNING or stored.stop_requested:
+        return stored
+    if supervisor_alive(stored) is not False:
+        return record  # shown as found, saved by its supervisor (with the verdict) in a moment
+    save_job(replace(record, supervisor=stored.supervisor))
+    return record
+
+
+REFRESH_AT_ONCE = 8  # running jobs `jobs` asks at the same time (each asks its nodes through its own bounded group)
+
+
+def refreshed_jobs(*, refresh: bool = True) -> JobListing:
+    """Every job record (read_jobs), each one still recorded as running asked again on its nodes, as `status` does.
+
+    A detached job that ended stayed `running` in `jobs` until someone ran `status JOB` on it. The questions go out
+    in parallel, bounded by each node's connect and command timeouts; a job whose nodes cannot be asked (an
+    inventory gone, a node unreachable) is listed as recorded.
+    """
+    listing = read_jobs()
+    running = [record for record in listing.records if record.status == JobState.RUNNING]
+    if not refresh or not running:
+        return listing
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(record: JobRecord) -> JobRecord:
+        try:
+            return refresh_job(record)
+        except AscendctlError as exc:
+            log.info("jobs: %s not refreshed: %s", record.id, exc)
+            return record
+
+    with ThreadPoolExecutor(max_workers=min(REFRESH_AT_ONCE, len(running))) as pool:
+        fresh = {record.id: record for record in pool.map(ask, running)}
+    return replace(listing, records=tuple(fresh.get(record.id, record) for record in listing.records))
+
+
+@dataclass(frozen=True, slots=True)
+class LeftoverCheck:
+    """A node the teardown could not reach, asked again: the job's processes still there, or why it is still unreachable."""
+
+    node: str
+    teardown_error: str  # why the teardown could not reach it
+    pids: tuple[int, ...] | None = None  # None while it is still unreachable
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """A job's record (refreshed while it runs) and what `status` found on the nodes its teardown could not reach."""
+
+    record: JobRecord
+    leftovers: tuple[LeftoverCheck, ...] = ()
+    unasked: tuple[tuple[str, str], ...] = ()  # (node, why) for each node of a running job that could not be asked
+
+    @property
+    def outcomes(self) -> list[Outcome]:
+        """The job's outcomes (job_outcomes), and one node lost per node that could not be asked."""
+        return job_outcomes(self.record) + [Outcome.UNREACHABLE for _ in self.unasked]
+
+
+def job_status(job_id: str | None, inventory: Inventory | None = None) -> JobStatus:
+    """The job's record, refreshed while it runs; nodes its teardown could not reach are asked what is left there."""
+    record, unasked = _refresh(load_job(job_id), inventory)
+    if unasked:  # a running job whose node cannot be asked: that node's state is unknown, never "running" as recorded
+        return JobStatus(record, unasked=tuple(unasked.items()))
+    unreached = {n.name: n.teardown_error for n in record.nodes if n.teardown_error} if record.status != JobState.RUNNING else {}
+    if not unreached:
+        return JobStatus(record)
+    inv = job_inventory(record, inventory)
+    runner = runner_for_record(record, inv)
+    try:
+        results = runner.leftovers(record, [name for name in unreached if name in inv.names]).by_node()
+    finally:
+        runner.close()
+    checks = []
+    for name, why in unreached.items():
+        result = results.get(name)
+        if result is None:
+            checks.append(LeftoverCheck(name, why, error="not in the inventory"))
+        elif result.value is None:
+            checks.append(LeftoverCheck(name, why, error=result.error.message if result.error else "no answer"))
+        else:
+            checks.append(LeftoverCheck(name, why, pids=result.value))
+    return JobStatus(record, tuple(checks))
+
+
+def with_stacks(record: JobRecord, group: NodeGroup, notice: NoticeSink) -> JobRecord:
+    """Every rank's stack taken before a stop (a hang is most often stopped by hand, and its culprit is only visible
+    while it hangs): the capture stays on the nodes (`<node dir>/stacks/<stamp>/`, collected with the job), and a
+    suspect rank becomes the record's verdict (HANG) unless the job already has one. Never fails the stop."""
+    from ascendctl.stacks.capture import take_stacks
+
+    if record.status != JobState.RUNNING or not any(n.pid is not None and n.exit_code is None for n in record.nodes):
+        return record
+    try:
+        report = take_stacks(record, group=group)
+    except AscendctlError as exc:
+        notice(f"no stacks taken before the stop: {exc.message}")
+        return record
+    notice(f"stacks of {len(report.stacked)} ranks taken before the stop (<node dir>/stacks/{report.stamp}): "
+           f"{report.verdict.message}")
+    return replace(record, first_failure=record.first_failure or hang_failure(report))
+
+
+def hang_failure(report: "StacksReport") -> FirstFailure | None:
+    """The record's verdict from a stacks capture that names a suspect: the ranks not waiting while the others wait."""
+    suspects = [c for c in report.classes if c.suspect]
+    if report.verdict.kind != "suspect" or not suspects:
+        return None
+    first = suspects[0]
+    frame = first.innermost
+    victims = tuple(Victim(c.nodes[0] if len(c.nodes) == 1 else None, c.ranks[0] if len(c.ranks) == 1 else None,
+                                  f"waiting at {c.waiting.where}" if c.waiting else "waiting")
+                    for c in report.classes if not c.suspect and c.waiting is not None)
+    node = first.nodes[0] if len(first.nodes) == 1 else None
+    rank = first.ranks[0] if len(first.ranks) == 1 else None
+    return FirstFailure(
+        reason=report.verdict.message, node=node, rank=rank, category=Category.HANG.value,
+        headline=f"HANG: {first.label} not in a collective" + (f" on node {node}" if node else ""), rule="stacks",
+        confidence="medium", single_culprit=len(first.ranks) == 1, file=frame.file if frame else None,
+        line=frame.line if frame else None, text=f"{first.label} at {frame.where}" if frame else None, victims=victims,
+        hints=(f"every rank's stack: ascendctl stacks output kept on each node under <node dir>/stacks/{report.stamp}/",))
+
+
+def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inventory | None = None, stacks: bool = True,
+             notice: NoticeSink | None = None) -> JobRecord:
+    """Tear a (detached) job down on every node and record it as stopped; every rank's stack is taken first (`stacks`)."""
+    record = load_job(job_id)
+    inv = job_inventory(record, inventory)
+    if record.status == JobState.RUNNING and not record.stop_requested:
+        record = replace(record, stop_requested=time.time())  # from here the record is stop's: a supervisor leaves it
+        save_job(record)
+    runner = runner_for_record(record, inv)
+    try:
+        if stacks:
+            record = with_stacks(record, runner.group, notice or (lambda _msg: None))
+        # every node of the job, pid recorded or not: a launch killed while starting left a record without pids
+        # and a job running on every node; teardown finds the processes by the job's marker, not by pid
+        names = [n.name for n in record.nodes if n.name in inv.names]
+        record = with_stop_results(record, runner.stop(record, names, grace=grace))
+        record = _with_states(record, {r.node: r.value for r in runner.states(record, names) if r.value is not None})
+    finally:
+        runner.close()
+    if record.slurm_submitted and record.slurm_job:
+        from ascendctl.slurm import run_tool
+
+        run_tool(["scancel", record.slurm_job])  # the batch job ascendctl submitted ends with its launch
+    status = record.status if record.status != JobState.RUNNING else JobState.STOPPED
+    record = replace(record, status=status, ended=record.ended or time.time())
+    save_job(record)
+    return record
+
+
+def job_logs(
+    job_id: str | None,
+    *,
+    follow_logs: bool = False,
+    nodes: str | None = None,
+    on_line: LineSink | None = None,
+    on_notice: NoticeSink | None = None,
+    inventory: Inventory | None = None,
+    silence_limit: float = DEFAULT_SILENCE_LIMIT,
+) -> LaunchOutcome:
+    """Print (or follow until the launchers end) the launcher logs of a job; following never stops the job.
+
+    Following reattaches to a detached job: a running job whose supervisor is gone gets a new one (which tears the
+    job down at its first failure), and at the end the record its supervisor saved (status, verdict) is returned.
+    Without a supervisor, a follow of every node records the end it saw, verdict included (the same engine).
+
+    `silence_limit`: while following, a node that sends nothing (not even its follower's heartbeat) that long is lost.
+
+    `nodes`: a node set (`h[01-02]`) of the job's nodes to show; default all.
+    """
+    from ascendctl.nodeset import fold
+    from ascendctl.inventory.selection import expand_nodeset
+    from ascendctl.triage import split_stamp
+
+    record = load_job(job_id)
+    names = [n.name for n in record.nodes]
+    chosen = set(expand_nodeset(nodes, {"all": tuple(names)})) if nodes else set(names)
+    if chosen - set(names):
+        raise UsageError(f"job {record.id} has no node {fold(sorted(chosen - set(names)))}", hint=fold(names))
+    inv = job_inventory(record, inventory)
+    runner = runner_for_record(record, inv)
+    try:
+        if follow_logs:
+            return _follow(runner, record, on_line, on_notice or (lambda _msg: None), silence_limit,
+                           [n for n in names if n in chosen] if chosen != set(names) else None)
+        targets = [n for n in names if n in chosen and n in inv.names]
+        for name in targets:  # line by line as read: a 1 GB log never sits in memory
+            try:
+                for line in runner.log_lines(record, name):
+                    if on_line:
+                        on_line(name, split_stamp(line)[1])
+            except AscendctlError as exc:
+                if on_line:
+                    on_line(name, f"(unreachable: {exc.message})")
+        return LaunchOutcome(record, detached=True)
+    finally:
+        runner.close()
+
+
+
+def _follow(runner: Runner, record: JobRecord, on_line: LineSink | None, notice: NoticeSink, silence_limit: float,
+            nodes: list[str] | None) -> LaunchOutcome:
+    """`logs -f`: follow the job's nodes (never stopping it), then its end as recorded (by its supervisor, or here)."""
+    from ascendctl.jobs.detached import VERDICT_WAIT, await_recorded_end, ensure_supervisor
+
+    try:
+        record, restarted = ensure_supervisor(record)
+    except AscendctlError as exc:
+        restarted = False
+        notice(f"{exc.message}; nothing tears the job down at its first failure")
+    if restarted:
+        notice(f"job {record.id} had no supervisor left: started one (pid {record.supervisor.pid if record.supervisor else '?'})")
+    watched = supervise(runner, record, on_line=on_line, teardown_on_failure=False, grace=DEFAULT_GRACE, nodes=nodes,
+                        silence=silence_limit)
+    if watched.interrupted:
+        return LaunchOutcome(watched.record, interrupted=True, stopped_by=watched.stopped_by)
+    if record.status != JobState.RUNNING:  # ended before: as recorded (its verdict included)
+        return LaunchOutcome(record)
+    grace = _supervisor_grace(record)
+    final = await_recorded_end(record.id, grace + VERDICT_WAIT)
+    if final.status == JobState.RUNNING:
+        if nodes is not None or any(n.error for n in watched.record.nodes):
+            # part of the job seen, or a node lost here (perhaps only from here): this follow's view, not recorded
+            return LaunchOutcome(watched.record, verdict=watched.verdict)
+        final = _record_end(replace(watched.record, supervisor=final.supervisor))
+        return LaunchOutcome(final, verdict=watched.verdict)
+    return LaunchOutcome(final)
+
+
+def _supervisor_grace(record: JobRecord) -> float:
+    """The grace the job's supervisor tears down with (the default when it has none or its options do not say)."""
+    options = record.supervisor.options if record.supervisor else []
+    try:
+        return float(options[options.index("--grace") + 1])
+    except (ValueError, IndexError):
+        return DEFAULT_GRACE

@@ -1,0 +1,788 @@
+"""SSH transport on Paramiko: host-key verification, key auth, timeouts, retries, jump hosts.
+
+Never prompts and never uses passwords: batch mode, as `ssh -oBatchMode=yes`.
+The only module that imports paramiko. Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import logging
+import os
+import random
+import re
+import select
+import socket
+import stat
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+def _import_paramiko_without_invoke() -> None:
+    """Import paramiko without `invoke`, which it loads only for `Match exec` in ssh config.
+
+    invoke (and the unittest.mock it imports) costs ~100 ms of CPU at startup, a third of
+    a whole 16-node run. A `Match exec` line then fails to evaluate and is reported.
+    """
+    if "invoke" in sys.modules or "paramiko" in sys.modules:
+        return
+    sys.modules["invoke"] = None  # type: ignore[assignment]  # makes `import invoke` raise ImportError
+    try:
+        import paramiko  # noqa: F401
+    finally:
+        del sys.modules["invoke"]
+
+
+_import_paramiko_without_invoke()
+import paramiko  # noqa: E402
+
+from ascendctl.errors import (AuthError, CommandTimeoutError, ConnectError, HostKeyError, NodeSilentError, SSHProtocolError,
+                      TransientConnectError, TransportError)
+from ascendctl.models import CommandResult
+from ascendctl.remote.transport.base import ANSWER_SLACK, KILL_GRACE, node_bounded, stopped_at_limit
+
+if TYPE_CHECKING:
+    from ascendctl.inventory.load import Inventory, Node
+
+log = logging.getLogger(__name__)
+
+# Errors that sshd's MaxStartups (or a busy accept queue) produces: the connection
+# is dropped before or during the banner. Retrying after a jittered pause succeeds.
+TRANSIENT_MARKERS = ("Error reading SSH protocol banner", "Connection reset by peer", "EOF during negotiation")
+# What sshd says instead of its banner when it turns a connection away: past MaxStartups (OpenSSH 8.x+) and
+# under PerSourcePenalties (9.8+). Dropped connections, like the silent drops above: retried.
+SSHD_REFUSALS = (b"Exceeded MaxStartups", b"Not allowed at this time")
+BANNER_PREVIEW = 256  # bytes of the server's first line looked at (without taking them) before paramiko reads it
+# Asked for first (OpenSSH servers offer them by default): AES-GCM authenticates while it decrypts, one pass per
+# packet, which costs this client a quarter less CPU per byte than paramiko's default aes128-ctr + hmac-sha2-256
+# (collect streams gigabytes). A server that disallows them gets the rest of paramiko's list.
+PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+# An SSH keepalive (a global request, as OpenSSH's ServerAliveInterval sends) after this many seconds in which we sent
+# nothing: an idle connection keeps its state in NATs and firewalls, and a dead link under a quiet command shows up
+# as unacknowledged data, so the kernel ends the connection (tcp_retries2) instead of waiting on it for ever.
+KEEPALIVE = 15
+SILENT_HINT = ("is the node (or its network) down? a node that is only slow needs a larger command_timeout "
+               "(--command-timeout); `ascendctl preflight -i ... --only ssh`")
+
+
+@dataclass(frozen=True, slots=True)
+class SSHEndpoint:
+    """Where and as whom to connect, after the inventory and ~/.ssh/config are combined."""
+
+    alias: str  # the name as written (what known_hosts and messages use)
+    hostname: str  # what is actually dialled
+    port: int
+    user: str
+    identity_files: tuple[str, ...]
+    proxy_jump: str | None
+    connect_timeout: float
+
+    @property
+    def known_hosts_name(self) -> str:
+        return self.alias if self.port == 22 else f"[{self.alias}]:{self.port}"
+
+    @property
+    def label(self) -> str:
+        port = "" if self.port == 22 else f":{self.port}"
+        return f"{self.user}@{self.alias}{port}"
+
+
+class SSHConnector:
+    """Connects nodes of one inventory; caches known_hosts, keys, ssh config and jump hosts."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.inventory = inventory
+        self._lock = threading.Lock()
+        self._host_keys: dict[str, KnownHosts] = {}
+        self._keys: dict[str, paramiko.PKey | Exception] = {}
+        self._agent_keys: list[Any] | None = None
+        self._jumps: dict[tuple[str, int, str], paramiko.Transport] = {}
+        self._jump_locks: dict[tuple[str, int, str], threading.Lock] = {}
+        self._ssh_config = _load_ssh_config(inventory.ssh_config)
+
+    # -- public ---------------------------------------------------------------------------
+    def connect(self, node: Node) -> "SSHTransport":
+        """Connect and authenticate, retrying transient drops with jittered backoff."""
+        endpoint = self.endpoint(node)
+        attempts = self.inventory.connect_retries + 1
+        for attempt in range(attempts):
+            try:
+                transport = self._connect_once(node, endpoint)
+                return SSHTransport(node, transport, endpoint)
+            except TransientConnectError as exc:
+                if attempt + 1 >= attempts:
+                    raise ConnectError(
+                        f"{exc.message} (after {attempts} attempts)",
+                        hint="sshd dropped the connection repeatedly: check MaxStartups on the node or lower `fanout` "
+                        "(sshd refusing this client, e.g. PerSourcePenalties or tcp_wrappers, looks the same)",
+                    ) from None
+                pause = min(0.25 * 2**attempt, 4.0) * random.uniform(0.5, 1.5)
+                log.debug("%s: transient connect failure (%s); retry %d in %.2fs", node.name, exc.message, attempt + 1, pause)
+                time.sleep(pause)
+        raise AssertionError("unreachable")
+
+    def endpoint(self, node: Node) -> SSHEndpoint:
+        """Combine the node's settings with ~/.ssh/config; explicit inventory values win."""
+        cfg = self._lookup_config(node.host)
+
+        def pick(setting: str, cfg_key: str, fallback: Any) -> Any:
+            explicit = node.sources.get(setting, "default") != "default"
+            if explicit:
+                return getattr(node, setting)
+            if cfg_key in cfg:
+                return cfg[cfg_key]
+            value = getattr(node, setting)
+            return fallback if value is None else value
+
+        user = pick("user", "user", None) or _current_user()
+        port = int(pick("port", "port", 22))
+        identity = pick("identity_file", "identityfile", None)
+        if isinstance(identity, str):
+            identity_files: tuple[str, ...] = (identity,)
+        elif identity:
+            identity_files = tuple(identity)
+        else:
+            identity_files = ()
+        jump = pick("jump_host", "proxyjump", None)
+        if isinstance(jump, str) and jump.lower() == "none":
+            jump = None
+        return SSHEndpoint(
+            alias=node.host,
+            hostname=str(cfg.get("hostname", node.host)),
+            port=port,
+            user=str(user),
+            identity_files=identity_files,
+            proxy_jump=jump,
+            connect_timeout=node.connect_timeout,
+        )
+
+    def _lookup_config(self, host: str) -> dict[str, Any]:
+        if self._ssh_config is None:
+            return {}
+        try:
+            return dict(self._ssh_config.lookup(host))
+        except (ImportError, paramiko.SSHException, ValueError) as exc:
+            log.warning("ignoring %s for %s: %s", self.inventory.ssh_config, host, exc or "`Match exec` is not supported")
+            return {}
+
+    def close(self) -> None:
+        with self._lock:
+            jumps, self._jumps = self._jumps, {}
+        for transport in jumps.values():
+            transport.close()
+
+    # -- connection steps -----------------------------------------------------------------
+    def _connect_once(self, node: Node, ep: SSHEndpoint) -> paramiko.Transport:
+        known = self._known_keys(node, ep)  # first: an unusable known_hosts fails the node before any connection
+        sock = self._open_socket(node, ep)
+        preview: bytes | None = None
+        if isinstance(sock, socket.socket):  # a jump host's channel cannot be peeked at; paramiko's error has to do
+            try:
+                preview = _peek_first_line(sock, ep.connect_timeout)
+            except OSError as exc:
+                sock.close()
+                raise TransientConnectError(f"{ep.hostname}:{ep.port} dropped the connection before its SSH banner "
+                                            f"({exc.strerror or exc})") from None
+            except _UnfinishedBanner as exc:
+                sock.close()
+                raise _slow_banner_error(ep, exc.seen) from None
+            if not preview or preview.startswith(SSHD_REFUSALS):
+                sock.close()
+                raise _no_banner_error(ep, closed=preview is not None, said=preview)
+        transport = paramiko.Transport(sock)
+        transport.banner_timeout = ep.connect_timeout
+        transport.handshake_timeout = ep.connect_timeout
+        transport.auth_timeout = ep.connect_timeout
+        options = transport.get_security_options()
+        offered = [c for c in PREFERRED_CIPHERS if c in options.ciphers]
+        options.ciphers = offered + [c for c in options.ciphers if c not in offered]
+        if known:
+            # Ask for the key types we can verify, as OpenSSH does, so a host with an
+            # ed25519 key in known_hosts is not reported unknown for offering ecdsa first.
+            wanted = [t for t in options.key_types if _base_key_type(t) in known]
+            if wanted:
+                options.key_types = wanted + [t for t in options.key_types if t not in wanted]
+        started = time.monotonic()
+        try:
+            transport.start_client(timeout=ep.connect_timeout)
+            # start_client can return on a handshake that its own timer gave up on
+            server_key = transport.get_remote_server_key()
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            transport.close()
+            raise _handshake_error(exc, ep, time.monotonic() - started, preview, banner_read=bool(transport.remote_version)) from None
+        try:
+            self._verify_host_key(node, ep, server_key)
+            self._authenticate(node, ep, transport)
+        except BaseException:
+            transport.close()
+            raise
+        transport.set_keepalive(KEEPALIVE)
+        return transport
+
+    def _open_socket(self, node: Node, ep: SSHEndpoint) -> Any:
+        if ep.proxy_jump:
+            return self._jump_channel(node, ep)
+        try:
+            return socket.create_connection((ep.hostname, ep.port), timeout=ep.connect_timeout)
+        except socket.timeout:
+            raise ConnectError(
+                f"connect to {ep.hostname}:{ep.port} timed out after {ep.connect_timeout:g}s",
+                hint="is the node up and the address right? raise connect_timeout for slow networks",
+            ) from None
+        except ConnectionRefusedError:
+            raise ConnectError(
+                f"connection refused by {ep.hostname}:{ep.port}",
+                hint=f"is sshd running on the node and listening on port {ep.port}?",
+            ) from None
+        except socket.gaierror as exc:
+            raise ConnectError(f"cannot resolve {ep.hostname}: {exc.strerror}", hint="check `host` in the inventory") from None
+        except OSError as exc:
+            raise ConnectError(f"cannot connect to {ep.hostname}:{ep.port}: {exc.strerror or exc}") from None
+
+    def _jump_channel(self, node: Node, ep: SSHEndpoint) -> paramiko.Channel:
+        assert ep.proxy_jump
+        # ProxyJump may list several hops; we tunnel through the last, reached via the others.
+        hops = [h.strip() for h in ep.proxy_jump.split(",") if h.strip()]
+        jump_t = self._jump_transport(node, hops, ep)
+        try:
+            return jump_t.open_channel(
+                "direct-tcpip", (ep.hostname, ep.port), ("127.0.0.1", 0), timeout=ep.connect_timeout
+            )
+        except paramiko.ChannelException as exc:
+            raise ConnectError(
+                f"jump host {hops[-1]} could not reach {ep.hostname}:{ep.port}: {exc.text}",
+                hint="check that the jump host can reach the node and allows TCP forwarding",
+            ) from None
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise ConnectError(f"jump host {hops[-1]}: {exc}") from None
+
+    def _jump_transport(self, node: Node, hops: list[str], target: SSHEndpoint) -> paramiko.Transport:
+        """The shared connection to the last hop; keys not configured for it default to the target's."""
+        spec = hops[-1]
+        user, host, port = _parse_jump(spec, default_user=None)
+        cfg = self._lookup_config(host)
+        # the target node with the hop's address and SSH settings (only those reach `endpoint`)
+        jump_node = dataclasses.replace(
+            node,
+            name=f"{node.name} via {spec}",
+            host=host,
+            index=node.index,
+            user=user or cfg.get("user") or node.user,
+            port=port or int(cfg.get("port", 22)),
+            identity_file=target.identity_files[0] if target.identity_files else None,
+            known_hosts=node.known_hosts,
+            accept_new_host_keys=node.accept_new_host_keys,
+            jump_host=",".join(hops[:-1]) or None,
+            connect_timeout=node.connect_timeout,
+            # identity_file stays "default": the jump host's own ~/.ssh/config entry wins over it.
+            sources={"user": "inventory", "port": "inventory", "jump_host": "inventory"},
+        )
+        ep = self.endpoint(jump_node)
+        key = (ep.hostname, ep.port, ep.user)
+        with self._lock:
+            lock = self._jump_locks.setdefault(key, threading.Lock())
+        with lock:  # one connection per jump host, shared by every node behind it
+            existing = self._jumps.get(key)
+            if existing is not None and existing.is_active():
+                return existing
+            try:
+                transport = self.connect(jump_node)._transport
+            except TransportError as exc:
+                raise type(exc)(f"jump host {spec}: {exc.message}", hint=exc.hint) from None
+            self._jumps[key] = transport
+            return transport
+
+    def _known_keys(self, node: Node, ep: SSHEndpoint) -> set[str]:
+        """The key types known_hosts holds for the node; HostKeyError when the file cannot be used at all."""
+        known_hosts = self._known_hosts_for(node)
+        if known_hosts.problem:
+            raise HostKeyError(
+                f"cannot use known_hosts {node.known_hosts}: {known_hosts.problem}",
+                hint="`known_hosts` (inventory) must name a readable file of `HOST KEYTYPE BASE64` lines; "
+                "fix or replace it, then add the nodes' keys after verifying them (`ssh-keyscan`)",
+            )
+        keys = known_hosts.keys.lookup(ep.known_hosts_name)
+        return set(keys.keys()) if keys else set()
+
+    def _known_hosts_for(self, node: Node) -> KnownHosts:
+        path = os.path.expanduser(node.known_hosts)
+        with self._lock:
+            cached = self._host_keys.get(path)
+            if cached is None:
+                cached = self._host_keys[path] = load_known_hosts(path)
+                if cached.bad_lines:
+                    log.warning("known_hosts %s: %s not in known_hosts format (ignored)", node.known_hosts, _lines(cached.bad_lines))
+            return cached
+
+    def _verify_host_key(self, node: Node, ep: SSHEndpoint, key: paramiko.PKey) -> None:
+        known_hosts = self._known_hosts_for(node)
+        host_keys = known_hosts.keys
+        name = ep.known_hosts_name
+        known = host_keys.lookup(name)
+        path = node.known_hosts
+        fingerprint = key.fingerprint
+        if known and key.get_name() in known:
+            if known[key.get_name()] == key:
+                return
+            raise HostKeyError(
+                f"host key for {name} has CHANGED ({key.get_name()} {fingerprint}); refusing to connect",
+                hint=f"if the node was reinstalled, remove the old key: ssh-keygen -R {name} -f {path}",
+            )
+        if known:
+            raise HostKeyError(
+                f"{name} offered a {key.get_name()} key but {path} holds only {', '.join(sorted(known))} for it",
+                hint=f"verify the node, then update {path} (ssh-keygen -R {name} -f {path})",
+            )
+        if known_hosts.bad_lines and not node.accept_new_host_keys:
+            raise HostKeyError(
+                f"known_hosts {path} holds no key for {name} ({key.get_name()} {fingerprint}), and its "
+                f"{_lines(known_hosts.bad_lines)} not in known_hosts format",
+                hint="fix or remove those lines (format: `HOST KEYTYPE BASE64`), then add the node's key after verifying it "
+                "(`ssh-keyscan`), or opt in with `accept_new_host_keys: true` / --accept-new-host-keys",
+            )
+        if not node.accept_new_host_keys:
+            raise HostKeyError(
+                f"unknown host key for {name} ({key.get_name()} {fingerprint}); not in {path}",
+                hint="add it with `ssh-keyscan` after verifying it, or opt in with "
+                "`accept_new_host_keys: true` / --accept-new-host-keys",
+            )
+        self._record_host_key(path, name, key, host_keys)
+
+    def _record_host_key(self, path: str, name: str, key: paramiko.PKey, host_keys: paramiko.HostKeys) -> None:
+        """Append an accepted key to known_hosts; a file lock keeps parallel writers apart.
+
+        Hashed (`|1|salt|hash`, as `ssh-keygen -H` writes) when the file already hides its names or ssh_config says
+        `HashKnownHosts yes`: one clear-text entry would give away the host list the user chose to hide.
+        """
+        full = os.path.expanduser(path)
+        with self._lock:
+            try:
+                os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
+                with open(full, "a+", encoding="utf-8") as handle:
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+                    handle.seek(0)
+                    hashed = (str(self._lookup_config(name).get("hashknownhosts", "")).lower() == "yes"
+                              or any(line.startswith("|1|") for line in handle))
+                    entry = paramiko.HostKeys.hash_host(name) if hashed else name
+                    handle.seek(0, os.SEEK_END)
+                    handle.write(f"{entry} {key.get_name()} {key.get_base64()}\n")
+            except OSError as exc:
+                raise HostKeyError(f"cannot record the host key of {name} in known_hosts {path}: {exc.strerror or exc}",
+                                   hint="make the file (and its directory) writable, or set `known_hosts` in the inventory") from None
+            host_keys.add(name, key.get_name(), key)
+        log.info("accepted new host key for %s (%s %s) into %s", name, key.get_name(), key.fingerprint, path)
+
+    def _authenticate(self, node: Node, ep: SSHEndpoint, transport: paramiko.Transport) -> None:
+        candidates: list[tuple[str, Any]] = []
+        problems: list[str] = []
+        for path in ep.identity_files or _default_identity_files():
+            loaded = self._load_key(path, explicit=bool(ep.identity_files))
+            if isinstance(loaded, Exception):
+                if ep.identity_files:
+                    problems.append(str(loaded))
+                continue
+            candidates.append((path, loaded))
+        candidates.extend(("ssh-agent", key) for key in self._agent())
+        if not candidates:
+            detail = "; ".join(problems) or "no key files and no ssh-agent keys"
+            raise AuthError(
+                f"no usable SSH key for {ep.label}: {detail}",
+                hint="set `identity_file` in the inventory or load a key into ssh-agent",
+            )
+        tried: list[str] = []
+        for label, key in candidates:
+            try:
+                transport.auth_publickey(ep.user, key)
+            except paramiko.BadAuthenticationType as exc:
+                raise AuthError(
+                    f"{ep.label} does not accept public keys (allows: {', '.join(exc.allowed_types)})",
+                    hint="enable PubkeyAuthentication on the node; ascendctl never uses passwords",
+                ) from None
+            except paramiko.AuthenticationException:
+                tried.append(label)
+                continue
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                raise ConnectError(f"connection to {ep.label} lost during authentication: {exc}") from None
+            if transport.is_authenticated():
+                return
+        raise AuthError(
+            f"ssh auth failed for {ep.label} (tried {', '.join(tried)})",
+            hint=f"check `identity_file`/`user` in the inventory, or run: ssh -i KEY {ep.label} true",
+        )
+
+    def _load_key(self, path: str, *, explicit: bool) -> paramiko.PKey | Exception:
+        full = os.path.expanduser(path)
+        with self._lock:
+            if full in self._keys:
+                return self._keys[full]
+        result: paramiko.PKey | Exception
+        try:
+            result = paramiko.PKey.from_path(full)
+        except FileNotFoundError:
+            result = FileNotFoundError(f"key file {path} not found")
+        except paramiko.PasswordRequiredException:
+            result = PermissionError(f"key {path} is passphrase-protected (load it into ssh-agent; ascendctl never prompts)")
+        except (paramiko.SSHException, OSError, ValueError, TypeError) as exc:
+            result = ValueError(f"cannot load key {path}: {exc}")
+        with self._lock:
+            self._keys[full] = result
+        return result
+
+    def _agent(self) -> list[Any]:
+        with self._lock:
+            if self._agent_keys is None:
+                try:
+                    self._agent_keys = list(paramiko.Agent().get_keys()) if os.environ.get("SSH_AUTH_SOCK") else []
+                except (paramiko.SSHException, OSError):
+                    self._agent_keys = []
+            return self._agent_keys
+
+
+# Read a channel's whole buffer at once: Paramiko keeps it in an array and `del`s what a read took from its
+# front, moving the rest; reading less than all of it (64 KiB of a 2 MiB window) made a bulk stream
+# quadratic in that copying and held the GIL for most of a collect. More than the channel's window (2 MiB).
+TAKE_ALL = 4 * 1024 * 1024
+
+
+class SSHTransport:
+    """An authenticated Paramiko connection to one node."""
+
+    def __init__(self, node: Node, transport: paramiko.Transport, endpoint: SSHEndpoint) -> None:
+        self.node = node
+        self._transport = transport
+        self.endpoint = endpoint
+
+    def run(self, command: str, *, timeout: float | None = None, stdin: bytes | None = None) -> CommandResult:
+        return self.stream(command, timeout=timeout, stdin=stdin)
+
+    def stream(
+        self,
+        command: str,
+        *,
+        on_stdout: Callable[[bytes], None] | None = None,
+        on_stderr: Callable[[bytes], None] | None = None,
+        timeout: float | None = None,
+        idle: float | None = None,
+        stdin: bytes | None = None,
+    ) -> CommandResult:
+        """Run `command`, handing output to the callbacks as it arrives (kept in the result otherwise)."""
+        limit = self.node.command_timeout if timeout is None else timeout
+        started = time.monotonic()
+        deadline = started + limit + KILL_GRACE + ANSWER_SLACK  # the node stops it at `limit` and says so
+        chan = self._start(node_bounded(command, limit), stdin)
+        out: list[bytes] = []
+        err: list[bytes] = []
+        to_out = on_stdout or out.append
+        to_err = on_stderr or err.append
+        heard = started  # when the last byte arrived (the `idle` clock)
+        try:
+            while True:
+                if chan.recv_ready():
+                    to_out(chan.recv(TAKE_ALL))
+                    heard = time.monotonic()
+                    continue
+                if chan.recv_stderr_ready():
+                    to_err(chan.recv_stderr(TAKE_ALL))
+                    heard = time.monotonic()
+                    continue
+                if chan.exit_status_ready() and chan.eof_received:
+                    break
+                now = time.monotonic()
+                remaining = deadline - now
+                if remaining <= 0:
+                    raise NodeSilentError(f"{self.endpoint.label} stopped answering: no output and no exit status "
+                                          f"{limit + KILL_GRACE + ANSWER_SLACK:g}s into a command limited to {limit:g}s",
+                                          hint="is the node (or its network) down? `ascendctl preflight -i ... --only ssh`")
+                if idle is not None:
+                    quiet = now - heard
+                    if quiet >= idle:
+                        raise NodeSilentError(f"{self.endpoint.label} stopped answering: nothing received for {idle:g}s "
+                                              "(command_timeout)", hint=SILENT_HINT)
+                    remaining = min(remaining, idle - quiet)
+                if chan.closed or not self._transport.is_active():
+                    if chan.exit_status_ready():
+                        break
+                    raise ConnectError(f"connection to {self.endpoint.label} closed before the command finished")
+                if chan.eof_received:  # all output read; only the exit status is still on its way
+                    chan.status_event.wait(min(remaining, 0.05))
+                else:
+                    select.select([chan], [], [], min(remaining, 0.5))
+            status = chan.recv_exit_status()
+        finally:
+            chan.close()
+        elapsed = time.monotonic() - started
+        if stopped_at_limit(status, elapsed, limit):
+            raise CommandTimeoutError.after(limit, _text(out), _text(err))
+        return CommandResult(command, status, _text(out), _text(err), elapsed)
+
+    def spawn(self, command: str, *, stdin: bytes | None = None) -> "SSHSpawned":
+        return SSHSpawned(self._start(command, stdin), self._transport)
+
+    def _start(self, command: str, stdin: bytes | None) -> paramiko.Channel:
+        """A new session channel running `command`, with `stdin` sent and the write side closed."""
+        try:
+            chan = self._transport.open_session(timeout=self.endpoint.connect_timeout)
+            chan.exec_command(command)
+            if stdin:
+                chan.sendall(stdin)
+            chan.shutdown_write()
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise ConnectError(f"lost connection to {self.endpoint.label}: {exc}") from None
+        return chan
+
+    def put(self, local: Path, remote: str) -> None:
+        with self._transport.open_sftp_client() as sftp:
+            sftp.put(str(local), remote)
+            mode = os.stat(local).st_mode
+            sftp.chmod(remote, stat.S_IMODE(mode))
+
+    def get(self, remote: str, local: Path) -> None:
+        with self._transport.open_sftp_client() as sftp:
+            sftp.get(remote, str(local))
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+class SSHSpawned:
+    """A remote command's stdout over one channel, read without blocking (paramiko's channel fileno works with select)."""
+
+    def __init__(self, chan: paramiko.Channel, transport: paramiko.Transport) -> None:
+        self._chan = chan
+        self._transport = transport
+        self._fd = chan.fileno()
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def read(self) -> bytes:
+        out = bytearray()
+        try:
+            # at most about TAKE_ALL a call: the window refills while we read, and a fast sender would never leave the
+            # channel empty (the rest stays readable for the next call)
+            while len(out) < TAKE_ALL and self._chan.recv_ready():
+                out += self._chan.recv(TAKE_ALL)
+            drained = 0
+            while drained < TAKE_ALL and self._chan.recv_stderr_ready():
+                drained += len(self._chan.recv_stderr(TAKE_ALL))
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
+        return bytes(out)
+
+    def finished(self) -> bool:
+        if self._chan.recv_ready():
+            return False
+        if self._chan.exit_status_ready() and self._chan.eof_received:
+            return True
+        return self._chan.closed or not self._transport.is_active()
+
+    def close(self) -> None:
+        self._chan.close()
+
+
+class _UnfinishedBanner(Exception):
+    """The start of an SSH banner (or of sshd's refusal) arrived, but not its line end, within the connect timeout."""
+
+    def __init__(self, seen: bytes) -> None:
+        super().__init__(seen)
+        self.seen = seen
+
+
+_LINE_STARTS = (b"SSH-", *SSHD_REFUSALS)  # the first lines an SSH server sends: its banner, or why it turns us away
+_POLLRDHUP = getattr(select, "POLLRDHUP", 0)  # Linux: the peer closed its side; seen even while unread bytes wait
+
+
+def _may_become(data: bytes, starts: tuple[bytes, ...] = _LINE_STARTS) -> bool:
+    """Whether `data`, the first bytes of a line still arriving, may yet turn into a line starting with one of `starts`."""
+    return any(data[:len(start)] == start[:len(data)] for start in starts)
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    if not _POLLRDHUP:
+        return False
+    poller = select.poll()
+    poller.register(sock, _POLLRDHUP)
+    return bool(poller.poll(0))
+
+
+def _peek_first_line(sock: socket.socket, timeout: float) -> bytes | None:
+    """The server's first bytes, up to its first line end, left in the socket for paramiko (MSG_PEEK).
+
+    None: nothing came within `timeout`; b"": the server closed the connection first. A banner (or sshd's refusal) that
+    arrives in pieces, however slowly, is waited for until its line end or `timeout`; past `timeout` it is
+    _UnfinishedBanner, a slow server rather than a foreign one. Other text that stops growing is returned as it is, for
+    paramiko and _handshake_error to judge; so is whatever was sent before the server closed the connection.
+    """
+    deadline = time.monotonic() + timeout
+    seen, changed = b"", time.monotonic()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([sock], [], [], remaining)[0]:
+            if seen and _may_become(seen):
+                raise _UnfinishedBanner(seen)
+            return seen or None
+        data = sock.recv(BANNER_PREVIEW, socket.MSG_PEEK)
+        if not data or b"\n" in data or len(data) >= BANNER_PREVIEW:
+            return data
+        if data != seen:
+            seen, changed = data, time.monotonic()
+        elif _peer_closed(sock) or not _may_become(data) and time.monotonic() - changed > 0.25:
+            return data  # closed mid-line, or text that is no banner and stopped growing: paramiko judges it
+        # the socket stays readable while unread bytes wait: don't spin
+        time.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
+
+
+def _slow_banner_error(ep: SSHEndpoint, seen: bytes) -> ConnectError:
+    """A banner that began but did not end within connect_timeout: a slow server or path, not a foreign service."""
+    return ConnectError(
+        f"SSH banner from {ep.hostname}:{ep.port} timed out after {ep.connect_timeout:g}s: it was still arriving "
+        f"({_first_line(seen)} so far)",
+        hint="the server (or a proxy or link on the way) sends its banner this slowly: a loaded sshd or a slow path; "
+        "raise connect_timeout in the inventory if it is only slow",
+    )
+
+
+def _no_banner_error(ep: SSHEndpoint, *, closed: bool, said: bytes | None = None) -> TransportError:
+    where = f"{ep.hostname}:{ep.port}"
+    if closed:  # what sshd does past MaxStartups: retried, then the hint names it
+        return TransientConnectError(f"{where} dropped the connection before its SSH banner"
+                                     + (f" (it said {_first_line(said)})" if said else ""))
+    return SSHProtocolError(
+        f"SSH protocol error: no SSH banner from {where} within {ep.connect_timeout:g}s (is this port an SSH server?)",
+        hint=f"something accepted the TCP connection on port {ep.port} but never spoke SSH: check `port` in the inventory "
+        "and that sshd (not another service) listens there; a hung sshd looks the same",
+    )
+
+
+def _handshake_error(exc: BaseException, ep: SSHEndpoint, elapsed: float, preview: bytes | None, *,
+                     banner_read: bool) -> TransportError:
+    """Name what failed: no or a foreign banner (protocol error), a stall after the banner (MTU), a drop (retried)."""
+    text = str(exc) or type(exc).__name__
+    where = f"{ep.hostname}:{ep.port}"
+    if not banner_read and preview is not None and not _may_become(preview, (b"SSH-",)):  # a banner's start is no foreign text
+        return SSHProtocolError(
+            f"SSH protocol error: {where} sent {_first_line(preview)} instead of an SSH banner",
+            hint=f"another service answers on port {ep.port}: check `port` in the inventory and that sshd listens there",
+        )
+    if not banner_read and elapsed >= ep.connect_timeout * 0.9:  # through a jump host: nothing to peek at
+        return _no_banner_error(ep, closed=False)
+    if elapsed >= ep.connect_timeout * 0.9:
+        return ConnectError(
+            f"TCP connected to {ep.hostname}:{ep.port} but the SSH handshake stalled for {elapsed:.0f}s",
+            hint="a stall after connect often means an MTU black hole on the path (jumbo frames dropped); "
+            "check the MTU of every hop, or sshd load on the node",
+        )
+    if any(marker in text for marker in TRANSIENT_MARKERS) or isinstance(exc, (EOFError, ConnectionResetError)):
+        return TransientConnectError(f"{where} dropped the connection during the SSH handshake ({text.strip()})")
+    if isinstance(exc, paramiko.SSHException):
+        return SSHProtocolError(
+            f"SSH protocol error: handshake with {where} failed: {text}",
+            hint="the server speaks SSH, but no protocol version or algorithm matched (KexAlgorithms, Ciphers, MACs, "
+            "HostKeyAlgorithms in its sshd_config)",
+        )
+    return ConnectError(f"SSH handshake with {where} failed: {text}")
+
+
+def _first_line(data: bytes, limit: int = 60) -> str:
+    line = (data.decode("utf-8", errors="replace").splitlines() or [""])[0]
+    return repr(line[:limit] + "..." if len(line) > limit else line)
+
+
+@dataclass(frozen=True, slots=True)
+class KnownHosts:
+    """A known_hosts file as read: its keys, lines that are not entries, or why it cannot be used at all."""
+
+    keys: paramiko.HostKeys
+    bad_lines: tuple[int, ...] = ()
+    problem: str | None = None  # "is a directory", "cannot be read (Permission denied)"
+
+
+def load_known_hosts(path: str) -> KnownHosts:
+    """Read an OpenSSH known_hosts file; a missing file holds no keys, a garbage line is counted, never fatal."""
+    keys = paramiko.HostKeys()
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            return KnownHosts(keys, problem="it is a directory")
+        if not stat.S_ISREG(mode):  # a FIFO would block the open, a device would never end
+            return KnownHosts(keys, problem="it is not a regular file")
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return KnownHosts(keys)
+    except OSError as exc:
+        return KnownHosts(keys, problem=f"it cannot be read ({exc.strerror or exc})")
+    bad: list[int] = []
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        line = raw.decode("utf-8", errors="replace").strip()
+        if not line or line.startswith(("#", "@")):  # comments; @cert-authority/@revoked markers paramiko cannot use
+            continue
+        if len(re.split(" |\t", line)) < 3:
+            bad.append(number)
+            continue
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
+        except Exception:  # noqa: BLE001  (base64, key parsing and crypto errors alike: one garbage line must not stop the rest)
+            bad.append(number)
+            continue
+        if entry is None:  # a key type paramiko does not know (e.g. a security-key type): not garbage
+            continue
+        for name in entry.hostnames:
+            keys.add(name, entry.key.get_name(), entry.key)
+    return KnownHosts(keys, tuple(bad))
+
+
+def _lines(numbers: tuple[int, ...]) -> str:
+    shown = ", ".join(str(n) for n in numbers[:5]) + (f" (+{len(numbers) - 5} more)" if len(numbers) > 5 else "")
+    return f"line {shown}" if len(numbers) == 1 else f"lines {shown}"
+
+
+def _base_key_type(key_type: str) -> str:
+    return "ssh-rsa" if key_type.startswith("rsa-sha2") else key_type
+
+
+def _parse_jump(spec: str, default_user: str | None) -> tuple[str | None, str, int | None]:
+    """Split `[user@]host[:port]` (ssh -J syntax)."""
+    user = default_user
+    if "@" in spec:
+        user, spec = spec.rsplit("@", 1)
+    port: int | None = None
+    if spec.startswith("["):  # [v6addr]:port
+        host, _, rest = spec[1:].partition("]")
+        if rest.startswith(":") and rest[1:].isdigit():
+            port = int(rest[1:])
+        return user, host, port
+    if spec.count(":") == 1:
+        host, port_text = spec.split(":")
+        if port_text.isdigit():
+            return user, host, int(port_text)
+    return user, spec, port
+
+
+def _load_ssh_config(path: str) -> paramiko.SSHConfig | None:
+    full = os.path.expanduser(path)
+    if not os.path.isfile(full):
+        return None
+    try:
+        return paramiko.SSHConfig.from_path(full)
+    except (OSError, paramiko.SSHException, ValueError) as exc:
+        log.warning("ignoring unreadable ssh config %s: %s", full, exc)
+        return None
+
+
+def _default_identity_files() -> tuple[str, ...]:
+    return tuple(f"~/.ssh/{name}" for name in ("id_ed25519", "id_ecdsa", "id_rsa") if Path(f"~/.ssh/{name}").expanduser().exists())
+
+
+def _current_user() -> str:
+    import getpass
+
+    return getpass.getuser()
+
+
+def _text(chunks: list[bytes]) -> str:
+    return b"".join(chunks).decode("utf-8", errors="replace")
