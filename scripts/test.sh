@@ -69,22 +69,27 @@ PY
 fi
 # The type check is part of the suite: mypy --strict over the package (settings in pyproject.toml).
 "$venv/bin/python" -m mypy
-# The whole suite (no arguments) runs as two pytest processes side by side: the real-host tests (tests/cluster,
-# tests/adversarial), which mostly wait on test hosts, and the rest, which mostly compute; the test hosts' harness
-# takes a lock per cluster, so the two never share one. Each prints its own report (the real-host one after the
-# other's); the exit status is the unit tests' failure, else the real-host tests'. With arguments: one pytest, as asked.
+# The whole suite (no arguments) runs in two lanes side by side: the real-host tests of tests/cluster, which mostly
+# wait on test hosts, in one; the rest (which mostly compute), then the real-host tests of tests/adversarial, in the
+# other, so that both lanes end at about the same time. The test hosts' harness takes a lock per cluster, so two
+# lanes never share one. Each pytest prints its own report (the tests/cluster one last); the exit status is the first
+# failure in lane order (units, adversarial, cluster). With arguments: one pytest, as asked.
 if [ "$#" -eq 0 ]; then
     hosts_log=$(mktemp)
-    "$venv/bin/python" -m pytest tests/cluster tests/adversarial > "$hosts_log" 2>&1 &
+    "$venv/bin/python" -m pytest tests/cluster > "$hosts_log" 2>&1 &
     hosts=$!
     units_rc=0
     "$venv/bin/python" -m pytest --ignore=tests/cluster --ignore=tests/adversarial || units_rc=$?
+    echo "== the real-host tests of tests/adversarial, after the unit tests =="
+    adversarial_rc=0
+    "$venv/bin/python" -m pytest tests/adversarial || adversarial_rc=$?
     hosts_rc=0
     wait "$hosts" || hosts_rc=$?
-    echo "== the real-host tests (tests/cluster, tests/adversarial), run beside the others =="
+    echo "== the real-host tests of tests/cluster, run beside the others =="
     cat "$hosts_log"
     rm -f "$hosts_log"
     if [ "$units_rc" -ne 0 ]; then exit "$units_rc"; fi
+    if [ "$adversarial_rc" -ne 0 ]; then exit "$adversarial_rc"; fi
     exit "$hosts_rc"
 fi
 exec "$venv/bin/python" -m pytest "$@"
