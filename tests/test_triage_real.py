@@ -28,7 +28,7 @@ def test_every_case_has_a_label_a_source_and_logs() -> None:
         assert label["id"] == path.parent.name, path
         assert label["category"] in CATEGORIES, path
         assert str(label["source"]).startswith(("http://", "https://")), path
-        assert label["split"] in ("dev", "holdout", "holdout2"), path
+        assert label["split"] in triage_accuracy.SPLITS, path
         assert any((path.parent / "logs").rglob("*")), path
         if not label.get("single_culprit", True):
             assert (label["first_failing"] or {}).get("rank") is None, path
@@ -44,7 +44,9 @@ def test_every_category_has_at_least_ten_cases() -> None:
 
 @pytest.fixture(scope="module")
 def outcomes() -> list[triage_accuracy.Outcome]:
-    return [triage_accuracy.evaluate(d, label) for d, label in triage_accuracy.load_cases("all")]
+    """The splits the engine was tuned on: a regression guard. The unseen splits (dev3, test3) are measured by
+    bench/triage_accuracy.py and reported in issue notes; their floors are targets, not guards."""
+    return [triage_accuracy.evaluate(d, label) for d, label in triage_accuracy.load_cases("tuned")]
 
 
 def test_category_accuracy_floor(outcomes: list[triage_accuracy.Outcome]) -> None:
