@@ -291,3 +291,60 @@ def test_launch_stamps_are_split_off_and_give_the_time_of_unstamped_lines() -> N
     report = live.report(None)
     assert report.first_failure is not None and report.first_failure.time == "2026-11-23T10:00:03.500000"
     assert report.first_failure.text == "[rank0]: ValueError: bad shape"
+
+
+def test_the_rank_a_monitored_barrier_names_is_the_culprit_not_the_monitor_the_others_point_at(tmp_path: Path) -> None:
+    """Issue #26: rank 0 (the monitor) says which rank never arrived; the other ranks' errors name rank 0 only to say
+    where to look. The monitor's list wins over their pointers; with wait_all_ranks it may name several."""
+    write(tmp_path / "output.log", [
+        "[rank1]: RuntimeError: Rank 1 successfully reached monitoredBarrier, but received errors while waiting for send/recv "
+        "from rank 0. Please check rank 0 logs for faulty rank.",
+        "[rank3]: RuntimeError: Rank 3 successfully reached monitoredBarrier, but received errors while waiting for send/recv "
+        "from rank 0. Please check rank 0 logs for faulty rank.",
+        "[rank0]: RuntimeError: [Rank 0]: Rank 2 failed to pass monitoredBarrier in 30000 ms",
+        "[rank0]:  Original exception: ",
+        "[rank0]: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 30000ms for recv operation",
+    ])
+    report = triage([tmp_path])
+    assert (report.rule, report.category, report.culprit_rank) == ("absent_named", Category.COMM_TIMEOUT, 2)
+    assert "failed to pass monitoredBarrier" in report.first_failure.text if report.first_failure else False
+
+    many = tmp_path / "many"
+    write(many / "output.log", [f"[rank{r}]: RuntimeError: Rank {r} successfully reached monitoredBarrier, but received errors "
+                                "while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank."
+                                for r in (1, 2, 4, 6, 7)]
+          + ["[rank0]: [E1126 10:00:00.000000 ProcessGroupWrapper.cpp:100] [Rank 0]: Ranks 3, 5 failed to pass monitoredBarrier "
+             "in 30000 ms"])
+    report = triage([many])
+    assert (report.rule, report.culprit_rank) == ("absent_named", 3) and "also absent: ranks 5" in report.reason
+
+    only_pointers = tmp_path / "pointers"
+    write(only_pointers / "output.log", [f"[rank{r}]: RuntimeError: Rank {r} successfully reached monitoredBarrier, but received "
+                                         "errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank."
+                                         for r in (1, 2, 3)])
+    assert triage([only_pointers]).culprit_rank != 0  # the monitor is where to look, not who failed
+
+
+def test_the_ranks_a_desync_report_names_as_lagging_are_the_culprit(tmp_path: Path) -> None:
+    """torch's desync report (TORCH_NCCL_DESYNC_DEBUG=1) lists the lagging ranks after the watchdog timeout."""
+    write(tmp_path / "output.log", [
+        "[rank0]:[E1126 10:00:00.100000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=90, OpType=ALLREDUCE, NumelIn=6, NumelOut=6, Timeout(ms)=600000) ran for 600086 milliseconds before timing out.",
+        "[rank0]:[E1126 10:00:00.200000 ProcessGroupNCCL.cpp:1937] Rank 0",
+        "         - [0] Timeout at collective: ALLREDUCE, #90",
+        "         - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:",
+        "             [2] joined but didn't finish collective #41 (count from 1)",
+        "         - Snapshot of ranks' latest states:",
+    ])
+    report = triage([tmp_path])
+    assert (report.rule, report.category, report.culprit_rank) == ("absent_named", Category.COMM_TIMEOUT, 2)
+    assert "desync report" in report.reason
+
+
+def test_a_silent_rank_0_is_named_when_every_other_rank_timed_out(tmp_path: Path) -> None:
+    """No job record: the ranks are 0..the highest seen, so rank 0 (tokenizing, saving) that said nothing is the absentee."""
+    write(tmp_path / "output.log", [
+        f"[E ProcessGroupNCCL.cpp:457] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
+        "OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=1800000) ran for 1800035 milliseconds before timing out." for r in (1, 2, 3)])
+    report = triage([tmp_path])
+    assert (report.rule, report.culprit_rank) == ("hang", 0), report.reason

@@ -308,7 +308,11 @@ def build_facts(ex: Extraction) -> Facts:
             actor.consequences = [f for f in actor.own if f.category == Category.EXCEPTION and facts.before(first_comm, f)]
             actor.own = [f for f in actor.own if f not in actor.consequences]
     if not facts.universe:
-        facts.universe = {a.rank for a in facts.ranked() if a.rank is not None}
+        # no job record: the ranks seen, and every rank below the highest (ranks are numbered from 0: a rank that never
+        # said anything still existed; a silent rank 0, busy tokenizing or saving while the others time out, is the
+        # classic absentee)
+        seen = {a.rank for a in facts.ranked() if a.rank is not None}
+        facts.universe = seen | set(range(max(seen) + 1)) if seen else set()
     _loss_scale_collapse(ex, facts)
     _join_unattributed(facts)
     return facts
@@ -656,6 +660,32 @@ def rule_peer_votes(facts: Facts) -> RuleVerdict | None:
                    "of its own" if pick else f"{count} rank(s)' communication errors point at node {node_name}", "medium", actor)
 
 
+def rule_absent_named(facts: Facts) -> RuleVerdict | None:
+    """The rank a monitor names as never having arrived (rank 0 of a monitored barrier lists who failed to pass): direct
+    evidence of who is missing, stronger than the others' timeouts, which only say that someone was."""
+    reports = [f for a in facts.actors.values() for f in a.comm if f.absent]
+    first = facts.earliest(reports)
+    if first is None:
+        return None
+    absent = sorted(set(first.absent) - ({first.rank} if first.rank is not None else set()))
+    universe = set(facts.universe) | set(absent) | ({first.rank} if first.rank is not None else set())
+    if not absent or len(absent) > max(1, len(universe) // 4):
+        return None  # many ranks missing at once: a node or the network, not one rank (the later rules decide)
+    rank = absent[0]
+    node = facts.node_of_rank(rank)
+    actor = facts.actor(node, rank)
+    culprit = replace(first, node=node, rank=rank, local_rank=None, device=None, pid=None)
+    monitor = f"rank {first.rank}" if first.rank is not None else "the monitor"
+    more = f" (also absent: ranks {', '.join(map(str, absent[1:]))})" if len(absent) > 1 else ""
+    said = ("'s desync report names it as the rank that lagged behind the collective that timed out"
+            if first.signature == "torch.desync_report" else "'s monitored barrier names it as the rank that failed to pass")
+    return RuleVerdict("absent_named", Category.COMM_TIMEOUT, culprit, f"{actor.label()} never arrived: {monitor}{said}{more}",
+                       "high", actor,
+                       ("look at what that rank was doing when the others waited (its last log lines, `ascendctl stacks` "
+                        "while it runs): data loading, a checkpoint save, a rank-dependent branch that skips the "
+                        "collective, or a stuck device",))
+
+
 def _actor_evidence(facts: Facts, actor: Actor) -> Finding | None:
     """The best line about an actor that has no error of its own: its exit report, a stop, or its last progress."""
     exit_ = actor.first_exit()
@@ -688,7 +718,8 @@ def _hang(facts: Facts, *, by_progress: bool) -> RuleVerdict | None:
         chosen = [r for r in behind if progress[r] == least]
         why = f"its progress stopped first (step {least}; the others reached step {top}) and the others timed out waiting"
     else:
-        missing = sorted(universe - reporters - errored)
+        monitors = {f.monitor for a in facts.actors.values() for f in a.comm if f.monitor is not None}
+        missing = sorted(universe - reporters - errored - monitors)  # a monitor was alive: it is where the errors came from
         if not missing or len(missing) > max(1, len(universe) // 4):
             return None
         chosen = missing
@@ -792,6 +823,8 @@ RULES: tuple[tuple[str, Rule, str], ...] = (
                                   "several at one moment): who ended is known, why is not; no culprit"),
     ("node_lost", rule_node_lost, "a node ascendctl lost (unreachable) while the job ran"),
     ("stopped_first", rule_stopped_first, "a launcher or job stopped from outside before anything failed"),
+    ("absent_named", rule_absent_named, "the rank a monitor (rank 0 of a monitored barrier) names as never having "
+                                        "arrived; a few named at once: the first, the others said"),
     ("hang", rule_hang_progress, "a hang: the rank whose progress (training step) stopped before the others', while they "
                                  "timed out"),
     ("peer_votes", rule_peer_votes, "the rank or node that other ranks' communication errors name, by a clear majority"),

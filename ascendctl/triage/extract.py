@@ -50,7 +50,6 @@ _DEVICE_RXS = (
 _PID_RX = re.compile(r"^\[?[A-Z]+\]? ?[A-Z_]+\((\d+)[,:]|\[PID: ?(\d+)\]|\bPID:\s*(\d+)")
 _PEER_RANK_RXS = (
     re.compile(r"retrieving ncclUniqueId from \[(\d+)\]"),
-    re.compile(r"waiting for send/recv from rank (\d+)"),
     re.compile(r"[Rr]ank (\d+) (?:failed to pass|did not call) (?:monitored)?[Bb]arrier"),
     re.compile(r"Cluster Exception Location\[IP/ID\]:\[[^/\]]*/(\d+)\]"),
     re.compile(r"crimer rank \[[^/\]]*/(\d+)\]"),
@@ -59,6 +58,15 @@ _PEER_RANK_RXS = (
     re.compile(r"\bdst_rank\[(\d+)\]"),
     re.compile(r"[Tt]he node:? (\d+) is timed? ?out"),
 )
+# A monitor's own list of the ranks that never arrived (torch's monitored barrier, on rank 0: "Rank 2 failed to pass
+# monitoredBarrier in 30000 ms", with wait_all_ranks "Ranks 1, 3 failed to pass ..."). The other ranks' "waiting for
+# send/recv from rank 0. Please check rank 0 logs for faulty rank" names the monitor, not a culprit: it is no pointer.
+# torch's desync report (TORCH_NCCL_DESYNC_DEBUG) lists the lagging ranks the same way: "[7] finished collective #182, but
+# didn't join collective #183", "[3, 5] joined but didn't finish collective #40".
+_ABSENT_RX = re.compile(r"\bRanks? (\d+(?:\s*,\s*\d+)*) (?:failed to pass|did not call) (?:monitored)?[Bb]arrier|"
+                        r"^\W*\[(\d+(?:\s*,\s*\d+)*)\] (?:finished collective #\d+, but didn't join|joined but didn't finish) "
+                        r"collective")
+_MONITOR_RX = re.compile(r"waiting for send/recv from rank (\d+)")
 _ADDR = r"(?:\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*(?:\.[\w-]+)*)"
 _PEER_ADDR_RXS = (
     re.compile(r"Cluster Exception Location\[IP/ID\]:\[(" + _ADDR + r")/"),
@@ -269,7 +277,13 @@ class Extraction:
         assert groups is not None
         pid = prefixes.pid or _line_pid(body) or src.pid
         peer_rank = peer_addr = None
+        absent: tuple[int, ...] = ()
+        monitor = None
         if sig.category == Category.COMM_TIMEOUT:
+            monitor = _first_int((_MONITOR_RX,), text)
+            listed = _ABSENT_RX.search(text)
+            if listed is not None:
+                absent = tuple(sorted({int(r) for r in re.findall(r"\d+", listed.group(1) or listed.group(2))}))
             peer_rank = _first_int(_PEER_RANK_RXS, text)
             if peer_rank is not None and peer_rank >= 4294967295:
                 peer_rank = None
@@ -339,6 +353,7 @@ class Extraction:
             device=device if device is not None else src.device, time=time, file=src.file, line=number,
             text=text.strip()[:MAX_TEXT], pid=sig_pid if sig_pid is not None else pid, role=sig.role, local_rank=local,
             peer_rank=peer_rank, peer_addr=peer_addr, exit_code=code, signal=signal, time_source=source, kind=sig.kind,
+            absent=absent, monitor=monitor,
         )
         if sig.id == "fp16.loss_scale_halving":
             self._scale(finding, text)

@@ -52,6 +52,8 @@ class Finding:
     signal: str | None = None
     time_source: str = "line"  # line | stamp | report | job | inherited | none
     kind: str = ""  # OOM: device | host
+    absent: tuple[int, ...] = ()  # the ranks this line says never arrived (a monitor's list: monitoredBarrier's rank 0)
+    monitor: int | None = None  # the rank this line says is watching the barrier ("check rank 0 logs"): alive, not absent
 
     @property
     def weak(self) -> bool:

@@ -194,6 +194,12 @@ SIGNATURES: tuple[Signature, ...] = (
               ("NET/IB", "ibv_poll_cq", "retry counter", "IBV_WC", "protection error", "remote access error")),
     Signature("hccl.roce_cqe", _T, r"error cqe status|cqe err(?:or)? status\[|ROCE CQE|_CQE\(EI0013\)|\bEI0013:",
               "a RoCE completion error (peer exited, or link down)", _HINT_TIMEOUT, ("cqe", "CQE", "EI0013")),
+    Signature("hccp.nic_init", _H, r"\bra (?:rdev|rdma|nic) init(?: rdma)? failed|\bEJ0002\b|[Tt]he network port is down",
+              "HCCP could not bring up the NPU's network port (RoCE device init failed, EJ0002 port down): the device NIC or "
+              "its link, before any peer was involved",
+              "check the device port: `hccn_tool -i DEVICE -link -g` (link state), `-net_health -g`, `-ip -g` (its address in "
+              "/etc/hccn.conf), the cable and the switch port; then `ascendctl preflight --only hccn_link,device_ips`",
+              ("init failed", "init rdma failed", "EJ0002", "network port is down")),
     Signature("link.down", _H, r"\bNIC Link is Down\b|\blink (?:is )?down\b|link_status.*DOWN|Link down",
               "a network link went down", _HINT_HW, ("Link is Down", "link down", "link is down", "link_status", "Link down")),
     # ---------------------------------------------------------------- launch
@@ -277,6 +283,9 @@ SIGNATURES: tuple[Signature, ...] = (
               r"rank \d+|[Rr]ank \d+ (?:failed to pass|did not call) (?:monitored)?[Bb]arrier",
               "a rank waited at a (monitored) barrier for a peer that never arrived; the line names it", _HINT_TIMEOUT,
               ("monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call")),
+    Signature("torch.desync_report", _T, r"didn't join collective #\d+|joined but didn't finish collective #\d+",
+              "torch's desync report (TORCH_NCCL_DESYNC_DEBUG) names the ranks that lagged behind the collective that timed out",
+              _HINT_TIMEOUT, ("didn't join collective", "didn't finish collective")),
     Signature("nccl.watchdog_timeout", _T, r"Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out|"
               r"ProcessGroupNCCL's watchdog got stuck|Some NCCL operations have failed or timed out|"
               r"failure detected by watchdog|\(either an error or timeout\) detected by watchdog|"
@@ -294,10 +303,15 @@ SIGNATURES: tuple[Signature, ...] = (
               r"Timed out initializing process group|DistStoreError: .*(?:[Tt]imeout|[Tt]imed out)|RendezvousClosedError|"
               r"TCPStore.*(?:timed out|Timed out)|socket timed out after|The client socket has timed out|"
               r"waitForInput: socket .{0,200}timed out|connect\(\) timed out|got error: Socket Timeout|"
+              # c10d's client retrying the store ("will retry" until its timeout): the rendezvous has not completed
+              r"The server socket on \S+ has timed out, will retry|"
+              # torch's NCCL init: any store error while fetching the unique id from rank 0 ("Broken pipe", "Connection
+              # reset"): the store or rank 0 went away ("may indicate a possible application crash on rank 0")
+              r"retrieving ncclUniqueId from \[\d+\] via c10d key-value store.{0,200}got error|"
               r"Stream synchronize timeout|stream sync timeout",
               "ranks did not all join the rendezvous in time", _HINT_TIMEOUT,
               ("Rendezvous", "endezvous", "Timed out initializing", "DistStoreError", "socket timed out", "RendezvousClosedError",
-               "socket has timed out")),
+               "socket has timed out", "retrieving ncclUniqueId")),
     Signature("nccl.system_error", _T, r"unhandled system error|NCCL error.*remote process exited|ncclRemoteError|"
               r"unhandled cuda error|NCCL communicator was aborted",
               "NCCL lost a peer or hit a system error", _HINT_TIMEOUT,
@@ -446,6 +460,7 @@ TRIGGERS: tuple[str, ...] = (
     "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
     "out of memory", "total mem size", "Failed to CUDA", "running low on memory", "Memory on the node", "KeyError: ",
     "expected, but not set", "monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call",
+    "didn't join collective", "didn't finish collective", "init failed", "init rdma failed", "EJ0002", "network port is down", "retrieving ncclUniqueId",
     "[A-Z][A-Za-z]*(Error|Exception) *$", "TimeoutError", "lost heartbeat", "GPU is lost", "device handle for GPU",
     "fallen off the bus", "Got async event", "stream synchroni", "aclrtSynchronizeStream", "Socket Timeout",
     "is killed by signal", "hit an exception", "method failed", "encountered an?", "hit a fatal", "Got async error event",

@@ -186,6 +186,16 @@ def test_rank_that_hangs_is_named_although_it_never_errs(cluster_factory: Any, t
     agree(case)
 
 
+def test_rank_that_stalls_before_a_monitored_barrier_is_the_one_rank_0_names(cluster_factory: Any, tmp_path: Path) -> None:
+    # issue #26: as above, with dist.monitored_barrier before each all-reduce: rank 0 (the monitor) says "Rank 4 failed
+    # to pass monitoredBarrier"; the other ranks' errors name rank 0 only as where to look, and must not make it the culprit
+    case = run_case(cluster_factory(hosts()), tmp_path, "faults_torch.py",
+                    {"JOB_TIMEOUT": "8", "JOB_FAULT": "hang", "JOB_FAULT_RANK": "4", "JOB_MONITORED": "1"})
+    assert verdict(case) == ("COMM_TIMEOUT", "h03", 4), case.brief()
+    assert case.doc["culprit_reason"] == "absent_named" and "failed to pass" in case.doc["reason"], case.brief()
+    agree(case)
+
+
 def memory_cgroup(name: str) -> Path:
     """A new cgroup v1 memory group under this process's own (the hosts see no cgroup fs: `ip netns exec`
     remounts /sys, so the test moves the pid from the root namespace)."""

@@ -10,7 +10,8 @@ progress stopped. JOB_FAULT picks what goes wrong, on rank JOB_FAULT_RANK at ste
   nan     every rank's loss becomes NaN at that step (a diverged model): each logs it and exits 1
   import  (at start) `import asct_dep`, a module only some hosts have on their PYTHONPATH
 JOB_TIMEOUT: the gloo timeout in seconds (default 60). JOB_NUMEL: floats all-reduced per step
-(default 4; a large value makes every step cross the network in full-size frames).
+(default 4; a large value makes every step cross the network in full-size frames). JOB_MONITORED=1: every step first
+passes `dist.monitored_barrier` (rank 0 then names the ranks that did not arrive).
 """
 
 import datetime
@@ -55,6 +56,8 @@ for step in range(1, 6):
     grad = weight.grad
     assert grad is not None
     payload = torch.cat([grad, torch.zeros(max(0, numel - 4))])
+    if os.environ.get("JOB_MONITORED") == "1":
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=int(os.environ.get("JOB_TIMEOUT", "60"))))
     dist.all_reduce(payload)
     with torch.no_grad():
         weight -= 0.01 * payload[:4] / world
