@@ -30,6 +30,10 @@ UNAVAILABLE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWERED_DOWN",
 # A step's processes on a node (tasks and everything they start) all carry this in their environment.
 DEFAULT_PORT_BASE = DEFAULT_MASTER_PORT  # a job in an allocation gets a port above the launchers' default
 PORT_SPAN = 1000
+# Job states after which a Slurm job runs nothing any more (squeue/scontrol JobState).
+ENDED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
+                "PREEMPTED", "GONE")
+SUBMITTED_ENV = "ASCENDCTL_SLURM_SUBMITTED"  # set in a batch job `launch --backend slurm` submitted
 
 
 @dataclass(frozen=True, slots=True)

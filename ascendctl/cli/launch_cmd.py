@@ -15,6 +15,15 @@ from ascendctl.cli.common import JsonOpt, NodeOptions, argv_now, cli_errors, exa
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
 GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
+HangTimeoutOpt = Annotated[Optional[float], typer.Option(
+    "--hang-timeout", metavar="SECONDS", min=1, show_default=False,
+    help="A hang: no rank prints a progress line (a training step) for this long (3x before the first one). Then every "
+         "rank's stack is taken (`ascendctl stacks`) and, with --on-hang stop, the job is stopped with that verdict (exit 5).")]
+OnHangOpt = Annotated[str, typer.Option("--on-hang", metavar="stop|report",
+                                        help="With --hang-timeout: stop the job (default), or only report the hang and its stacks.")]
+ProgressOpt = Annotated[Optional[str], typer.Option(
+    "--progress", metavar="REGEX", show_default=False,
+    help="With --hang-timeout: what a progress line looks like (default: a step/iteration number, as triage reads them).")]
 SilenceOpt = Annotated[float, typer.Option(
     "--silence-limit", metavar="SECONDS", min=MIN_SILENCE_LIMIT,
     help="A followed node that sends nothing this long, not even its follower's heartbeat (every few seconds while the job "
@@ -56,6 +65,9 @@ def launch(
     grace: GraceOpt = 10.0,
     silence_limit: SilenceOpt = DEFAULT_SILENCE_LIMIT,
     no_stacks: Annotated[bool, typer.Option("--no-stacks", help="On Ctrl-C, SIGTERM or SIGHUP stop at once, without taking every rank's stack first (`ascendctl stacks`).")] = False,
+    hang_timeout: HangTimeoutOpt = None,
+    on_hang: OnHangOpt = "stop",
+    progress: ProgressOpt = None,
     buffered: Annotated[bool, typer.Option("--buffered", help="Leave Python's output buffering alone (default: PYTHONUNBUFFERED=1, so lines stream as printed).")] = False,
     backend: Annotated[Optional[Backend], typer.Option("--backend", help="ssh (the inventory's nodes), or slurm: outside an allocation, sbatch a batch script that launches inside it (inside one, the allocation is used either way).", case_sensitive=False, show_default=False)] = None,
     partition: Annotated[Optional[str], typer.Option("--partition", help="--backend slurm: sbatch --partition.", show_default=False)] = None,
@@ -72,8 +84,11 @@ def launch(
     from ascendctl.jobs.service import dry_run as plan_only, launch_job
     from ascendctl.ui import launch_view
 
+    from ascendctl.jobs.supervise import hang_policy
+
     options = LaunchOptions(launcher.value, tuple(script), nproc_per_node, master_addr, master_port, log_dir, tuple(env or ()),
-                            rank_table, rdzv, cluster_timeout, grace, buffered, silence_limit)
+                            rank_table, rdzv, cluster_timeout, grace, buffered, silence_limit,
+                            hang_policy(hang_timeout, on_hang, progress))
     from ascendctl.inventory.load import load_inventory
     from ascendctl.inventory.selection import select_nodes
     from ascendctl.slurm import allocation_job_id
@@ -152,7 +167,7 @@ def status(job: JobArg = None, as_json: JsonOpt = False, *, cluster: NodeOptions
         launch_view.emit_record(found.record, code, argv_now(), leftovers=launch_view.leftovers_to_dict(found.leftovers),
                                 unasked=[{"node": node, "message": why} for node, why in found.unasked])
     else:
-        launch_view.show_status(found.record, found.leftovers)
+        launch_view.show_status(found.record, found.leftovers, supervisor_alive=found.supervisor_alive)
     launch_view.show_unasked(found.unasked)
     raise typer.Exit(int(code))
 
@@ -223,10 +238,15 @@ def supervise(
     job: Annotated[str, typer.Argument(help="The job to look after.")],
     grace: GraceOpt = 10.0,
     silence_limit: SilenceOpt = DEFAULT_SILENCE_LIMIT,
+    hang_timeout: HangTimeoutOpt = None,
+    on_hang: OnHangOpt = "stop",
+    progress: ProgressOpt = None,
     *,
     cluster: NodeOptions,
 ) -> None:
     """Look after a detached job (started by `launch --detach`): tear it down at its first failure, record the verdict."""
     from ascendctl.jobs.service import supervise_detached
+    from ascendctl.jobs.supervise import hang_policy
 
-    raise typer.Exit(supervise_detached(job, grace=grace, silence=silence_limit, flags=cluster.flags))
+    raise typer.Exit(supervise_detached(job, grace=grace, silence=silence_limit, flags=cluster.flags,
+                                        hang=hang_policy(hang_timeout, on_hang, progress)))

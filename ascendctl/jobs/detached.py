@@ -29,12 +29,18 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ascendctl.errors import AscendctlError
 from ascendctl.jobs.record import JobState, Supervisor, load_job, save_job, state_dir
 
 if TYPE_CHECKING:
+    from ascendctl.jobs.supervise import HangPolicy
+    from ascendctl.remote.group import NodeGroup
+
+    from typing import TypeAlias
+
+    StacksTaker: TypeAlias = Callable[[JobRecord, NodeGroup, Callable[[str], None]], JobRecord]
     from ascendctl.jobs.record import JobRecord
 
 log = logging.getLogger(__name__)
@@ -143,8 +149,11 @@ def daemonize(job_id: str) -> None:
     os.close(null)
 
 
-def run_supervisor(job_id: str, *, grace: float, silence: float | None, flags: dict[str, object]) -> int:
-    """Look after a detached job until it ends (exit 0), or until SIGTERM/SIGINT relieve it; record what happened."""
+def run_supervisor(job_id: str, *, grace: float, silence: float | None, flags: dict[str, object],
+                   hang: HangPolicy | None = None, stacks: StacksTaker | None = None) -> int:
+    """Look after a detached job until it ends (exit 0), or until SIGTERM/SIGINT relieve it; record what happened.
+    `hang`: as launch's; `stacks(record, group, notice)` takes every rank's stack (jobs/hang.with_stacks) over the
+    runner's own group before a hang's teardown."""
     from ascendctl.jobs.reach import job_inventory, runner_for_record
     from ascendctl.jobs.supervise import supervise
 
@@ -166,7 +175,8 @@ def run_supervisor(job_id: str, *, grace: float, silence: float | None, flags: d
     runner = runner_for_record(record, inv)
     say(f"following {len(record.nodes)} nodes of job {job_id} (pid {os.getpid()})")
     try:
-        result = supervise(runner, record, notice=say, grace=grace, silence=silence, relieved=relieved)
+        result = supervise(runner, record, notice=say, grace=grace, silence=silence, relieved=relieved, hang=hang,
+                           before_stop=(lambda r: stacks(r, runner.group, say)) if hang is not None and stacks else None)
     finally:
         runner.close()
     if result.relieved:

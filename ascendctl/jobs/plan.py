@@ -21,6 +21,7 @@ from ascendctl.inventory.settings import DEFAULT_SILENCE_LIMIT
 from ascendctl.stacks.hook import hook_dir
 
 if TYPE_CHECKING:
+    from ascendctl.jobs.supervise import HangPolicy
     from ascendctl.jobs.environment import NodeEnvironment
     from ascendctl.inventory.load import Inventory, Node
 
@@ -45,6 +46,7 @@ class LaunchOptions:
     grace: float = DEFAULT_GRACE
     buffered: bool = False  # leave Python's stdout buffering alone (default: PYTHONUNBUFFERED=1, lines stream as printed)
     silence_limit: float = DEFAULT_SILENCE_LIMIT  # a followed node silent this long (not even a heartbeat) is lost
+    hang: HangPolicy | None = None  # --hang-timeout/--on-hang/--progress: when a job that runs on is hung, and what then
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,8 @@ from ascendctl.jobs.record import FirstFailure, JobRecord, JobState, NodeJob, St
 from ascendctl.inventory.settings import DEFAULT_SILENCE_LIMIT
 from ascendctl.jobs.reach import job_inventory, recorded_inventory, runner_for_record
 from ascendctl.jobs.ssh_runner import SSHRunner, with_stop_results
-from ascendctl.jobs.supervise import supervise
+from ascendctl.jobs.hang import with_stacks
+from ascendctl.jobs.supervise import HangPolicy, supervise
 from ascendctl.models import EndKind, NodeEnd
 
 if TYPE_CHECKING:
@@ -216,7 +217,8 @@ def launch_job(
                 return LaunchOutcome(record, detached=detach and record.status == JobState.RUNNING)
             result = supervise(runner, record, on_line=on_line, notice=notice, grace=options.grace,
                                silence=options.silence_limit, on_teardown=on_teardown,
-                               before_stop=(lambda r: with_stacks(r, group, notice)) if stacks_on_stop else None)
+                               before_stop=(lambda r: with_stacks(r, group, notice)) if stacks_on_stop else None,
+                               hang=options.hang)
             return _finished(LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict,
                                            stopped_by=result.stopped_by))
         except (KeyboardInterrupt, Interrupted) as stop:
@@ -243,6 +245,7 @@ def _with_supervisor(record: JobRecord, options: LaunchOptions, flags: Mapping[s
     if options.silence_limit is not None:
         argv += ["--silence-limit", f"{options.silence_limit:g}"]
     argv += [arg for key in SUPERVISOR_FLAGS if key in flags for arg in (f"--{key.replace('_', '-')}", str(flags[key]))]
+    argv += options.hang.to_argv() if options.hang is not None else []
     try:
         return start_supervisor(record, argv)
     except AscendctlError as exc:
@@ -250,12 +253,13 @@ def _with_supervisor(record: JobRecord, options: LaunchOptions, flags: Mapping[s
         return record
 
 
-def supervise_detached(job_id: str, *, grace: float, silence: float | None, flags: Mapping[str, Any]) -> int:
+def supervise_detached(job_id: str, *, grace: float, silence: float | None, flags: Mapping[str, Any],
+                       hang: HangPolicy | None = None) -> int:
     """`ascendctl supervise JOB` (started by `launch --detach`): become the job's supervisor and look after it."""
     from ascendctl.jobs.detached import daemonize, run_supervisor
 
     daemonize(job_id)
-    return run_supervisor(job_id, grace=grace, silence=silence, flags=dict(flags))
+    return run_supervisor(job_id, grace=grace, silence=silence, flags=dict(flags), hang=hang, stacks=with_stacks)
 
 
 def _tear_down(inventory: Inventory, record: JobRecord, grace: float, notice: NoticeSink, *, stopped_by: str | None) -> LaunchOutcome:
@@ -291,7 +295,8 @@ def submit_job(
 ) -> LaunchOutcome:
     """Submit mode: sbatch a batch script that runs this launch inside its allocation, then follow its output."""
     from ascendctl.slurm import job_state, run_tool
-    from ascendctl.jobs.submit import ENDED_STATES, render_submission, submit, wait_for_record
+    from ascendctl.jobs.submit import render_submission, submit, wait_for_record
+    from ascendctl.slurm import ENDED_STATES
 
     check_script_first(options)  # before anything is submitted
     notice = on_notice or (lambda _msg: None)
@@ -430,6 +435,7 @@ class JobStatus:
     record: JobRecord
     leftovers: tuple[LeftoverCheck, ...] = ()
     unasked: tuple[tuple[str, str], ...] = ()  # (node, why) for each node of a running job that could not be asked
+    supervisor_alive: bool | None = None  # a running detached job's supervisor: alive, gone, or None (not asked / none)
 
     @property
     def outcomes(self) -> list[Outcome]:
@@ -439,12 +445,15 @@ class JobStatus:
 
 def job_status(job_id: str | None, inventory: Inventory | None = None) -> JobStatus:
     """The job's record, refreshed while it runs; nodes its teardown could not reach are asked what is left there."""
+    from ascendctl.jobs.detached import supervisor_alive
+
     record, unasked = _refresh(load_job(job_id), inventory)
+    alive = supervisor_alive(record) if record.status == JobState.RUNNING and record.supervisor is not None else None
     if unasked:  # a running job whose node cannot be asked: that node's state is unknown, never "running" as recorded
-        return JobStatus(record, unasked=tuple(unasked.items()))
+        return JobStatus(record, unasked=tuple(unasked.items()), supervisor_alive=alive)
     unreached = {n.name: n.teardown_error for n in record.nodes if n.teardown_error} if record.status != JobState.RUNNING else {}
     if not unreached:
-        return JobStatus(record)
+        return JobStatus(record, supervisor_alive=alive)
     inv = job_inventory(record, inventory)
     runner = runner_for_record(record, inv)
     try:
@@ -460,45 +469,7 @@ def job_status(job_id: str | None, inventory: Inventory | None = None) -> JobSta
             checks.append(LeftoverCheck(name, why, error=result.error.message if result.error else "no answer"))
         else:
             checks.append(LeftoverCheck(name, why, pids=result.value))
-    return JobStatus(record, tuple(checks))
-
-
-def with_stacks(record: JobRecord, group: NodeGroup, notice: NoticeSink) -> JobRecord:
-    """Every rank's stack taken before a stop (a hang is most often stopped by hand, and its culprit is only visible
-    while it hangs): the capture stays on the nodes (`<node dir>/stacks/<stamp>/`, collected with the job), and a
-    suspect rank becomes the record's verdict (HANG) unless the job already has one. Never fails the stop."""
-    from ascendctl.stacks.capture import take_stacks
-
-    if record.status != JobState.RUNNING or not any(n.pid is not None and n.exit_code is None for n in record.nodes):
-        return record
-    try:
-        report = take_stacks(record, group=group)
-    except AscendctlError as exc:
-        notice(f"no stacks taken before the stop: {exc.message}")
-        return record
-    notice(f"stacks of {len(report.stacked)} ranks taken before the stop (<node dir>/stacks/{report.stamp}): "
-           f"{report.verdict.message}")
-    return replace(record, first_failure=record.first_failure or hang_failure(report))
-
-
-def hang_failure(report: "StacksReport") -> FirstFailure | None:
-    """The record's verdict from a stacks capture that names a suspect: the ranks not waiting while the others wait."""
-    suspects = [c for c in report.classes if c.suspect]
-    if report.verdict.kind != "suspect" or not suspects:
-        return None
-    first = suspects[0]
-    frame = first.innermost
-    victims = tuple(Victim(c.nodes[0] if len(c.nodes) == 1 else None, c.ranks[0] if len(c.ranks) == 1 else None,
-                                  f"waiting at {c.waiting.where}" if c.waiting else "waiting")
-                    for c in report.classes if not c.suspect and c.waiting is not None)
-    node = first.nodes[0] if len(first.nodes) == 1 else None
-    rank = first.ranks[0] if len(first.ranks) == 1 else None
-    return FirstFailure(
-        reason=report.verdict.message, node=node, rank=rank, category=Category.HANG.value,
-        headline=f"HANG: {first.label} not in a collective" + (f" on node {node}" if node else ""), rule="stacks",
-        confidence="medium", single_culprit=len(first.ranks) == 1, file=frame.file if frame else None,
-        line=frame.line if frame else None, text=f"{first.label} at {frame.where}" if frame else None, victims=victims,
-        hints=(f"every rank's stack: ascendctl stacks output kept on each node under <node dir>/stacks/{report.stamp}/",))
+    return JobStatus(record, tuple(checks), supervisor_alive=alive)
 
 
 def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inventory | None = None, stacks: bool = True,

@@ -75,7 +75,7 @@ class SlurmRunner(SSHRunner):
             proc.stdin.close()
         except BrokenPipeError:
             pass
-        from ascendctl.jobs.submit import SUBMITTED_ENV
+        from ascendctl.slurm import SUBMITTED_ENV
 
         record = replace(record, slurm_job=allocation.job_id, slurm_submitted=os.environ.get(SUBMITTED_ENV) == "1")
         pids = self._wait_started(plan, proc)
@@ -119,7 +119,7 @@ class SlurmRunner(SSHRunner):
         results = super().states(record, nodes)
         if all(r.value is not None for r in results) or not record.slurm_job:
             return results
-        from ascendctl.jobs.submit import ENDED_STATES
+        from ascendctl.slurm import ENDED_STATES
 
         state = job_state(record.slurm_job)["state"]
         if state not in ENDED_STATES:

@@ -22,15 +22,13 @@ from ascendctl.errors import AscendctlError, UsageError
 from ascendctl.templating import load_template, render_template
 from ascendctl.slurm import SubmitSettings, clean_environ, job_state, tool
 from ascendctl.jobs.record import JobError, JobRecordError, load_job, state_dir
+from ascendctl.slurm import ENDED_STATES, SUBMITTED_ENV
 
 if TYPE_CHECKING:
     from ascendctl.inventory.load import Inventory
     from ascendctl.jobs.plan import LaunchOptions
     from ascendctl.jobs.runner import NoticeSink
 
-SUBMITTED_ENV = "ASCENDCTL_SLURM_SUBMITTED"
-ENDED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
-                "PREEMPTED", "GONE")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ words. The verdict of the failure is the triage engine's. Must not import typer 
 from __future__ import annotations
 
 import logging
+import re
 import selectors
 import threading
 import time
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from ascendctl.errors import AscendctlError, signal_name
 from ascendctl.triage import LiveTriage, split_stamp
+from ascendctl.triage.extract import PROGRESS_RX
 from ascendctl.jobs.record import FirstFailure, JobState
 from ascendctl.jobs.runner import NodeEnded
 from ascendctl.jobs.ssh_runner import with_stop_results
@@ -32,6 +34,47 @@ log = logging.getLogger(__name__)
 POLL = 0.25
 SILENCE_CHECK = 1.0  # seconds between pumps of every stream, readable or not: a silent node's stream ends itself
 DRAIN_AFTER_INTERRUPT = 5.0  # seconds to read the last words of nodes stopped after Ctrl-C
+
+
+@dataclass(frozen=True, slots=True)
+class HangPolicy:
+    """When a running job counts as hung, and what then (`launch --hang-timeout S --on-hang stop|report --progress RE`).
+
+    A hang: no rank printed a progress line (a training step: triage's PROGRESS_RX, or `progress`) for `timeout`
+    seconds; before the first one, for `first_step_factor` times that (loading and the first step are slow). Then every
+    rank's stack is taken (`ascendctl stacks`), and with `stop` the job is torn down with the stacks' verdict (HANG)."""
+
+    timeout: float
+    stop: bool = True
+    progress: str | None = None
+    first_step_factor: float = 3.0
+
+    def matcher(self) -> re.Pattern[str]:
+        return re.compile(self.progress) if self.progress else PROGRESS_RX
+
+    def to_argv(self) -> list[str]:
+        """The same policy as command-line options (a detached job's supervisor is given them)."""
+        argv = ["--hang-timeout", f"{self.timeout:g}", "--on-hang", "stop" if self.stop else "report"]
+        return argv + (["--progress", self.progress] if self.progress else [])
+
+
+def hang_policy(timeout: float | None, on_hang: str = "stop", progress: str | None = None) -> HangPolicy | None:
+    """The policy the command line asks for (None without --hang-timeout); UsageError for a bad --progress regex or a
+    --on-hang/--progress without --hang-timeout."""
+    from ascendctl.errors import UsageError
+
+    if on_hang not in ("stop", "report"):
+        raise UsageError(f"--on-hang {on_hang!r}: expected stop or report")
+    if timeout is None:
+        if progress is not None or on_hang != "stop":
+            raise UsageError("--on-hang and --progress need --hang-timeout SECONDS")
+        return None
+    if progress is not None:
+        try:
+            re.compile(progress)
+        except re.error as exc:
+            raise UsageError(f"--progress {progress!r}: not a regular expression: {exc}") from None
+    return HangPolicy(timeout, stop=on_hang == "stop", progress=progress)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +106,16 @@ class _Loop:
 
     def __init__(self, runner: Runner, record: JobRecord, on_line: LineSink | None, notice: NoticeSink, grace: float,
                  names: list[str], silence: float | None = None, relieved: threading.Event | None = None,
-                 on_teardown: TeardownSink | None = None) -> None:
+                 on_teardown: TeardownSink | None = None, hang: HangPolicy | None = None,
+                 on_hang: Callable[[JobRecord], JobRecord] | None = None) -> None:
         self.runner = runner
+        self.hang = hang
+        self.on_hang = on_hang
+        self.progress_rx = hang.matcher() if hang is not None else None
+        self.last_progress: float | None = None  # monotonic time of the last progress line of any rank
+        self.started = time.monotonic()
+        self.hang_fired = False  # re-armed by the next progress line (--on-hang report)
+        self.hung = False  # torn down because of a hang
         self.on_teardown = on_teardown
         self.relieved = relieved
         self.left = False  # the loop ended because it was relieved
@@ -85,8 +136,32 @@ class _Loop:
 
     def emit(self, node: str, line: str) -> None:
         self.live.line(node, line)
+        text = split_stamp(line)[1]
+        if self.progress_rx is not None and self.progress_rx.search(text) and "rror" not in text:
+            self.last_progress = time.monotonic()
+            self.hang_fired = False
         if self.on_line is not None:
-            self.on_line(node, split_stamp(line)[1])
+            self.on_line(node, text)
+
+    def check_hang(self) -> None:
+        """Fire the hang policy once no rank made progress for its timeout (a longer allowance before the first step)."""
+        if self.hang is None or self.hang_fired or self.stopper is not None or not self.pending:
+            return
+        since = self.last_progress if self.last_progress is not None else self.started
+        allowance = self.hang.timeout * (1 if self.last_progress is not None else self.hang.first_step_factor)
+        idle = time.monotonic() - since
+        if idle < allowance:
+            return
+        self.hang_fired = True
+        what = "since its last progress line" if self.last_progress is not None else "since it started, and none yet"
+        self.notice(f"no rank made progress for {idle:.0f} s {what} (--hang-timeout {self.hang.timeout:g}): a hang; "
+                    "taking every rank's stack")
+        after = self.on_hang(self.record) if self.on_hang is not None else self.record
+        if not self.hang.stop:
+            return  # --on-hang report: the job runs on; the stacks stay on the nodes
+        self.record = after
+        self.hung = True
+        self.stop_rest("a hang: stopping the job on every node", None)
 
     def open(self, name: str) -> None:
         try:
@@ -155,6 +230,8 @@ class _Loop:
             if self.relieved is not None and self.relieved.is_set() and self.stopper is None:
                 self.left = True  # never in the middle of a teardown: that one runs to its end first
                 return
+            if teardown_on_failure:
+                self.check_hang()
             if self.failures and self.stopper is None and teardown_on_failure and self.pending:
                 first = self.failures[0]
                 what = f"unreachable ({first.lost})" if first.lost else f"exited {first.exit_code}"
@@ -190,6 +267,7 @@ def supervise(
     relieved: threading.Event | None = None,
     on_teardown: TeardownSink | None = None,
     before_stop: Callable[[JobRecord], JobRecord] | None = None,
+    hang: HangPolicy | None = None,
 ) -> Supervised:
     """Follow every started node until its launcher ends; on a failure or a stop signal stop the rest (unless only watching).
 
@@ -200,12 +278,14 @@ def supervise(
     `on_teardown(node)`: told when the teardown begins, with the node whose failure began it (None after a stop signal).
     `before_stop(record)`: run after a stop signal, before the teardown (every rank's stack is taken there: a hang
     stopped by hand still gets its culprit); the record it returns (its verdict, if any) is kept.
+    `hang`: when no rank made progress for its timeout, `before_stop` runs (the stacks), then with `hang.stop` the job is
+    torn down and ends failed with the stacks' verdict (HANG); with report it runs on.
     A stop signal (KeyboardInterrupt: Ctrl-C, or SIGTERM/SIGHUP through interrupts.stop_on_signals) tears the job down on
     every node it may still run on, the ones lost included; the record says which signal (`stopped_by`).
     """
     say = notice or (lambda _msg: None)
     names = [n.name for n in record.nodes if n.pid is not None and (nodes is None or n.name in nodes)]
-    loop = _Loop(runner, record, on_line, say, grace, names, silence, relieved, on_teardown)
+    loop = _Loop(runner, record, on_line, say, grace, names, silence, relieved, on_teardown, hang, before_stop)
     stopped_by: str | None = None
     try:
         for name in names:
@@ -247,11 +327,13 @@ def supervise(
         status = JobState.INTERRUPTED
     elif record.status == JobState.STOPPED:
         status = JobState.STOPPED
-    elif loop.failures or not all(n.exit_code == 0 for n in record.nodes):
+    elif loop.hung or loop.failures or not all(n.exit_code == 0 for n in record.nodes):
         status = JobState.FAILED
     else:
         status = JobState.SUCCEEDED
-    verdict = loop.live.report(record.to_dict()) if status == JobState.FAILED else None
+    # a hang the stacks named keeps their verdict: the logs of a job stopped for a hang show only the teardown
+    kept = loop.hung and record.first_failure is not None
+    verdict = loop.live.report(record.to_dict()) if status == JobState.FAILED and not kept else None
     record = replace(record, status=status, first_failure=first_failure(verdict) if verdict else record.first_failure,
                      stopped_by=stopped_by)
     return Supervised(record, interrupted=stopped_by is not None, verdict=verdict, stopped_by=stopped_by)

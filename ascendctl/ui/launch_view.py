@@ -195,14 +195,11 @@ def recorded_verdict_lines(record: JobRecord) -> list[str]:
     return lines
 
 
-def supervisor_line(record: JobRecord) -> str | None:
-    """Who looks after a running detached job: its supervisor (pid, host), or nobody (it is gone)."""
-    from ascendctl.jobs.detached import supervisor_alive
-
+def supervisor_line(record: JobRecord, alive: bool | None) -> str | None:
+    """Who looks after a running detached job: its supervisor (pid, host), or nobody (`alive` False: it is gone)."""
     sup = record.supervisor
     if record.status != JobState.RUNNING or sup is None:
         return None
-    alive = supervisor_alive(record)
     if alive is False:
         return (f"supervisor: gone (pid {sup.pid}, log {sup.log}); nothing tears the job down at its first failure: "
                 f"`ascendctl logs {record.id} -f` starts a new one")
@@ -236,13 +233,13 @@ def show_unasked(unasked: tuple[tuple[str, str], ...]) -> None:
               hint="the job may still run there, or the node may be lost; ask again, or `ascendctl stop` the job")
 
 
-def show_status(record: JobRecord, leftovers: tuple[LeftoverCheck, ...] = ()) -> None:
+def show_status(record: JobRecord, leftovers: tuple[LeftoverCheck, ...] = (), *, supervisor_alive: bool | None = None) -> None:
     """One job in detail, and what is left on the nodes its teardown could not reach."""
     out.print(f"job {record.id}: {_status(record)} ({record.launcher}, master {record.master_addr}:{record.master_port})",
               markup=False)
     out.print(f"started {_when(record.started)}, ended {_when(record.ended)}; logs under {record.log_dir}", markup=False)
     out.print("\n".join(_node_state(record)), markup=False)
-    supervision = supervisor_line(record)
+    supervision = supervisor_line(record, supervisor_alive)
     if supervision:
         out.print(supervision, markup=False)
     for line in recorded_verdict_lines(record):

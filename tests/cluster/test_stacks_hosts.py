@@ -122,3 +122,28 @@ def test_ctrl_c_of_a_hanging_job_takes_every_ranks_stack_and_names_the_stuck_ran
     assert record["status"] == "interrupted" and failure["category"] == "HANG", record
     assert (failure["node"], failure["rank"], failure["line"]) == ("h03", 4, SLEEP_LINE)
     assert job_processes(cluster, "hang_torch.py") == []
+
+
+def test_launch_notices_the_hang_takes_every_ranks_stack_and_stops_the_job_with_its_verdict(cluster_factory: Any,
+                                                                                             tmp_path: Path) -> None:
+    """`launch --hang-timeout` (issue #27): no rank prints a step for 8 s after rank 4 falls asleep; launch says so, takes
+    every rank's stack, stops the job and records the stacks' verdict: HANG on rank 4 at its sleeping line (exit 5)."""
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inventory(cluster, tmp_path)
+    logs = tmp_path / "logs"
+    started = time.monotonic()
+    run = subprocess.run([*ASCENDCTL, "launch", "-i", str(inv), "--launcher", "torchrun", "--log-dir", str(logs),
+                          "--grace", "3", "--no-preflight", "--hang-timeout", "8", "--env=PYTHONUNBUFFERED=1",
+                          "--env=JOB_TIMEOUT=300", "--", str(JOBS / "hang_torch.py")],
+                         capture_output=True, text=True, timeout=240)
+    took = time.monotonic() - started
+    assert run.returncode == 5, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "(--hang-timeout 8): a hang; taking every rank's stack" in run.stderr, run.stderr[-3000:]
+    record = last_job()
+    failure = record["first_failure"]
+    assert record["status"] == "failed" and failure["category"] == "HANG" and failure["rule"] == "stacks", failure
+    assert (failure["node"], failure["rank"], failure["line"]) == ("h03", 4, SLEEP_LINE), failure
+    assert "HANG" in run.stdout + run.stderr and "rank 4" in run.stdout + run.stderr
+    assert any((logs / node / "stacks").is_dir() for node in ("h01", "h02", "h03")), "the incident's stacks stay on the nodes"
+    assert job_processes(cluster, "hang_torch.py") == []
+    assert took < 200, took  # long before gloo's own 300 s timeout would have ended it
