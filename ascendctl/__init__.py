@@ -61,7 +61,7 @@ _EXPORTS = {
     "collect_bundle": "bundle.collect",
     "CollectOptions": "bundle.collect",
     "CollectReport": "bundle.collect",
-    "unpack_tar_stream": "bundle.collect",
+    "unpack_tar_stream": "bundle.archive",
     "compare_topologies": "bundle.summaries",
     "summarize_msprof": "bundle.summaries",
     "summarize_bundle": "bundle.summaries",
@@ -75,7 +75,8 @@ _EXPORTS = {
 
 if TYPE_CHECKING:  # the real names for type checkers (py.typed); at run time they load lazily below
     from .preflight.checks.registry import ALL_CHECKS, select_checks
-    from .bundle.collect import CollectOptions, CollectReport, collect_bundle, unpack_tar_stream
+    from .bundle.archive import unpack_tar_stream
+    from .bundle.collect import CollectOptions, CollectReport, collect_bundle
     from .facts.devices import device_sections, discover_devices
     from .jobs.environment import env_snippet, node_environment
     from .errors import AscendctlError, ExitCode

@@ -14,21 +14,18 @@ import json
 import os
 import string
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ascendctl.facts.devices import DeviceAddress, NodeDevices, discover_devices
-from ascendctl.nodeset import fold_ids
-from ascendctl.errors import AscendctlError, ExitCode, TemplateError, parse_json
-from ascendctl.templating import Template, load_template, render_template
-from ascendctl.facts.device_check import Problem, exit_code_of, host_addresses, per_device, validate_devices
-from ascendctl.outcome import Outcome, exit_code_for, node_outcome
+from ascendctl.errors import AscendctlError, ExitCode, parse_json
+from ascendctl.templating import load_template, render_template
+from ascendctl.facts.device_check import Problem, exit_code_of, per_device, validate_devices
 from ascendctl.models import NodeResult, NodeStatus
 from ascendctl.jobs.environment import node_environment
 from ascendctl.launchers import DEFAULT_HCCL_CONNECT_TIMEOUT
 from ascendctl.remote.group import NodeGroup
-from ascendctl.facts.endpoint import canonical_ip, resolve_endpoints
+from ascendctl.facts.endpoint import resolve_endpoints
 
 if TYPE_CHECKING:  # only the annotation needs it (importlib.abc has it on 3.10, where the floor is)
     from importlib.abc import Traversable

@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendctl.cli import app
-from ascendctl.bundle.collect import (NodeCollectPlan, collect_command, command_sections, job_window, member_target, parse_env,
-                               parse_since, parse_size, device_env, unpack_tar_stream, UnpackLimits)
+from ascendctl.bundle.collect import NodeCollectPlan, collect_command, command_sections, job_window, member_target, parse_env, parse_since, parse_size, device_env
+from ascendctl.bundle.archive import unpack_tar_stream, UnpackLimits
 from ascendctl.errors import UsageError
 from ascendctl.jobs.record import JobRecord
 
@@ -206,7 +206,7 @@ def test_collect_local_node_writes_bundle_and_manifest(tmp_path: Path, monkeypat
     assert "b/manifest.json" in names and "b/summary.json" in names
     assert any(n.endswith("plogs/debug/plog/plog-42_1.log") for n in names)
     assert facts["session_env"]["HCCL_SECRET_KEY"] == "<redacted>"
-    from ascendctl.bundle.collect import open_bundle
+    from ascendctl.bundle.layout import open_bundle
 
     opened = open_bundle(tmp_path / "b.tar.gz", tmp_path / "unpacked")
     assert opened == tmp_path / "unpacked/b" and json.loads((opened / "manifest.json").read_text())["schema"] == 1

@@ -25,7 +25,8 @@ from ascendctl.cli import app
 from ascendctl.errors import UsageError
 from ascendctl.inventory.load import load_inventory
 from ascendctl.jobs.environment import parse_env_assignments
-from ascendctl.jobs.plan import LaunchOptions, build_plan, launcher_binary
+from ascendctl.jobs.plan import LaunchOptions, build_plan
+from ascendctl.launchers import launcher_binary
 from ascendctl.jobs.service import launch_job
 from ascendctl.jobs.record import list_jobs, load_job
 from ascendctl.jobs.ssh_runner import marker

@@ -26,13 +26,11 @@ from typing import TYPE_CHECKING, IO, Any, Mapping, Sequence, cast
 
 from ascendctl.bundle.archive import CHUNK, Refused, SafeUnpacker, UnpackResult
 # re-exported: `ascendctl.unpack_tar_stream` and the callers of collect's unpacker know them by this module
-from ascendctl.bundle.archive import UnpackLimits as UnpackLimits, unpack_tar_stream as unpack_tar_stream
 from ascendctl.bundle.layout import (CMD_HCCN_IP, CMD_HCCN_LINK, CMD_HCCN_NET_HEALTH, CMD_KERNEL, CMD_NPU_HEALTH,
                                      CMD_NPU_INFO, CMD_NPU_TOPO, CMD_NVIDIA, CMD_NVIDIA_ECC, CMD_NVIDIA_TOPO, COMMANDS,
                                      FACTS, FILES, JOB, JOB_DIR_ENTRIES, MANIFEST, REFUSED_LIST, REFUSED_MORE,
                                      SELECTION_TSV, STAGING, STATUS_TSV, SUMMARY, bundle_directory,
                                      command_path, files_path, node_path, per_device)
-from ascendctl.bundle.layout import open_bundle as open_bundle  # re-exported: where its callers know it
 from ascendctl.remote.probe import TOOL_PATH, ask
 from ascendctl.errors import TransportError, UsageError
 from ascendctl.remote.fanout import node_error

@@ -8,7 +8,6 @@ Must not import typer or rich.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ascendctl.errors import UsageError
 from ascendctl.launchers import LAUNCHERS, DEFAULT_HCCL_CONNECT_TIMEOUT, launch_env
-from ascendctl.launchers import master_port as master_port  # jobs.service still imports it from here
 from ascendctl.redact import REDACTED, is_secret_name, redact_value
 
 if TYPE_CHECKING:

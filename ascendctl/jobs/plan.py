@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ascendctl.jobs.environment import node_environment, parse_env_assignments
 from ascendctl.errors import UsageError
 from ascendctl.launchers import DEFAULT_CLUSTER_TIMEOUT, LauncherArgs, launcher_spec, master_port
-from ascendctl.launchers import launcher_binary as launcher_binary  # jobs.service still imports it from here
 from ascendctl.facts.endpoint import Endpoint
 from ascendctl.paths import child
 from ascendctl.inventory.settings import DEFAULT_SILENCE_LIMIT

@@ -20,15 +20,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ascendctl.errors import AscendctlError, Interrupted, UsageError, signal_name
 from ascendctl.remote.group import NodeGroup
-from ascendctl.inventory.load import BUILTIN_SOURCE, builtin_inventory, load_inventory
 from ascendctl.facts.endpoint import resolve_endpoints
-from ascendctl.triage.model import Victim
-from ascendctl.triage.signatures import Category
 from ascendctl.outcome import Outcome, exit_code_for, stop_outcome
 from ascendctl.jobs.plan import DEFAULT_GRACE, DRY_RUN_JOB_ID, build_plan, check_script_first, default_log_dir
 from ascendctl.jobs.record import FirstFailure, JobRecord, JobState, NodeJob, StateWriteError, list_jobs, load_job, new_job_id, read_jobs, save_job, state_dir
 from ascendctl.inventory.settings import DEFAULT_SILENCE_LIMIT
-from ascendctl.jobs.reach import job_inventory, recorded_inventory, runner_for_record
+from ascendctl.jobs.reach import job_inventory, runner_for_record
 from ascendctl.jobs.ssh_runner import SSHRunner, with_stop_results
 from ascendctl.jobs.hang import with_stacks
 from ascendctl.jobs.supervise import HangPolicy, supervise

@@ -16,11 +16,9 @@ from ascendctl.preflight.checks.registry import ALL_CHECKS
 from ascendctl.preflight.checks.model import CheckResult, ClusterCheck, NodeCheck, NodeFacts, ProbeContext, Status, result
 from ascendctl.preflight.checks import clock, names, network, npu, system
 from ascendctl.remote.probe import NOT_RUN, TIMED_OUT, ask
-from ascendctl.errors import ExitCode, TransportError
-from ascendctl.outcome import Outcome, exit_code_for
+from ascendctl.errors import TransportError
 from ascendctl.remote.fanout import node_error
 from ascendctl.remote.group import NodeGroup
-from ascendctl.nodeset import generic, group_by, hint_with_fingerprints
 from ascendctl.facts.endpoint import NET_SECTIONS
 from ascendctl.facts.parsers import ParseError
 from ascendctl.preflight.result import NodeReport, PreflightReport

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import shlex
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
