@@ -620,3 +620,18 @@ def test_a_run_that_fails_before_any_check_still_writes_its_junit_through_the_on
     assert suite is not None and suite.get("tests") == "1" and suite.get("errors") == "1" and suite.get("failures") == "0"
     error = suite.find("testcase/error")
     assert error is not None and str(broken) in (error.text or "")
+
+
+@pytest.mark.parametrize("output, status, words", [
+    ("py-spy no\nuid 1000\nptrace_scope 1", Status.WARN, "py-spy not found"),
+    ("py-spy yes\nuid 1000\nptrace_scope 1", Status.WARN, "ptrace_scope=1"),
+    ("py-spy yes\nuid 0\nptrace_scope 1", Status.PASS, "native frames"),
+    ("py-spy yes\nuid 0\nptrace_scope 3", Status.WARN, "nobody"),
+    ("py-spy yes\nuid 1000\nptrace_scope 0", Status.PASS, "ptrace_scope 0"),
+    ("py-spy yes\nuid 1000\nptrace_scope none", Status.PASS, "ptrace allowed"),
+    ("garbage", Status.WARN, "could not tell"),
+])
+def test_stacks_check_names_what_stacks_will_get_and_never_fails(output: str, status: Status, words: str) -> None:
+    """Issue #27: py-spy present or not, ptrace allowed or not: a warning at most (the faulthandler hook always works)."""
+    got = system.STACKS.evaluate(inv().nodes[0], {"stacks": Section(output, 0)}, ctx())
+    assert got.status == status and words in got.summary, got

@@ -28,6 +28,7 @@ def _registry() -> tuple[Check, ...]:
         system.VERSIONS,
         system.DISK,
         system.LIMITS,
+        system.STACKS,
         system.LAUNCHER,
     )
 

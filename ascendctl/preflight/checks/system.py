@@ -109,6 +109,10 @@ FACTS = {
     "launcher": _launcher_section,
     "disk": _disk_section,
     "limits": lambda node, ctx: "ulimit -n; ulimit -l",
+    # what `ascendctl stacks` can use on the node: py-spy (native frames, threads), and whether ptrace lets it attach
+    "stacks": lambda node, ctx: ("if command -v py-spy >/dev/null 2>&1; then echo 'py-spy yes'; else echo 'py-spy no'; fi; "
+                                 "echo \"uid $(id -u)\"; echo \"ptrace_scope $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null "
+                                 "|| echo none)\""),
     "versions": _versions_section,
 }
 
@@ -151,6 +155,27 @@ def _limits_evaluate(node: Node, sections: Mapping[str, Section], ctx: ProbeCont
 
 
 LIMITS = NodeCheck("limits", "open files and locked memory limits", ("limits",), _limits_evaluate)
+
+
+def _stacks_evaluate(node: Node, sections: Mapping[str, Section], ctx: ProbeContext) -> CheckResult:
+    """What `ascendctl stacks` (and a hang's stacks) will get here: never a failure, the faulthandler hook always works."""
+    said = dict(line.split(" ", 1) for line in sections["stacks"].output.splitlines() if " " in line)
+    if said.get("py-spy") not in ("yes", "no"):
+        return result("stacks", Status.WARN, "could not tell whether py-spy is here: stacks show Python frames (faulthandler)")
+    scope, root = said.get("ptrace_scope", "none").strip(), said.get("uid", "").strip() == "0"
+    if said["py-spy"] == "no":
+        return result("stacks", Status.WARN, "py-spy not found: `ascendctl stacks` shows each rank's Python frames "
+                      "(faulthandler), without native frames or threads", "`pip install py-spy` on the nodes for those (optional)")
+    blocked = {"3": "kernel.yama.ptrace_scope=3 lets nobody attach (until a reboot)",
+               "2": "kernel.yama.ptrace_scope=2 lets only root attach",
+               "1": "kernel.yama.ptrace_scope=1 lets only a parent or CAP_SYS_PTRACE attach"}.get(scope)
+    if blocked is not None and (scope == "3" or not root):
+        return result("stacks", Status.WARN, f"py-spy found, but {blocked}: stacks show Python frames only",
+                      "run ascendctl as root on the nodes, or `sysctl kernel.yama.ptrace_scope=0` where your policy allows")
+    return result("stacks", Status.PASS, f"py-spy found, ptrace allowed (ptrace_scope {scope}): native frames and threads too")
+
+
+STACKS = NodeCheck("stacks", "what `ascendctl stacks` can take (py-spy, ptrace)", ("stacks",), _stacks_evaluate)
 
 
 def read_versions(section: Section) -> dict[str, str]:
