@@ -57,7 +57,7 @@ def test_healthy_cluster_passes(cluster_factory: Any, tmp_path: Path) -> None:
     assert all(checks["name_resolution"] == "pass" for checks in statuses(doc).values())
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None
-    assert suite.get("tests") == str(4 * 15 + 6) and suite.get("failures") == "0" and suite.get("errors") == "0"
+    assert suite.get("tests") == str(4 * 16 + 6) and suite.get("failures") == "0" and suite.get("errors") == "0"  # 16 node checks
     # the port test's listener (started by the master's probe) is gone once every node connected: the job can bind
     port = doc["cluster"][[c["id"] for c in doc["cluster"]].index("master_port")]
     assert port["status"] == "pass"
