@@ -111,9 +111,9 @@ def write_atomic(path: str | os.PathLike[str], text: str, *, private: bool = Fal
         raise
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+def write_text_atomic(path: str | os.PathLike[str], text: str, *, private: bool = False) -> None:
     """write_atomic for the files a command was asked to write: a failure is an AscendctlError naming the file."""
     try:
-        write_atomic(path, text)
+        write_atomic(path, text, private=private)
     except OSError as exc:
         raise AscendctlError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}") from None

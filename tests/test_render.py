@@ -386,6 +386,10 @@ def test_env_snippet_is_valid_sh_and_quotes_values(write_inventory: Any, cluster
     assert shell.stdout == "it's $HOME; rm -rf /|/a b/rt.json|tok"
     shown = invoke("render", "env", "-i", str(path))
     assert "HF_TOKEN='<redacted>'" in shown.stdout and "tok" not in shown.stdout.replace("HF_TOKEN", "")
+    # the one atomic write: a file that cannot be written is a clear error naming it (before: an internal error)
+    missing = tmp_path / "no such dir" / "env.sh"
+    failed = invoke("render", "env", "-i", str(path), "-o", str(missing))
+    assert failed.exit_code == 1 and f"{missing}: cannot write" in failed.stderr and "internal error" not in failed.stderr
 
 
 def test_env_json_and_node_filter(write_inventory: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

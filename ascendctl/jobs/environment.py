@@ -138,13 +138,3 @@ def env_snippet(envs: Sequence[NodeEnvironment], *, redact: bool = False) -> str
 def redacted_names(envs: Sequence[NodeEnvironment]) -> list[str]:
     """The variables a redacted rendering hides, for saying so."""
     return sorted({name for e in envs for name, _ in e.values if is_secret_name(name)})
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read (it may hold secrets), atomically."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)

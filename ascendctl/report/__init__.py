@@ -23,6 +23,7 @@ from ascendctl.preflight.result import PreflightReport
 from ascendctl.bundle.summaries import MsprofSummary
 from ascendctl.triage import TriageReport
 from ascendctl.report.views import Report, devices_view, network_view, performance_view, preflight_view, timeline_view, verdict_view
+from ascendctl.paths import write_text_atomic
 
 if TYPE_CHECKING:
     from ascendctl.errors import ExitCode
@@ -169,15 +170,10 @@ def write_report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathL
     report = build_report(paths, triage=triage, preflight=preflight)
     if not report.views:
         raise UsageError("nothing to show: no verdict, timeline, preflight, devices or performance data", hint=INPUT_HINT)
-    page = render_html(report).encode("utf-8")
+    page = render_html(report)
     target = Path(output)
-    tmp = target.with_name(target.name + ".part")
-    try:
-        tmp.write_bytes(page)
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise AscendctlError(f"{target}: cannot write: {exc.strerror or exc}") from None
-    return WrittenReport(target, len(page), report.views, report.notes)
+    write_text_atomic(target, page)
+    return WrittenReport(target, len(page.encode("utf-8")), report.views, report.notes)
 
 
 __all__ = ["Report", "WrittenReport", "build_report", "is_bundle", "write_report"]

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ascendctl.errors import ExitCode
-from ascendctl.jobs.environment import env_snippet, redacted_names, write_private
+from ascendctl.jobs.environment import env_snippet, redacted_names
+from ascendctl.paths import write_text_atomic
 from ascendctl.nodeset import fold, fold_numbers, group_by
 from ascendctl.ui import emit_json, err, error, write_out
 
@@ -96,7 +97,7 @@ def show_check(report: RankTableCheck, *, as_json: bool, argv: list[str]) -> Non
 def show_env(envs: Sequence[NodeEnvironment], *, as_json: bool, argv: list[str], output: Path | None = None) -> None:
     """Secret values never reach stdout; with `output` the file gets them, readable only by its owner."""
     if output is not None:
-        write_private(output, env_snippet(envs))
+        write_text_atomic(output, env_snippet(envs), private=True)
     hidden = redacted_names(envs)
     if as_json:
         data: dict[str, object] = {"nodes": [item.to_dict() for item in envs]}
