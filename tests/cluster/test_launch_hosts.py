@@ -75,16 +75,27 @@ def last_job() -> dict[str, Any]:
     return json.loads(jobs[-1].read_text())
 
 
-def job_processes(cluster: Cluster, script: str) -> list[str]:
-    """Processes of the job seen by `ps` on every host (the hosts share one pid namespace).
+# Every process whose command line holds $ASCT_PATH and that lives in this host's network namespace: the hosts share one
+# pid namespace, so `ps` on a host also lists the jobs of the other lane's test hosts (scripts/test.sh runs two at once).
+# The path comes in the environment, not in argv, so this shell and its subshells do not match themselves.
+_HOST_PROCESSES = r"""
+self=$(readlink /proc/self/ns/net)
+for d in /proc/[0-9]*; do
+    [ "$(readlink "$d/ns/net" 2>/dev/null)" = "$self" ] || continue
+    args=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) || continue
+    case $args in *"$ASCT_PATH"*) echo "${d#/proc/} $args" ;; esac
+done
+"""
 
-    Matched by the script's path in this checkout, so jobs of another test run on the machine are not counted.
-    """
+
+def job_processes(cluster: Cluster, script: str) -> list[str]:
+    """Processes of the job on every host of this cluster: matched by the script's path in this checkout and by the
+    host's network namespace (jobs of another test, or another cluster of this run, are not counted)."""
     path = str(JOBS / script)
     left = []
     for host in cluster.hosts:
-        ps = cluster.run_on(host, ["ps", "-eo", "pid,args"])
-        left += [f"{host.name}: {line}" for line in ps.stdout.splitlines() if path in line]
+        found = cluster.run_on(host, ["env", f"ASCT_PATH={path}", "sh", "-c", _HOST_PROCESSES])
+        left += [f"{host.name}: {line}" for line in found.stdout.splitlines() if line.strip()]
     return left
 
 

@@ -50,10 +50,13 @@ def test_healthy_cluster_passes(cluster_factory: Any, tmp_path: Path) -> None:
     assert code == 0, (bad, doc["cluster"])
     assert doc["ok"] is True
     assert all(not checks for checks in bad.values())
-    assert {c["id"]: c["status"] for c in doc["cluster"]} == {
-        "clock_skew": "pass", "path_mtu": "pass", "master_port": "pass", "name_resolution": "pass", "device_ips": "pass",
-        "versions": "pass",
-    }
+    cluster_status = {c["id"]: c["status"] for c in doc["cluster"]}
+    # the hosts' clocks are this machine's: a warning may only say that a slow answer (the machine busy with the other
+    # test lane) kept the reading from vouching for them, never that a clock is off
+    clock = next(c for c in doc["cluster"] if c["id"] == "clock_skew")
+    assert cluster_status.pop("clock_skew") == "pass" or "cannot confirm" in clock["summary"], clock
+    assert cluster_status == {"path_mtu": "pass", "master_port": "pass", "name_resolution": "pass", "device_ips": "pass",
+                              "versions": "pass"}
     assert all(checks["name_resolution"] == "pass" for checks in statuses(doc).values())
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None

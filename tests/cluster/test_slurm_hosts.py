@@ -115,7 +115,11 @@ def test_preflight_runs_as_srun_steps(slurm: SlurmCluster, allocation: str) -> N
     cluster = {c["id"]: c["status"] for c in doc["cluster"]}
     assert proc.returncode == 0, (checks, doc["cluster"], proc.stderr)
     assert set(checks) == {"h01", "h02", "h03"}
-    assert cluster == {"clock_skew": "pass", "path_mtu": "pass", "master_port": "pass"}
+    # the hosts' clocks are this machine's: a warning may only say that a slow answer (the machine busy with the other
+    # test lane) kept the reading from vouching for them, never that a clock is off
+    clock = next(c for c in doc["cluster"] if c["id"] == "clock_skew")
+    assert cluster["clock_skew"] == "pass" or "cannot confirm" in clock["summary"], clock
+    assert {k: v for k, v in cluster.items() if k != "clock_skew"} == {"path_mtu": "pass", "master_port": "pass"}
 
 
 def test_preflight_names_a_drained_node(slurm: SlurmCluster, allocation: str) -> None:
