@@ -117,3 +117,13 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *, private: bool 
         write_atomic(path, text, private=private)
     except OSError as exc:
         raise AscendctlError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}") from None
+
+
+def current_user() -> str:
+    """This process's user name, or its uid where the uid has no name (a container): never an exception."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())

@@ -43,3 +43,18 @@ def test_a_job_recorded_with_a_relative_xdg_state_home_is_found_from_any_directo
     monkeypatch.chdir(tmp_path / "two")
     assert [r.id for r in list_jobs()] == ["20261122-100000-aaaa"]
     assert "20261122-100000-aaaa" in runner.invoke(app, ["jobs"], catch_exceptions=False).stdout
+
+
+def test_current_user_is_the_uid_where_the_uid_has_no_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container whose uid has no passwd entry: the launch plan and the SSH transport both get the uid, not a KeyError
+    (the SSH transport had its own copy without this fallback)."""
+    import getpass
+    import os
+
+    from ascendctl.paths import current_user
+
+    def nameless() -> str:
+        raise KeyError("getpwuid(): uid not found")
+
+    monkeypatch.setattr(getpass, "getuser", nameless)
+    assert current_user() == str(os.getuid())

@@ -18,7 +18,6 @@ Must not import typer or rich.
 
 from __future__ import annotations
 
-import logging
 import os
 import select
 import signal
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
     StacksTaker: TypeAlias = Callable[[JobRecord, NodeGroup, Callable[[str], None]], JobRecord]
     from ascendctl.jobs.record import JobRecord
 
-log = logging.getLogger(__name__)
 
 GO_WAIT = 60.0  # seconds a new supervisor waits for the launch to record it before it starts anyway
 PID_WAIT = 30.0  # seconds the launch waits for the supervisor to say its pid

@@ -15,7 +15,7 @@ from ascendctl.jobs.environment import node_environment, parse_env_assignments
 from ascendctl.errors import UsageError
 from ascendctl.launchers import DEFAULT_CLUSTER_TIMEOUT, LauncherArgs, launcher_spec, master_port
 from ascendctl.facts.endpoint import Endpoint
-from ascendctl.paths import child
+from ascendctl.paths import child, current_user
 from ascendctl.inventory.settings import DEFAULT_SILENCE_LIMIT
 from ascendctl.stacks.hook import hook_dir
 
@@ -99,15 +99,7 @@ def default_log_dir(inventory: Inventory, job_id: str) -> str:
 
 
 def _safe_user(user: str | None) -> str:
-    if not user:
-        import getpass
-
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):  # no name for our uid (a container): the uid itself
-            import os
-
-            user = str(os.getuid())
+    user = user or current_user()
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in user) or "user"
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from ascendctl.errors import AscendctlError
-from ascendctl.models import EndKind, NodeEnd, NodeResult, NodeResults
+from ascendctl.models import NOT_STARTED, EndKind, NodeEnd, NodeResult, NodeResults
 from ascendctl.remote.scripts import script
 from ascendctl.slurm import clean_environ, find_step, job_state, run_tool, step_argv, tool
 from ascendctl.jobs.record import save_job, state_dir
@@ -86,7 +86,7 @@ class SlurmRunner(SSHRunner):
                 record = record.with_node(replace(entry, pid=pid, started=started))
             else:
                 why = _tail(srun_log) or "the task did not start its launcher"
-                record = record.with_node(replace(entry, error=f"not started: {why}", ended=started))
+                record = record.with_node(replace(entry, error=f"{NOT_STARTED}: {why}", ended=started))
         step = find_step(allocation.job_id, step_name(plan.job_id)) if proc.poll() is None else None
         record = replace(record, slurm_step=step)
         record = self._stop_if_not_all_started(record, plan, notice)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 from ascendctl.errors import AscendctlError, NodeSilentError
 from ascendctl.remote.scripts import remote, script
 from ascendctl.stacks.hook import hook_files
-from ascendctl.models import MAX_LINE, NodeEnd
+from ascendctl.models import MAX_LINE, NOT_STARTED, NodeEnd
 from ascendctl.triage.times import parse_utc_offset
 from ascendctl.jobs.record import FirstFailure, JobState
 from ascendctl.jobs.runner import NodeEnded
@@ -318,7 +318,7 @@ class SSHRunner:
                 record = record.with_node(replace(entry, pid=result.value[0], utc_offset=result.value[1], started=started))
             else:
                 assert result.error is not None
-                record = record.with_node(replace(entry, error=f"not started: {result.error.message}", ended=started))
+                record = record.with_node(replace(entry, error=f"{NOT_STARTED}: {result.error.message}", ended=started))
         return self._stop_if_not_all_started(record, plan, notice)
 
     def _stop_if_not_all_started(self, record: JobRecord, plan: LaunchPlan, notice: NoticeSink) -> JobRecord:

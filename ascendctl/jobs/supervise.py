@@ -22,7 +22,7 @@ from ascendctl.triage.extract import PROGRESS_RX
 from ascendctl.jobs.record import FirstFailure, JobState
 from ascendctl.jobs.runner import NodeEnded
 from ascendctl.jobs.ssh_runner import with_stop_results
-from ascendctl.models import UNREACHABLE
+from ascendctl.models import LOST_TRACK, UNREACHABLE
 
 if TYPE_CHECKING:
     from ascendctl.triage import TriageReport
@@ -315,7 +315,7 @@ def supervise(
     record = loop.record
     for name in loop.pending:  # never heard back
         entry = record.node(name)
-        record = record.with_node(replace(entry, error=entry.error or "lost track of the launcher"))
+        record = record.with_node(replace(entry, error=entry.error or LOST_TRACK))
     for stopped in loop.stop_results:  # the signal each stopped node needed, or why the teardown could not reach it
         for entry in stopped.nodes:
             if entry.signal or entry.teardown_error:

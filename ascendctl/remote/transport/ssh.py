@@ -44,6 +44,7 @@ from ascendctl.errors import (AuthError, CommandTimeoutError, ConnectError, Host
                       TransientConnectError, TransportError)
 from ascendctl.models import CommandResult
 from ascendctl.remote.transport.base import ANSWER_SLACK, KILL_GRACE, node_bounded, stopped_at_limit
+from ascendctl.paths import current_user
 
 if TYPE_CHECKING:
     from ascendctl.inventory.load import Inventory, Node
@@ -138,7 +139,7 @@ class SSHConnector:
             value = getattr(node, setting)
             return fallback if value is None else value
 
-        user = pick("user", "user", None) or _current_user()
+        user = pick("user", "user", None) or current_user()
         port = int(pick("port", "port", 22))
         identity = pick("identity_file", "identityfile", None)
         if isinstance(identity, str):
@@ -776,12 +777,6 @@ def _load_ssh_config(path: str) -> paramiko.SSHConfig | None:
 
 def _default_identity_files() -> tuple[str, ...]:
     return tuple(f"~/.ssh/{name}" for name in ("id_ed25519", "id_ecdsa", "id_rsa") if Path(f"~/.ssh/{name}").expanduser().exists())
-
-
-def _current_user() -> str:
-    import getpass
-
-    return getpass.getuser()
 
 
 def _text(chunks: list[bytes]) -> str:
