@@ -218,7 +218,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("user", _opt_str, None, "SSH user (default: ~/.ssh/config, else the current user)", from_env=str),
     SettingSpec("port", _int_range(1, 65535), 22, "SSH port", from_env=_env_int),
     SettingSpec("identity_file", _opt_str, None, "private key file (default: ~/.ssh/config, ssh-agent and ~/.ssh/id_*)", from_env=str),
-    SettingSpec("known_hosts", _str, "~/.ssh/known_hosts", "known_hosts file that host keys are verified against", from_env=str),
+    SettingSpec("known_hosts", _str, "~/.ssh/known_hosts", "the only known_hosts file host keys are verified against (default: the files ssh uses: UserKnownHostsFile/GlobalKnownHostsFile, else ~/.ssh/known_hosts{,2}, /etc/ssh/ssh_known_hosts{,2})", from_env=str),
     SettingSpec("accept_new_host_keys", _bool, False, "accept and record unknown host keys (never changed ones)", from_env=_env_bool),
     SettingSpec("jump_host", _opt_str, None, "bastion to tunnel through: [user@]host[:port]", from_env=str),
     SettingSpec("interface", _opt_str, None, "cluster network interface, e.g. eth0", from_env=str),
@@ -231,7 +231,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("preflight", _preflight, PreflightConfig(), "preflight thresholds: min_mtu, max_clock_skew, master_port, ...", per_node=False),
     SettingSpec("fanout", _int_range(1, 4096), 64, "nodes contacted at once", per_node=False, from_env=_env_int),
     SettingSpec("connect_retries", _int_range(0, 20), 3, "retries after a transient connect failure", per_node=False, from_env=_env_int),
-    SettingSpec("ssh_config", _str, "~/.ssh/config", "OpenSSH client config consulted for HostName, User, Port, IdentityFile, ProxyJump", per_node=False, from_env=str),
+    SettingSpec("ssh_config", _str, "~/.ssh/config", "OpenSSH client config consulted for HostName, User, Port, IdentityFile, ProxyJump, host-key files and names (default: then /etc/ssh/ssh_config too; Include followed)", per_node=False, from_env=str),
     # Rank-table inputs (ascendctl render): per-device values are lists in device-id order.
     SettingSpec("device_ips", _str_list, None, "device (NPU NIC) IPs in device-id order; default: ask the node (hccn_tool, /etc/hccn.conf)", node_only=True),
     SettingSpec("host_ip", _opt_str, None, "host IP written to the rank table as host_ip (A3)", node_only=True),

@@ -74,13 +74,17 @@ def test_accept_new_host_keys_is_an_explicit_opt_in_and_changed_keys_are_refused
     assert code == 4 and doc["nodes"][0]["status"] == "host_key"
     code, doc = exec_json(inventory, "--accept-new-host-keys", "--", "true")
     assert code == 0
-    assert f"{new_host.ip} ssh-ed25519 " in known_hosts.read_text()
+    # recorded as `ssh` would (hashed where ssh_config, e.g. Debian's /etc/ssh/ssh_config, says HashKnownHosts yes)
+    import subprocess
+    found = subprocess.run(["ssh-keygen", "-F", new_host.ip, "-f", str(known_hosts)], capture_output=True, text=True)
+    assert found.returncode == 0 and "ssh-ed25519" in found.stdout
     code, doc = exec_json(inventory, "--", "true")  # now known, no opt-in needed
     assert code == 0
     # Swap h02's recorded key for h01's: a changed key must be refused even with the opt-in.
     other = cluster.host("h02")
     lines = known_hosts.read_text().splitlines()
-    h01_key = next(line.split(" ", 1)[1] for line in lines if line.startswith(new_host.ip + " "))
+    h01_key = next(line.split(" ", 1)[1] for line in cluster.known_hosts_all.read_text().splitlines()
+                   if line.startswith(new_host.ip + " "))
     known_hosts.write_text("\n".join(
         f"{other.ip} {h01_key}" if line.startswith(other.ip + " ") else line for line in lines) + "\n")
     code, doc = exec_json(inventory, "--accept-new-host-keys", "--", "true")

@@ -43,7 +43,12 @@ import paramiko  # noqa: E402
 from ascendctl.errors import (AuthError, CommandTimeoutError, ConnectError, HostKeyError, NodeSilentError, SSHProtocolError,
                       TransientConnectError, TransportError)
 from ascendctl.models import CommandResult
+from ascendctl.remote.transport import ssh_config as config_files
 from ascendctl.remote.transport.base import ANSWER_SLACK, KILL_GRACE, node_bounded, stopped_at_limit
+from ascendctl.remote.transport.known_hosts import (CERT_SUFFIX, HostCertificate, HostKeyCheck, KnownHostsFile, KnownHostsFiles,
+                                                    Verdict, certificate_problem, check_host_key, hash_host, host_key_names,
+                                                    known_hosts_files, known_key_types, parse_certificate, path_tokens,
+                                                    read_known_hosts, revoked_blobs, trusted_authorities)
 from ascendctl.paths import current_user
 
 if TYPE_CHECKING:
@@ -74,17 +79,19 @@ SILENT_HINT = ("is the node (or its network) down? a node that is only slow need
 class SSHEndpoint:
     """Where and as whom to connect, after the inventory and ~/.ssh/config are combined."""
 
-    alias: str  # the name as written (what known_hosts and messages use)
+    alias: str  # the name as written (what messages use)
     hostname: str  # what is actually dialled
     port: int
     user: str
     identity_files: tuple[str, ...]
     proxy_jump: str | None
     connect_timeout: float
+    host_key_alias: str | None = None  # ssh config HostKeyAlias
 
     @property
-    def known_hosts_name(self) -> str:
-        return self.alias if self.port == 22 else f"[{self.alias}]:{self.port}"
+    def host_key_names(self) -> tuple[str, ...]:
+        """The names known_hosts is searched under; new keys are recorded under the first (as `ssh` records them)."""
+        return host_key_names(self.alias, self.hostname, self.port, self.host_key_alias)
 
     @property
     def label(self) -> str:
@@ -98,12 +105,14 @@ class SSHConnector:
     def __init__(self, inventory: Inventory) -> None:
         self.inventory = inventory
         self._lock = threading.Lock()
-        self._host_keys: dict[str, KnownHosts] = {}
+        self._host_keys: dict[str, KnownHostsFile] = {}  # by expanded path
         self._keys: dict[str, paramiko.PKey | Exception] = {}
         self._agent_keys: list[Any] | None = None
         self._jumps: dict[tuple[str, int, str], paramiko.Transport] = {}
         self._jump_locks: dict[tuple[str, int, str], threading.Lock] = {}
-        self._ssh_config = _load_ssh_config(inventory.ssh_config)
+        # as `ssh` without -F: the user's config, then the system-wide one; a config the inventory names is alone (-F)
+        system = config_files.SYSTEM_SSH_CONFIG if inventory.sources.get("ssh_config", "default") == "default" else None
+        self._ssh_config, self._ssh_config_files = _load_ssh_config(inventory.ssh_config, system=system)
 
     # -- public ---------------------------------------------------------------------------
     def connect(self, node: Node) -> "SSHTransport":
@@ -151,6 +160,7 @@ class SSHConnector:
         jump = pick("jump_host", "proxyjump", None)
         if isinstance(jump, str) and jump.lower() == "none":
             jump = None
+        alias = cfg.get("hostkeyalias")
         return SSHEndpoint(
             alias=node.host,
             hostname=str(cfg.get("hostname", node.host)),
@@ -159,6 +169,7 @@ class SSHConnector:
             identity_files=identity_files,
             proxy_jump=jump,
             connect_timeout=node.connect_timeout,
+            host_key_alias=str(alias) if alias and str(alias).lower() != "none" else None,
         )
 
     def _lookup_config(self, host: str) -> dict[str, Any]:
@@ -178,7 +189,8 @@ class SSHConnector:
 
     # -- connection steps -----------------------------------------------------------------
     def _connect_once(self, node: Node, ep: SSHEndpoint) -> paramiko.Transport:
-        known = self._known_keys(node, ep)  # first: an unusable known_hosts fails the node before any connection
+        files = self._host_key_files(node, ep)  # first: an unusable known_hosts fails the node before any connection
+        known = known_key_types(files[1], ep.host_key_names)
         sock = self._open_socket(node, ep)
         preview: bytes | None = None
         if isinstance(sock, socket.socket):  # a jump host's channel cannot be peeked at; paramiko's error has to do
@@ -207,6 +219,10 @@ class SSHConnector:
             wanted = [t for t in options.key_types if _base_key_type(t) in known]
             if wanted:
                 options.key_types = wanted + [t for t in options.key_types if t not in wanted]
+        if trusted_authorities(files[1], ep.host_key_names):
+            # a CA is trusted for the host: ask for host certificates first, as OpenSSH does
+            certificates = [t + CERT_SUFFIX for t in options.key_types if t + CERT_SUFFIX in _CERTIFICATE_TYPES]
+            options.key_types = certificates + [t for t in options.key_types if t not in certificates]
         started = time.monotonic()
         try:
             transport.start_client(timeout=ep.connect_timeout)
@@ -216,7 +232,7 @@ class SSHConnector:
             transport.close()
             raise _handshake_error(exc, ep, time.monotonic() - started, preview, banner_read=bool(transport.remote_version)) from None
         try:
-            self._verify_host_key(node, ep, server_key)
+            self._verify_host_key(node, ep, files, server_key)
             self._authenticate(node, ep, transport)
         except BaseException:
             transport.close()
@@ -280,7 +296,8 @@ class SSHConnector:
             jump_host=",".join(hops[:-1]) or None,
             connect_timeout=node.connect_timeout,
             # identity_file stays "default": the jump host's own ~/.ssh/config entry wins over it.
-            sources={"user": "inventory", "port": "inventory", "jump_host": "inventory"},
+            sources={"user": "inventory", "port": "inventory", "jump_host": "inventory",
+                     "known_hosts": node.sources.get("known_hosts", "default")},
         )
         ep = self.endpoint(jump_node)
         key = (ep.hostname, ep.port, ep.user)
@@ -297,64 +314,92 @@ class SSHConnector:
             self._jumps[key] = transport
             return transport
 
-    def _known_keys(self, node: Node, ep: SSHEndpoint) -> set[str]:
-        """The key types known_hosts holds for the node; HostKeyError when the file cannot be used at all."""
-        known_hosts = self._known_hosts_for(node)
-        if known_hosts.problem:
-            raise HostKeyError(
-                f"cannot use known_hosts {node.known_hosts}: {known_hosts.problem}",
-                hint="`known_hosts` (inventory) must name a readable file of `HOST KEYTYPE BASE64` lines; "
-                "fix or replace it, then add the nodes' keys after verifying them (`ssh-keyscan`)",
-            )
-        keys = known_hosts.keys.lookup(ep.known_hosts_name)
-        return set(keys.keys()) if keys else set()
+    def _known_hosts_where(self, node: Node, ep: SSHEndpoint) -> KnownHostsFiles:
+        """The files searched for the node's key: the inventory's `known_hosts` alone when set, else as `ssh` does."""
+        if node.sources.get("known_hosts", "default") != "default":
+            return KnownHostsFiles((node.known_hosts,), (), explicit=True)
+        tokens = path_tokens(alias=node.host, hostname=ep.hostname, port=ep.port, user=ep.user, local_user=current_user(),
+                             host_key_alias=ep.host_key_alias, proxy_jump=ep.proxy_jump)
+        try:
+            return known_hosts_files(self._lookup_config(node.host), tokens)
+        except ValueError as exc:
+            raise HostKeyError(f"ssh config ({', '.join(self._ssh_config_files) or self.inventory.ssh_config}): {exc}",
+                               hint="fix the option in the ssh config, or set `known_hosts` in the inventory") from None
 
-    def _known_hosts_for(self, node: Node) -> KnownHosts:
-        path = os.path.expanduser(node.known_hosts)
+    def _host_key_files(self, node: Node, ep: SSHEndpoint) -> tuple[KnownHostsFiles, list[KnownHostsFile]]:
+        """Where to look and every file there, read once per connector; HostKeyError when a named file cannot be used."""
+        where = self._known_hosts_where(node, ep)
+        files: list[KnownHostsFile] = []
+        for path in where.all:
+            read = self._read_known_hosts(path, explicit=where.explicit)
+            if read.problem and where.explicit:
+                raise HostKeyError(
+                    f"cannot use known_hosts {path}: {read.problem}",
+                    hint="`known_hosts` (inventory) must name a readable file of `HOST KEYTYPE BASE64` lines; "
+                    "fix or replace it, then add the nodes' keys after verifying them (`ssh-keyscan`)",
+                )
+            if not read.problem:
+                files.append(read)
+        return where, files
+
+    def _read_known_hosts(self, path: str, *, explicit: bool) -> KnownHostsFile:
+        full = os.path.expanduser(path)
         with self._lock:
-            cached = self._host_keys.get(path)
+            cached = self._host_keys.get(full)
             if cached is None:
-                cached = self._host_keys[path] = load_known_hosts(path)
+                cached = self._host_keys[full] = read_known_hosts(path)
                 if cached.bad_lines:
-                    log.warning("known_hosts %s: %s not in known_hosts format (ignored)", node.known_hosts, _lines(cached.bad_lines))
+                    log.warning("known_hosts %s: %s not in known_hosts format (ignored)", path, _lines(cached.bad_lines))
+                if cached.problem and not explicit:
+                    log.warning("known_hosts %s: %s (skipped)", path, cached.problem)
             return cached
 
-    def _verify_host_key(self, node: Node, ep: SSHEndpoint, key: paramiko.PKey) -> None:
-        known_hosts = self._known_hosts_for(node)
-        host_keys = known_hosts.keys
-        name = ep.known_hosts_name
-        known = host_keys.lookup(name)
-        path = node.known_hosts
-        fingerprint = key.fingerprint
-        if known and key.get_name() in known:
-            if known[key.get_name()] == key:
+    def _verify_host_key(self, node: Node, ep: SSHEndpoint, found: tuple[KnownHostsFiles, list[KnownHostsFile]],
+                         key: paramiko.PKey) -> None:
+        where, files = found
+        names = ep.host_key_names
+        name = names[0]
+        certificate = getattr(key, "public_blob", None)
+        if certificate is not None and str(certificate.key_type).endswith(CERT_SUFFIX):
+            if _certificate_accepted(ep, files, key, bytes(certificate.key_blob)):
                 return
+            # signed by no CA trusted for the host: judge the plain key inside, as OpenSSH ("Retry with plain key")
+        check = check_host_key(files, names, key.get_name(), key.get_base64())
+        if check.verdict is Verdict.OK:
+            return
+        offered = f"{key.get_name()} {key.fingerprint}"
+        searched = ", ".join(where.all) or "no file (UserKnownHostsFile and GlobalKnownHostsFile are none)"
+        if check.verdict is not Verdict.UNKNOWN:
+            raise _host_key_refusal(check, names, offered, searched)
+        with_bad = [f for f in files if f.bad_lines]
+        if with_bad and not node.accept_new_host_keys:
+            if len(where.all) == 1:
+                message = (f"known_hosts {with_bad[0].path} holds no key for {name} ({offered}), and its "
+                           f"{_lines(with_bad[0].bad_lines)} not in known_hosts format")
+            else:
+                message = (f"known_hosts files {searched} hold no key for {name} ({offered}), and "
+                           + "; ".join(f"{f.path} {_lines(f.bad_lines)}" for f in with_bad) + " are not in known_hosts format")
             raise HostKeyError(
-                f"host key for {name} has CHANGED ({key.get_name()} {fingerprint}); refusing to connect",
-                hint=f"if the node was reinstalled, remove the old key: ssh-keygen -R {name} -f {path}",
-            )
-        if known:
-            raise HostKeyError(
-                f"{name} offered a {key.get_name()} key but {path} holds only {', '.join(sorted(known))} for it",
-                hint=f"verify the node, then update {path} (ssh-keygen -R {name} -f {path})",
-            )
-        if known_hosts.bad_lines and not node.accept_new_host_keys:
-            raise HostKeyError(
-                f"known_hosts {path} holds no key for {name} ({key.get_name()} {fingerprint}), and its "
-                f"{_lines(known_hosts.bad_lines)} not in known_hosts format",
+                message,
                 hint="fix or remove those lines (format: `HOST KEYTYPE BASE64`), then add the node's key after verifying it "
                 "(`ssh-keyscan`), or opt in with `accept_new_host_keys: true` / --accept-new-host-keys",
             )
         if not node.accept_new_host_keys:
             raise HostKeyError(
-                f"unknown host key for {name} ({key.get_name()} {fingerprint}); not in {path}",
+                f"unknown host key for {name} ({offered}); not in {searched}",
                 hint="add it with `ssh-keyscan` after verifying it, or opt in with "
                 "`accept_new_host_keys: true` / --accept-new-host-keys",
             )
-        self._record_host_key(path, name, key, host_keys)
+        if where.write_to is None:
+            raise HostKeyError(f"cannot record the host key of {name} ({offered}): UserKnownHostsFile is none",
+                               hint="name a UserKnownHostsFile in the ssh config, or set `known_hosts` in the inventory")
+        self._record_host_key(where.write_to, name, key, hash_it=self._hash_known_hosts(node.host))
 
-    def _record_host_key(self, path: str, name: str, key: paramiko.PKey, host_keys: paramiko.HostKeys) -> None:
-        """Append an accepted key to known_hosts; a file lock keeps parallel writers apart.
+    def _hash_known_hosts(self, host: str) -> bool:
+        return str(self._lookup_config(host).get("hashknownhosts", "")).lower() == "yes"
+
+    def _record_host_key(self, path: str, name: str, key: paramiko.PKey, *, hash_it: bool) -> None:
+        """Append an accepted key to a known_hosts file (the first user file, as `ssh`); a file lock keeps writers apart.
 
         Hashed (`|1|salt|hash`, as `ssh-keygen -H` writes) when the file already hides its names or ssh_config says
         `HashKnownHosts yes`: one clear-text entry would give away the host list the user chose to hide.
@@ -366,15 +411,15 @@ class SSHConnector:
                 with open(full, "a+", encoding="utf-8") as handle:
                     fcntl.flock(handle, fcntl.LOCK_EX)
                     handle.seek(0)
-                    hashed = (str(self._lookup_config(name).get("hashknownhosts", "")).lower() == "yes"
-                              or any(line.startswith("|1|") for line in handle))
-                    entry = paramiko.HostKeys.hash_host(name) if hashed else name
+                    hashed = hash_it or any(line.startswith("|1|") for line in handle)
+                    entry = hash_host(name) if hashed else name
                     handle.seek(0, os.SEEK_END)
                     handle.write(f"{entry} {key.get_name()} {key.get_base64()}\n")
             except OSError as exc:
                 raise HostKeyError(f"cannot record the host key of {name} in known_hosts {path}: {exc.strerror or exc}",
                                    hint="make the file (and its directory) writable, or set `known_hosts` in the inventory") from None
-            host_keys.add(name, key.get_name(), key)
+            cached = self._host_keys.get(full) or read_known_hosts(path)
+            self._host_keys[full] = cached.with_entry(entry, key.get_name(), key.get_base64())
         log.info("accepted new host key for %s (%s %s) into %s", name, key.get_name(), key.fingerprint, path)
 
     def _authenticate(self, node: Node, ep: SSHEndpoint, transport: paramiko.Transport) -> None:
@@ -693,48 +738,89 @@ def _first_line(data: bytes, limit: int = 60) -> str:
     return repr(line[:limit] + "..." if len(line) > limit else line)
 
 
-@dataclass(frozen=True, slots=True)
-class KnownHosts:
-    """A known_hosts file as read: its keys, lines that are not entries, or why it cannot be used at all."""
-
-    keys: paramiko.HostKeys
-    bad_lines: tuple[int, ...] = ()
-    problem: str | None = None  # "is a directory", "cannot be read (Permission denied)"
+_CERTIFICATE_TYPES = frozenset(t for t in getattr(paramiko.Transport, "_key_info", {}) if t.endswith(CERT_SUFFIX))
 
 
-def load_known_hosts(path: str) -> KnownHosts:
-    """Read an OpenSSH known_hosts file; a missing file holds no keys, a garbage line is counted, never fatal."""
-    keys = paramiko.HostKeys()
+def _certificate_accepted(ep: SSHEndpoint, files: list[KnownHostsFile], key: paramiko.PKey, blob: bytes) -> bool:
+    """Whether a host certificate is signed by a CA trusted for the host (@cert-authority) and valid for it.
+
+    False: no trusted CA signed it (the caller judges the plain key). HostKeyError: a trusted CA signed it but OpenSSH
+    would refuse it (expired, not yet valid, another host's, a user certificate, critical options, a bad or SHA-1
+    signature), or its CA or key is @revoked.
+    """
+    names = ep.host_key_names
+    name = names[0]
     try:
-        mode = os.stat(path).st_mode
-        if stat.S_ISDIR(mode):
-            return KnownHosts(keys, problem="it is a directory")
-        if not stat.S_ISREG(mode):  # a FIFO would block the open, a device would never end
-            return KnownHosts(keys, problem="it is not a regular file")
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        return KnownHosts(keys)
-    except OSError as exc:
-        return KnownHosts(keys, problem=f"it cannot be read ({exc.strerror or exc})")
-    bad: list[int] = []
-    for number, raw in enumerate(data.split(b"\n"), 1):
-        line = raw.decode("utf-8", errors="replace").strip()
-        if not line or line.startswith(("#", "@")):  # comments; @cert-authority/@revoked markers paramiko cannot use
-            continue
-        if len(re.split(" |\t", line)) < 3:
-            bad.append(number)
-            continue
-        try:
-            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
-        except Exception:  # noqa: BLE001  (base64, key parsing and crypto errors alike: one garbage line must not stop the rest)
-            bad.append(number)
-            continue
-        if entry is None:  # a key type paramiko does not know (e.g. a security-key type): not garbage
-            continue
-        for name in entry.hostnames:
-            keys.add(name, entry.key.get_name(), entry.key)
-    return KnownHosts(keys, tuple(bad))
+        cert = parse_certificate(blob)
+    except ValueError as exc:
+        raise HostKeyError(f"the host certificate of {name} cannot be read: {exc}",
+                           hint="check the node's sshd HostCertificate") from None
+    revoked = revoked_blobs(files, names).get(cert.ca_key)
+    plain = check_host_key(files, names, key.get_name(), key.get_base64())
+    if revoked is not None or plain.verdict is Verdict.REVOKED:
+        path, entry = revoked if revoked is not None else plain.lines[0]
+        what = "its certificate's CA key" if revoked is not None else "its key"
+        raise HostKeyError(
+            f"host key for {name} is REVOKED ({what}, {key.get_name()} {key.fingerprint}): @revoked in {path} line "
+            f"{entry.line}; refusing to connect",
+            hint="a revoked key is never accepted (not even with --accept-new-host-keys): give the node a new host key "
+            "or certificate",
+        )
+    trusted = [(p, e) for p, e in trusted_authorities(files, names) if e.key_bytes == cert.ca_key]
+    if not trusted:
+        return False
+    path, entry = trusted[0]
+    bare = (ep.host_key_alias,) if ep.host_key_alias else tuple(dict.fromkeys((ep.hostname, ep.alias)))
+    problem = certificate_problem(cert, bare, time.time())
+    if problem is None and not _signed_by(entry.key_type, entry.key_bytes, cert):
+        problem = "the CA's signature on it does not verify"
+    if problem is not None:
+        raise HostKeyError(
+            f"host certificate of {name} (id {cert.key_id!r}, serial {cert.serial}, CA of {path} line {entry.line}) "
+            f"is refused: {problem}",
+            hint="have the node's host certificate re-signed for its name (ssh-keygen -s CA -h -n NAME) and reload sshd",
+        )
+    return True
+
+
+def _signed_by(ca_type: str, ca_blob: bytes, cert: HostCertificate) -> bool:
+    try:
+        ca = paramiko.PKey.from_type_string(ca_type, ca_blob)
+        return bool(ca.verify_ssh_sig(cert.signed, paramiko.Message(cert.signature)))
+    except Exception:  # noqa: BLE001  (an unknown CA key type, a malformed signature: not verified either way)
+        return False
+
+
+def _host_key_refusal(check: HostKeyCheck, names: tuple[str, ...], offered: str, searched: str) -> HostKeyError:
+    """The error for a key the files refuse (revoked, changed), cannot judge (certificates) or know other types of."""
+    path, entry = check.lines[0]
+    name = names[0]
+    matched = next((n for n in names if entry.matches(n)), name)  # the name `ssh-keygen -R` finds the line under
+    where = f"{path} line {entry.line}"
+    if check.verdict is Verdict.REVOKED:
+        return HostKeyError(
+            f"host key for {name} is REVOKED ({offered}): @revoked in {where}; refusing to connect",
+            hint="a revoked key is never accepted (not even with --accept-new-host-keys): give the node a new host key, "
+            f"or remove the @revoked line from {path} if it names the key by mistake",
+        )
+    if check.verdict is Verdict.CHANGED:
+        return HostKeyError(
+            f"host key for {name} has CHANGED ({offered}); refusing to connect ({where} holds another "
+            f"{entry.key_type} key; searched {searched})",
+            hint=f"if the node was reinstalled, remove the old key: ssh-keygen -R {matched} -f {path}",
+        )
+    if check.verdict is Verdict.CERT_ONLY:
+        return HostKeyError(
+            f"{name} is known only through @cert-authority ({where}), but it offered no host certificate signed by "
+            f"that CA ({offered}; searched {searched})",
+            hint="give the node a host certificate signed by that CA (sshd HostCertificate), or add its own host key "
+            "to a known_hosts file after verifying it (`ssh-keyscan`)",
+        )
+    holders = ", ".join(dict.fromkeys(p for p, _ in check.lines))
+    return HostKeyError(
+        f"{name} offered a {offered.split()[0]} key but {holders} holds only {', '.join(check.known_types)} for it",
+        hint=f"verify the node, then update {path} (ssh-keygen -R {matched} -f {path})",
+    )
 
 
 def _lines(numbers: tuple[int, ...]) -> str:
@@ -764,15 +850,16 @@ def _parse_jump(spec: str, default_user: str | None) -> tuple[str | None, str, i
     return user, spec, port
 
 
-def _load_ssh_config(path: str) -> paramiko.SSHConfig | None:
-    full = os.path.expanduser(path)
-    if not os.path.isfile(full):
-        return None
+def _load_ssh_config(path: str, *, system: str | None) -> tuple[paramiko.SSHConfig | None, tuple[str, ...]]:
+    """The one ssh config reader: `path`, then `system`, Includes followed; None when neither exists or parses."""
+    text = config_files.read_config_text(path, system=system)
+    if not text.files:
+        return None, ()
     try:
-        return paramiko.SSHConfig.from_path(full)
-    except (OSError, paramiko.SSHException, ValueError) as exc:
-        log.warning("ignoring unreadable ssh config %s: %s", full, exc)
-        return None
+        return paramiko.SSHConfig.from_text(text.text), text.files
+    except (paramiko.SSHException, ValueError) as exc:
+        log.warning("ignoring unusable ssh config %s: %s", ", ".join(text.files), exc)
+        return None, text.files
 
 
 def _default_identity_files() -> tuple[str, ...]:
