@@ -320,7 +320,8 @@ def build_facts(ex: Extraction) -> Facts:
 
 def _join_unattributed(facts: Facts) -> None:
     """An error that names no rank (a paste of a launcher's console) belongs to the one rank the launcher reports as
-    having ended on its own (not stopped by it), when exactly one did: the report says who, the error says why."""
+    having ended on its own (not stopped by it), when exactly one did: the report says who, the error says why. A rank
+    whose only line is a wrapper's report of an error (torch_npu's `error code is 207001`) is such a rank too."""
     for actor in list(facts.actors.values()):
         if actor.rank is not None or actor.local is not None or not actor.own:
             continue
@@ -332,6 +333,8 @@ def _join_unattributed(facts: Facts) -> None:
                 continue
             exit_ = other.first_exit()
             if exit_ is not None and exit_.signal not in STOP_SIGNALS and not _stopped_by_launcher(facts, other, exit_):
+                candidates.append(other)
+            elif exit_ is None and other.generic:
                 candidates.append(other)
         if len(candidates) == 1:
             target = candidates[0]

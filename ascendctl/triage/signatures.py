@@ -1,7 +1,9 @@
 """The triage signature table: one row per known failure line (id, category, role, pattern, meaning, hint).
 
 Signatures are data. `ascendctl.triage` owns the reading, the facts and the verdict; this module
-owns only the table and the literal triggers used to prefilter lines before any regex runs.
+owns only the table and the literal triggers used to prefilter lines before any regex runs. Part of the
+table is generated: the `cann.catalog.*`, `acl.rt.*` and `ibv.*` rows are built at import from
+data/ascend_codes.json, which scripts/ascend_catalog.py makes from the emitters' own error catalogs.
 Pure; must not import typer or rich.
 
 Roles say what a matched line is evidence of:
@@ -15,9 +17,12 @@ Roles say what a matched line is evidence of:
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
+from typing import Any
 
 
 class Category(str, Enum):
@@ -82,13 +87,130 @@ _HINT_RANKTABLE = "the rank table does not match the machines: regenerate it wit
 
 _NAN_ANCHORS = (": nan", "=nan", "is nan", "NaN", "NAN", ": inf", "=inf", ": Inf", "=Inf", ": -inf", "is inf", "loss nan")
 
+# The prefilter: a line is looked at only if one of these (regex fragments, case-sensitive) occurs in it.
+# Every signature pattern and every context line must contain one; tests/test_triage_signatures.py checks it.
+TRIGGERS: tuple[str, ...] = (
+    "rror", r"E[A-Z]\d{4}", r"ERR\d", "imeout", "imed out", "ime out", "imes out", "timing out", "TIMEOUT", "emory",
+    "found Inf", r"is -?inf\b", "aicore", "Aicore", "CUDA error", "device-side assert", "CUBLAS_STATUS",
+    "cuDNN error", "Connection closed by peer", "Connection reset", "traceback :", r"[:=(\[] ?[-+]?nan\b",
+    r"is [-+]?nan\b", "nan values", "nan iterations: *[1-9]", "NaN", "NAN", r"[:=] ?-?[Ii]nf\b", "finite",
+    "xception", "ailed", "ailure", "oom[-_]", "verflow", "educing", "educed", "ecreas", "lready", "eartbeat",
+    "eart beat", "LOST", "ECC", "HBM", "hbm ", "NVRM", "AER: ", "Segmentation", "SIGSEGV", "SIGABRT", "Fatal Python",
+    "core dumped", "terminate called", "cqe", "CQE", "NET/IB", "IBV_", "ibv_", "retry counter", "ink (is )?[Dd]own",
+    "link_status", "[Rr]ank_?[Tt]able", "RANK_TABLE", "stablish", "no connect", "NOTIFY WAIT", "not ready",
+    "DEVICE_DOWN", "bad_alloc", "specific port", "bind", "not found", "No such file", "can't open", "atchdog",
+    "endezvous", "FullMesh", "aborted", "hcom init", "SetupAgent", "CommInitRootInfo", "LocalRank Key", "RankID",
+    "exitcode", "      :", "ParameterConflict", "between ranks", "ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES",
+    "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "EADDRINUSE", "closing signal", "death signal",
+    "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
+    "srun: error", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
+    "rank id", "setting loss scale to", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
+    "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
+    "out of memory", "total mem size", "Failed to CUDA", "running low on memory", "Memory on the node", "KeyError: ",
+    "expected, but not set", "monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call",
+    "didn't join collective", "didn't finish collective", "init failed", "init rdma failed", "EJ0002", "network port is down", "retrieving ncclUniqueId",
+    "[A-Z][A-Za-z]*(Error|Exception) *$", "TimeoutError", "lost heartbeat", "GPU is lost", "device handle for GPU",
+    "fallen off the bus", "Got async event", "stream synchroni", "aclrtSynchronizeStream", "Socket Timeout",
+    "is killed by signal", "hit an exception", "method failed", "encountered an?", "hit a fatal", "Got async error event",
+    "ynchronize timeout", "sync timeout", "detected by watchdog", "dump signal", "memory pressure", "last time period",
+    r"/[A-Za-z0-9_.@-]+ *[:=] *[-+]?nan *$", "Cannot re-initialize", "both on", "terminated with the following error",
+    # the runtime's aclError numbers as the catalog rows read them ("runtime result = 107020", "ret[207001]")
+    "runtime result", r"(result|ret) ?(= ?|\[)[125]07\d{3}", "ErrCode=",
+)
+
+
+def trigger_pattern() -> str:
+    """One alternation of every trigger, for the chunk-level prefilter."""
+    return "|".join(f"(?:{t})" for t in TRIGGERS)
+
+
 # A bare code in either the classic form ("EI0006:") or the CANN 8.5+ form ("Name(EI0006):").
 def _code(codes: str) -> str:
     return rf"(?:\b(?:{codes}):|\((?:{codes})\):)"
 
 
+# ---------------------------------------------------------------- the emitters' own catalogs (issue #26)
+# ascendctl/triage/data/ascend_codes.json is generated by scripts/ascend_catalog.py from CANN's error-code catalog, the
+# runtime's aclError numbers, ibverbs' status and event strings and NCCL's verbs wrappers (sources: data/INDEX.md). Each
+# group of codes becomes one row, placed after the hand-written rows (which win on a line both match) and before the
+# crash and generic rows.
+CATALOG_PATH = Path(__file__).resolve().parent / "data" / "ascend_codes.json"
+_CATALOG_HINTS = {"@timeout": _HINT_TIMEOUT, "@hardware": _HINT_HW, "@oom": _HINT_OOM, "@host_oom": _HINT_HOST_OOM}
+_CATALOG_TEXT_MIN = 30  # a catalog message is matched as text only from this long (shorter ones say too little)
+_TRIGGER_RX = re.compile(trigger_pattern())
+
+
+def load_catalog(path: Path = CATALOG_PATH) -> dict[str, Any]:
+    """The catalog as generated: `sources`, `groups` (category, role, kind, form, meaning, hint) and `entries`."""
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _catalog_text(message: str) -> str | None:
+    """The first sentence of a message before its first placeholder, when it is long and the prefilter sees it."""
+    head = re.split(r"\.\s|\.(?=[A-Z])|,\s*Reason|:\s|[(\[]", message.split("%s", 1)[0], maxsplit=1)[0].rstrip(" .:")
+    if len(head) < _CATALOG_TEXT_MIN or not _TRIGGER_RX.search(head):
+        return None
+    return head
+
+
+def _catalog_pattern(form: str, entries: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]:
+    """The regex and the prefilter anchors of one group of catalog entries."""
+    codes = sorted({e["code"] for e in entries})
+    alt = "|".join(re.escape(c) for c in codes)
+    if form == "cann":  # the code in any form ("EI0006:", "Name(EI0006):", "... EI0006"), or the message itself
+        texts = sorted({t for e in entries if (t := _catalog_text(e["message"]))})
+        return "|".join([rf"\b(?:{alt})\b", *(re.escape(t) for t in texts)]), (*codes, *texts)
+    numbers = "|".join(sorted({e["code"] for e in entries if e.get("field") != "reason"}))  # aclError forms only
+    if form == "acl":  # the runtime's own line: "runtime result = 107020", "ret[207001]", "ErrCode=507035, desc=[...]",
+        # "rtStreamSynchronize execution failed, reason=[task timeout]"
+        reasons = "|".join(sorted(re.escape(e["message"]) for e in entries if e.get("field") == "reason"))
+        return (rf"(?:\bresult\s*=|\bret(?:Code)?\s*(?:=|\[)|\bErrCode=)\s*(?:{numbers})\b|"
+                rf"(?:\breason=|\bdesc=)\[?(?:{reasons})\b", ("runtime result", "ailed", "ErrCode="))
+    if form == "acl_wrapped":  # torch_npu's "NPU function error: ..., error code is 507035": CANN's detail follows it
+        return rf"[Ee]rror ?[Cc]ode(?: is|\s*[=:])?\s*\[?(?:{numbers})\b", ("error code", "rror")
+    if form == "ibv_wc":  # the status' enum name; its ibv_wc_status_str text as rdma-core's examples ("Failed status %s
+        # (%d)") and NCCL ("with status=%s(%d)") print it; the longer texts anywhere
+        every = "|".join(sorted(re.escape(e["message"]) for e in entries))
+        texts = sorted({e["message"] for e in entries if len(e["message"]) >= 19 and _TRIGGER_RX.search(e["message"])})
+        return (rf"\b(?:{alt})\b|(?:Failed status |\bstatus=)(?:{every}) ?\(\d+\)|" + "|".join(re.escape(t) for t in texts),
+                ("IBV_WC_", "Failed status", *texts))
+    if form == "ibv_event":  # the event's enum name, or its ibv_event_type_str text in an async event report
+        events = "|".join(re.escape(e["message"]) for e in entries)
+        return rf"\b(?:{alt})\b|async (?:fatal )?event\b.{{0,100}}?(?:{events})", ("IBV_EVENT_", *(e["message"] for e in entries))
+    if form == "ibv_call":  # NCCL: "Call to ibv_reg_mr failed with error ..."; others: "ibv_create_qp() failed"
+        return rf"\b(?:{alt})(?:\(\))? failed\b", ("ibv_",)
+    raise ValueError(f"unknown catalog form {form!r}")
+
+
+def _catalog_signatures(catalog: dict[str, Any], place: str = "") -> tuple[Signature, ...]:
+    """One row per group of the catalog whose `place` is this one ("first": ahead of every hand-written row)."""
+    rows = []
+    for gid, group in catalog["groups"].items():
+        entries = [e for e in catalog["entries"] if e["group"] == gid]
+        if not entries or group.get("place", "") != place:
+            continue
+        hint = _CATALOG_HINTS.get(group["hint"], group["hint"])
+        pattern, anchors = _catalog_pattern(group["form"], entries)
+        rows.append(Signature(gid, Category(group["category"]), pattern, group["meaning"], hint, anchors,
+                              role=group["role"], kind=group["kind"]))
+        if group["form"] == "acl":  # the same numbers as a wrapper reports them: weak, the detail lines say more
+            pattern, anchors = _catalog_pattern("acl_wrapped", entries)
+            rows.append(Signature(f"{gid}.wrapped", Category(group["category"]), pattern,
+                                  f"{group['meaning']}, as a wrapper (torch_npu) reports the return code; CANN's own "
+                                  "error lines after it say more", hint, anchors, role="generic", kind=group["kind"]))
+    return tuple(rows)
+
+
+_CATALOG = load_catalog()
+CATALOG_FIRST = _catalog_signatures(_CATALOG, "first")
+CATALOG_REST = _catalog_signatures(_CATALOG)
+CATALOG_SIGNATURES = CATALOG_FIRST + CATALOG_REST
+
+
 # Order matters: the first signature whose pattern matches a line names it.
 SIGNATURES: tuple[Signature, ...] = (
+    *CATALOG_FIRST,  # catalog rows that must precede a broader hand-written row (their group says why)
     # ---------------------------------------------------------------- OOM
     Signature("device.oom", _O, r"\b(?:CUDA|NPU|XPU|MLU|HIP) out of memory\. Tried to allocate",
               "the accelerator ran out of memory", _HINT_OOM, ("out of memory. Tried",), kind="device"),
@@ -180,12 +302,12 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("ascend.device_fault", _H,
               r"receive ts exception msg|device (?:heartbeat|heart beat) (?:lost|timeout)|DEVICE_DOWN|"
               r"there is a sdma error|ProcessSdmaErrorInfo|hbm (?:multi-bit|ecc)|aicore (?:error|fault)|"
-              r"\b(?:EH|EZ)(?!9999)\d{4}:|Device\[\d+\] lost heartbeat|reason=lost heartbeat|GPU is lost|"
+              r"Device\[\d+\] lost heartbeat|reason=lost heartbeat|GPU is lost|"
               r"Unable to determine the device handle for GPU|fallen off the bus|"
               r"NET/IB ?: (?:\S+ )?Got async (?:error )?event ?: (?:port error|local catastrophic error|device fatal)",
               "the NPU reported a device-level fault", _HINT_HW,
               ("ts exception", "heartbeat lost", "heartbeat timeout", "heart beat", "DEVICE_DOWN", "sdma error", "SdmaErrorInfo",
-               "hbm ", "aicore", "EH0001", "EZ9999", "lost heartbeat", "GPU is lost", "device handle for GPU",
+               "hbm ", "aicore", "lost heartbeat", "GPU is lost", "device handle for GPU",
                "fallen off the bus", "Got async event")),
     Signature("nccl.ib_completion", _T, r"NET/IB ?: .*(?:Got completion|completion) .*(?:error|status=\d*[1-9])|"
               r"\bibv_poll_cq\b.*(?:error|failed)|transport retry counter exceeded|IBV_WC_RETRY_EXC_ERR|"
@@ -203,7 +325,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("link.down", _H, r"\bNIC Link is Down\b|\blink (?:is )?down\b|link_status.*DOWN|Link down",
               "a network link went down", _HINT_HW, ("Link is Down", "link down", "link is down", "link_status", "Link down")),
     # ---------------------------------------------------------------- launch
-    Signature("port.in_use", _L, r"Address already in use|\bbind failed\b|bind\(\) failed|[Ff]ailed to bind|"
+    Signature("port.in_use", _L, r"Address already in use|\bbind failed\b|bind\(\) failed|[Ff]ailed to bind(?! stream)|"
               r"specific port\[\d+\] fail|have already been bound|EADDRINUSE|failed to listen on any local network address|"
               + _code("EI0019"),
               "a port the job needs is taken", _HINT_PORT,
@@ -244,9 +366,9 @@ SIGNATURES: tuple[Signature, ...] = (
               "and relaunch", ("HCCP process", "last training process", "tsd client wait", "occupied by")),
     Signature("ranktable.invalid", _L, r"\[RanktableCheck\]|\[RanktableConfig\]|rank_?table.{0,40}(?:invalid|not a valid|error|fail)|"
               r"in the ranktable is inconsistent|RANK_TABLE_FILE.{0,40}(?:invalid|not exist|error)|"
-              + _code("EI0001|EI0003|EI0004|EI0007|EI0008|EI0009|EI0010|EJ0003"),
+              + _code("EI0001|EI0003|EI0004|EI0008|EI0010|EI0014|EJ0003"),
               "the rank table or the HCCL configuration is invalid", _HINT_RANKTABLE,
-              ("Ranktable", "rank_table", "ranktable", "RANK_TABLE", "EI0001", "EI0003", "EI0004", "EI0007", "EI0008", "EI0009", "EI0010",
+              ("Ranktable", "rank_table", "ranktable", "RANK_TABLE", "EI0001", "EI0003", "EI0004", "EI0008", "EI0010", "EI0014",
                "EJ0003")),
     Signature("args.invalid", _L, r"error: unrecognized arguments:|error: the following arguments are required:|"
               r"error: argument \S+: invalid",
@@ -267,9 +389,9 @@ SIGNATURES: tuple[Signature, ...] = (
               "ranks called a collective with different arguments (a program bug the others then wait on)",
               "compare the collective calls (op, count, dtype, group) of the ranks named in the line",
               ("EI0005", "inconsistent between ranks", "ParameterConflict")),
-    Signature("hccl.code_timeout", _T, _code(r"EI0014|EI0012|EI0015"),
+    Signature("hccl.code_timeout", _T, _code(r"EI0012|EI0015"),
               "HCCL reported a cluster communication error", _HINT_TIMEOUT,
-              ("EI0014", "EI0012", "EI0015")),
+              ("EI0012", "EI0015")),
     Signature("hccl.heartbeat_lost", _T, r"Heartbeat Lost|status\[LOST\]|heartbeat lost|Cluster Exception Location",
               "a rank stopped answering HCCL heartbeats", _HINT_TIMEOUT, ("Heartbeat Lost", "LOST", "Exception Location")),
     Signature("hccl.link_timeout", _T,
@@ -357,6 +479,8 @@ SIGNATURES: tuple[Signature, ...] = (
               r"ProcessExitedException: process \d+ terminated with exit code",
               "the launcher or a wrapper reports that the job failed", "look for the first error of a rank before this line",
               ("job exited with exception", "non-zero exit status", "ProcessExitedException"), role="report"),
+    # ---------------------------------------------------------------- the emitters' catalogs (above)
+    *CATALOG_REST,
     # ---------------------------------------------------------------- crashes and program errors
     Signature("process.segfault", _E, r"Segmentation fault|\bSIGSEGV\b|Fatal Python error|core dumped|\bSIGABRT\b|"
               r"\bSIGBUS\b|Bus error",
@@ -437,38 +561,3 @@ def by_id(signature_id: str) -> Signature:
         if sig.id == signature_id:
             return sig
     raise KeyError(signature_id)
-
-
-# The prefilter: a line is looked at only if one of these (regex fragments, case-sensitive) occurs in it.
-# Every signature pattern and every context line must contain one; tests/test_triage_signatures.py checks it.
-TRIGGERS: tuple[str, ...] = (
-    "rror", r"E[A-Z]\d{4}", r"ERR\d", "imeout", "imed out", "ime out", "imes out", "timing out", "TIMEOUT", "emory",
-    "found Inf", r"is -?inf\b", "aicore", "Aicore", "CUDA error", "device-side assert", "CUBLAS_STATUS",
-    "cuDNN error", "Connection closed by peer", "Connection reset", "traceback :", r"[:=(\[] ?[-+]?nan\b",
-    r"is [-+]?nan\b", "nan values", "nan iterations: *[1-9]", "NaN", "NAN", r"[:=] ?-?[Ii]nf\b", "finite",
-    "xception", "ailed", "ailure", "oom[-_]", "verflow", "educing", "educed", "ecreas", "lready", "eartbeat",
-    "eart beat", "LOST", "ECC", "HBM", "hbm ", "NVRM", "AER: ", "Segmentation", "SIGSEGV", "SIGABRT", "Fatal Python",
-    "core dumped", "terminate called", "cqe", "CQE", "NET/IB", "IBV_", "ibv_", "retry counter", "ink (is )?[Dd]own",
-    "link_status", "[Rr]ank_?[Tt]able", "RANK_TABLE", "stablish", "no connect", "NOTIFY WAIT", "not ready",
-    "DEVICE_DOWN", "bad_alloc", "specific port", "bind", "not found", "No such file", "can't open", "atchdog",
-    "endezvous", "FullMesh", "aborted", "hcom init", "SetupAgent", "CommInitRootInfo", "LocalRank Key", "RankID",
-    "exitcode", "      :", "ParameterConflict", "between ranks", "ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES",
-    "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "EADDRINUSE", "closing signal", "death signal",
-    "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
-    "srun: error", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
-    "rank id", "setting loss scale to", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
-    "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
-    "out of memory", "total mem size", "Failed to CUDA", "running low on memory", "Memory on the node", "KeyError: ",
-    "expected, but not set", "monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call",
-    "didn't join collective", "didn't finish collective", "init failed", "init rdma failed", "EJ0002", "network port is down", "retrieving ncclUniqueId",
-    "[A-Z][A-Za-z]*(Error|Exception) *$", "TimeoutError", "lost heartbeat", "GPU is lost", "device handle for GPU",
-    "fallen off the bus", "Got async event", "stream synchroni", "aclrtSynchronizeStream", "Socket Timeout",
-    "is killed by signal", "hit an exception", "method failed", "encountered an?", "hit a fatal", "Got async error event",
-    "ynchronize timeout", "sync timeout", "detected by watchdog", "dump signal", "memory pressure", "last time period",
-    r"/[A-Za-z0-9_.@-]+ *[:=] *[-+]?nan *$", "Cannot re-initialize", "both on", "terminated with the following error",
-)
-
-
-def trigger_pattern() -> str:
-    """One alternation of every trigger, for the chunk-level prefilter."""
-    return "|".join(f"(?:{t})" for t in TRIGGERS)

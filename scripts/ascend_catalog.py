@@ -1,0 +1,324 @@
+"""Build triage's error-code catalog from the emitters' own catalogs, not from the logs we have (issue #26).
+
+Reads the upstream files named below (checked-out copies: nothing is downloaded) and writes
+ascendctl/triage/data/ascend_codes.json (codes, the group each maps to, the source of each) and
+ascendctl/triage/data/INDEX.md (one row per code with its source URL). `ascendctl.triage.signatures` turns
+each group into one signature row at import time.
+
+    .venv/bin/python scripts/ascend_catalog.py --cann-error-codes runtime/src/dfx/error_manager/error_code.json \\
+        --rt-error-codes runtime/include/external/acl/error_codes/rt_error_codes.h \\
+        --rt-errcode-manage runtime/src/runtime/core/src/common/errcode_manage.cc \\
+        --verbs-enum-strs rdma-core/libibverbs/enum_strs.c --nccl-ibvwrap nccl/src/misc/ibvwrap.cc
+    .venv/bin/python scripts/ascend_catalog.py --index-only     # rewrite INDEX.md from the JSON
+
+Which code goes to which group (and so which triage Category) is decided here, in GROUP_OF: a code the
+table does not name is left out of the catalog. The upstream commits are recorded in SOURCES; bump them
+with the files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "ascendctl" / "triage" / "data"
+
+RUNTIME = "https://github.com/hicann/runtime/blob/681ef7610df13c8128982901142a2c869ddbb53e"
+HCOMM = "https://github.com/hicann/hcomm/blob/84a35f54d92e43fd35074eb6dfebb181b0828b0c"
+RDMA = "https://github.com/linux-rdma/rdma-core/blob/691953d8d502f54088f776c5ba2aeed0a5ac945d"
+NCCL = "https://github.com/NVIDIA/nccl/blob/5067397c2676d5aed50042fc39e5c8ee96eb0027"
+
+SOURCES: dict[str, dict[str, str]] = {
+    "cann-error-codes": {
+        "url": f"{RUNTIME}/src/dfx/error_manager/error_code.json",
+        "what": "CANN's error-code catalog (error_manager/error_code.json, installed as runtime/conf/error_manager/"
+                "error_code.json): EE RTS, EH ACL, EI HCCL, EJ HCCP, EL driver, EZ operator/AclNN codes",
+    },
+    "cann-rt-error-codes": {
+        "url": f"{RUNTIME}/include/external/acl/error_codes/rt_error_codes.h",
+        "what": "the runtime's aclError numbers (ACL_ERROR_RT_*: 107xxx, 207xxx, 507xxx); explained in "
+                f"{RUNTIME}/docs/zh/api_ref/25-01_aclError.md",
+    },
+    "cann-doc-ei0009": {"url": "https://www.hiascend.com/document/detail/zh/canncommercial/900/maintenref/troubleshooting/"
+                               "atlaserrorcode_15_0381.html",
+                        "what": "CANN 9.0 error-code reference page of EI0009 (absent from the runtime's catalog); older "
+                                "releases' page says to look at the peer NPU, this one at the port link"},
+    "cann-rt-reasons": {
+        "url": f"{RUNTIME}/src/runtime/core/src/common/errcode_manage.cc",
+        "what": "the runtime's table of inner errors: the aclError number and the reason text it prints "
+                "(`<api> execution failed, reason=task timeout`, `ErrCode=107020, desc=[task timeout]`)"},
+    "hcomm-ei0018": {"url": f"{HCOMM}/docs/en/error_codes/EI0018-Execution_Error_UB_CQE.md",
+                     "what": "HCCL's own error-code page (hcomm), a code newer than the runtime's catalog"},
+    "hcomm-ei0019": {"url": "https://github.com/hicann/hcomm/blob/534bd4ec9a0908c493548c94f5bd584688ce1bf1/docs/en/"
+                            "error_codes/EI0019-Communication_Error_Bind_IP_Port.md",
+                     "what": "HCCL's own error-code page (hcomm), a code newer than the runtime's catalog"},
+    "hcomm-ei0020": {"url": "https://github.com/hicann/hcomm/blob/a23a418b73c3714f1c86d158f7c48c3f3ccd97e9/docs/en/"
+                            "error_codes/EI0020-Communication_Error_Bind_IP_Port.md",
+                     "what": "HCCL's own error-code page (hcomm), a code newer than the runtime's catalog"},
+    "ibv-wc-status": {"url": f"{RDMA}/libibverbs/enum_strs.c",
+                      "what": "ibv_wc_status_str(): the text of each work-completion status (status 12 = "
+                              "IBV_WC_RETRY_EXC_ERR, 'transport retry counter exceeded')"},
+    "ibv-event-type": {"url": f"{RDMA}/libibverbs/enum_strs.c",
+                       "what": "ibv_event_type_str(): the text of each asynchronous event of an RDMA device"},
+    "nccl-ibvwrap": {"url": f"{NCCL}/src/misc/ibvwrap.cc",
+                     "what": "NCCL's verbs wrappers: `Call to <verb> failed ...` for each verb NCCL calls"},
+}
+
+_HINT_TIMEOUT = "@timeout"  # the table's own timeout hint (signatures._HINT_TIMEOUT)
+_HINT_HW = "@hardware"
+
+GROUPS: dict[str, dict[str, str]] = {
+    "cann.catalog.comm": {
+        "category": "COMM_TIMEOUT", "role": "error", "kind": "", "form": "cann",
+        "meaning": "HCCL or the runtime reported a communication error with a peer (a timeout, a failed transfer, a "
+                   "rank that never joined): CANN error-code catalog",
+        "hint": _HINT_TIMEOUT},
+    "cann.catalog.oom": {
+        "category": "OOM", "role": "error", "kind": "device", "form": "cann",
+        "meaning": "CANN could not allocate device memory or resources (CANN error-code catalog)",
+        "hint": "@oom"},
+    "cann.catalog.host_oom": {
+        "category": "OOM", "role": "error", "kind": "host", "form": "cann",
+        "meaning": "the runtime or ACL could not allocate host memory (CANN error-code catalog)",
+        "hint": "@host_oom"},
+    "cann.catalog.config": {
+        "category": "LAUNCH", "role": "error", "kind": "", "form": "cann",
+        "meaning": "CANN rejected the configuration or environment it was started with (rank table, HCCL_* variable, "
+                   "versions, ports, IPs, a device id, a device another process holds): CANN error-code catalog",
+        "hint": "fix what the message names (rank table, HCCL_*/ASCEND_* variables, package versions, ports, device "
+                "visibility, a stale process holding the device) and relaunch; `ascendctl preflight` checks most of them"},
+    "cann.catalog.device": {
+        "category": "HARDWARE", "role": "error", "kind": "", "form": "cann",
+        "meaning": "the driver or HCCP reported the NPU or its network port absent or down (CANN error-code catalog)",
+        "hint": "drain the node; check `npu-smi info -t health`, `hccn_tool -i DEVICE -link -g` and `-optical -g`, the "
+                "cable and the switch port"},
+    "cann.catalog.program": {
+        "category": "EXCEPTION", "role": "error", "kind": "", "form": "cann",
+        "meaning": "an operator or collective rejected what the program gave it (input shape, dtype, attribute, an "
+                   "unsupported operator, arguments that differ between ranks): CANN error-code catalog",
+        "hint": "read the operator and the values the message names; rerun that rank with ASCEND_LAUNCH_BLOCKING=1 to "
+                "find the call"},
+    "cann.catalog.generic": {
+        "category": "EXCEPTION", "role": "generic", "kind": "", "form": "cann",
+        "meaning": "the runtime, ACL or driver rejected a call (invalid argument, unsupported, resource): says little "
+                   "by itself (CANN error-code catalog)",
+        "hint": "read the lines around it for the call that failed and the error before it"},
+    "acl.rt.comm_timeout": {
+        "category": "COMM_TIMEOUT", "role": "error", "kind": "", "form": "acl",
+        "meaning": "the runtime returned a task, stream or event timeout (on a cluster usually a collective that "
+                   "waited past HCCL_EXEC_TIMEOUT for a peer): aclError catalog",
+        "hint": _HINT_TIMEOUT},
+    "acl.rt.oom": {
+        "category": "OOM", "role": "error", "kind": "device", "form": "acl",
+        "meaning": "the runtime returned a device memory allocation failure (aclError catalog)", "hint": "@oom"},
+    "acl.rt.hardware": {
+        "category": "HARDWARE", "role": "error", "kind": "", "form": "acl",
+        "meaning": "the runtime returned a device fault (lost heartbeat, DMA, HBM/ECC, link or port error): aclError "
+                   "catalog",
+        "hint": _HINT_HW},
+    "acl.rt.device_id": {
+        "category": "LAUNCH", "role": "error", "kind": "", "form": "acl",
+        "meaning": "the runtime returned an invalid device id or a device it could not set up (aclError catalog)",
+        "hint": "check nproc/slots against the node's devices, ASCEND_RT_VISIBLE_DEVICES, and stale processes "
+                "(`ascendctl preflight --only npu_count,npu_stale_procs`)"},
+    "acl.rt.kernel": {
+        "category": "EXCEPTION", "role": "error", "kind": "", "form": "acl",
+        "meaning": "a kernel failed on the NPU (AI Core, vector core or AI CPU exception or trap): aclError catalog",
+        "hint": "rerun that rank with ASCEND_LAUNCH_BLOCKING=1 to find the failing operator"},
+    "ibv.wc_error": {
+        "category": "COMM_TIMEOUT", "role": "error", "kind": "", "form": "ibv_wc",
+        "meaning": "an RDMA work completion failed (retry counter exceeded, flushed, remote error): the peer exited or "
+                   "the path to it dropped packets (ibverbs status catalog)",
+        "hint": _HINT_TIMEOUT},
+    "ibv.device_event": {
+        "category": "HARDWARE", "role": "error", "kind": "", "form": "ibv_event",
+        "meaning": "the RDMA NIC raised a fatal asynchronous event (local catastrophic error, port error): ibverbs "
+                   "event catalog",
+        "hint": "drain the node; check the NIC with `ibv_devinfo` / `ibstat` (port state), its firmware and the cable"},
+    "ibv.setup_failed": {
+        # first in the table: NCCL's "Call to ibv_reg_mr failed with error Cannot allocate memory" is the NIC's
+        # memory registration (locked-memory limit, peer-memory module), not the host running out of memory
+        "category": "HARDWARE", "role": "error", "kind": "", "form": "ibv_call", "place": "first",
+        "meaning": "the node's RDMA NIC could not set up the data path (a verbs call to open the device, register "
+                   "memory or create a queue pair failed): NCCL's verbs wrappers",
+        "hint": "check this node's NIC (`ibv_devinfo`, port state), the locked-memory limit (`ulimit -l`) and the "
+                "peer-memory module (nvidia_peermem); NCCL_IB_HCA / NCCL_IB_GID_INDEX select the NIC and GID"},
+}
+
+# CANN codes -> group. A code not listed here is not in the catalog (profiling, dump, compiler codes).
+GROUP_OF: dict[str, str] = {
+    **dict.fromkeys(["EI0002", "EI0006", "EI0009", "EI0012", "EI0013", "EI0015", "EI0018", "EE1002"], "cann.catalog.comm"),
+    **dict.fromkeys(["EI0007", "EI0011", "EL0004"], "cann.catalog.oom"),
+    **dict.fromkeys(["EE1013", "EH0010"], "cann.catalog.host_oom"),
+    **dict.fromkeys(["EI0001", "EI0003", "EI0004", "EI0008", "EI0010", "EI0014", "EI0016", "EI0017", "EI0019",
+                     "EI0020", "EJ0001", "EJ0003", "EJ0004", "EL0002", "EL0005", "EL0007", "EE1015", "EE2002"],
+                    "cann.catalog.config"),
+    **dict.fromkeys(["EJ0002", "EL0001"], "cann.catalog.device"),
+    **dict.fromkeys(["EI0005", "EL0015", "EZ0001", "EZ0002", "EZ0003", "EZ0004", "EZ0005", "EZ0006", "EZ0007", "EZ0501",
+                     "EZ1001", "EZ2001", "EZ3002", "EZ3003", "EZ9010"], "cann.catalog.program"),
+    **dict.fromkeys(["EE1001", "EE1003", "EE1004", "EE1005", "EE1006", "EE1007", "EE1009", "EE1010", "EE1011", "EE1012",
+                     "EE1014", "EE1016", "EE1017", "EE1018", "EE1019", "EE1020", "EE1021", "EE1022", "EE1023",
+                     "EH0001", "EH0002", "EH0003", "EH0004", "EH0005", "EH0006", "EH0007", "EH0008", "EH0009", "EH0011",
+                     "EH0012", "EH0013", "EH0014", "EL0003", "EL0006", "EL0008", "EL0009", "EL0010", "EL0011", "EL0014",
+                     "EZ9903"], "cann.catalog.generic"),
+}
+# Codes of HCCL newer than the runtime's catalog: (code, title, message, source).
+EXTRA_CANN = [
+    ("EI0009", "Communication_Error_Initialize_Transport", "Device %s transport init error. Reason: %s.", "cann-doc-ei0009"),
+    ("EI0018", "Execution_Error_UB_CQE", "An error CQE occurred during operator execution. Local information: server %s, "
+     "device ID %s, device IP %s. Peer information: server %s, device ID %s, device IP %s.", "hcomm-ei0018"),
+    ("EI0019", "Communication_Error_Bind_IP_Port", "Failed to enable listening for the host network adapter socket. "
+     "Reason: %s", "hcomm-ei0019"),
+    ("EI0020", "Communication_Error_Bind_IP_Port", "Failed to enable listening for the NPU network adapter socket. "
+     "Reason: %s", "hcomm-ei0020"),
+]
+EMITTER = {"EE": "CANN runtime (RTS)", "EH": "AscendCL", "EI": "HCCL", "EJ": "HCCP", "EL": "driver", "EZ": "operator/AclNN"}
+
+ACL_GROUP_OF: dict[str, str] = {
+    **dict.fromkeys(["ACL_ERROR_RT_WAIT_TIMEOUT", "ACL_ERROR_RT_TASK_TIMEOUT", "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT",
+                     "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT", "ACL_ERROR_RT_FFTS_PLUS_TIMEOUT", "ACL_ERROR_RT_SUSPECT_REMOTE_ERROR",
+                     "ACL_ERROR_RT_COMM_OP_RETRY_FAIL"], "acl.rt.comm_timeout"),
+    **dict.fromkeys(["ACL_ERROR_RT_MEMORY_ALLOCATION", "ACL_ERROR_RT_DEVICE_OOM"], "acl.rt.oom"),
+    **dict.fromkeys(["ACL_ERROR_RT_LOST_HEARTBEAT", "ACL_ERROR_RT_SYS_DMA", "ACL_ERROR_RT_DEVICE_MEM_ERROR",
+                     "ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR", "ACL_ERROR_RT_SUSPECT_DEVICE_MEM_ERROR", "ACL_ERROR_RT_LINK_ERROR",
+                     "ACL_ERROR_RT_L3_PORT_ERROR"], "acl.rt.hardware"),
+    **dict.fromkeys(["ACL_ERROR_RT_INVALID_DEVICEID", "ACL_ERROR_RT_DEV_SETUP_ERROR"], "acl.rt.device_id"),
+    **dict.fromkeys(["ACL_ERROR_RT_AICORE_EXCEPTION", "ACL_ERROR_RT_AICORE_TRAP_EXCEPTION", "ACL_ERROR_RT_AICPU_EXCEPTION",
+                     "ACL_ERROR_RT_VECTOR_CORE_EXCEPTION", "ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION",
+                     "ACL_ERROR_RT_AICORE_TRAP_READ_OVERFLOW", "ACL_ERROR_RT_AICORE_TRAP_WRITE_OVERFLOW",
+                     "ACL_ERROR_RT_VECTOR_CORE_TRAP_READ_OVERFLOW", "ACL_ERROR_RT_VECTOR_CORE_TRAP_WRITE_OVERFLOW"],
+                    "acl.rt.kernel"),
+}
+# ibv_wc_status values that are failures (all but IBV_WC_SUCCESS and the tag-matching rendezvous notice).
+WC_SKIP = {"IBV_WC_SUCCESS", "IBV_WC_TM_RNDV_INCOMPLETE"}
+EVENT_FATAL = {"IBV_EVENT_DEVICE_FATAL", "IBV_EVENT_PORT_ERR"}
+# The verbs that build the data path; a failed destroy/dealloc happens at teardown, after whatever failed first.
+SETUP_VERBS = {"ibv_open_device", "ibv_alloc_pd", "ibv_create_cq", "ibv_create_qp", "ibv_modify_qp", "ibv_reg_mr",
+               "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_query_port", "ibv_query_gid"}
+
+
+def cann_entries(path: Path) -> list[dict[str, Any]]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows = [(e["ErrCode"], e.get("errTitle", ""), e.get("ErrMessage", ""), "cann-error-codes") for e in data["error_info_list"]]
+    seen = {code for code, *_ in rows}
+    rows += [row for row in EXTRA_CANN if row[0] not in seen]
+    out = []
+    for code, title, message, source in rows:
+        group = GROUP_OF.get(code)
+        if group is None:
+            continue
+        out.append({"code": code, "emitter": EMITTER[code[:2]], "title": title.strip(),
+                    "message": " ".join(message.split()), "group": group, "source": source})
+    missing = set(GROUP_OF) - {e["code"] for e in out}
+    if missing:
+        sys.exit(f"codes mapped here but absent from the upstream catalog: {sorted(missing)}")
+    return out
+
+
+def acl_entries(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    found = {m[1]: (m[2], m[3].strip()) for m in re.finditer(r"#define\s+(\w+)\s+(\d{6})\s*//\s*(.*)", text)}
+    out = []
+    for name, group in ACL_GROUP_OF.items():
+        if name not in found:
+            sys.exit(f"{name} is not in {path}")
+        number, comment = found[name]
+        out.append({"code": number, "emitter": "CANN runtime (aclError)", "title": name, "message": comment,
+                    "group": group, "source": "cann-rt-error-codes"})
+    return out
+
+
+def reason_entries(path: Path) -> list[dict[str, Any]]:
+    """The reason texts of the runtime's inner errors whose aclError number the catalog maps."""
+    text = path.read_text(encoding="utf-8")
+    out = []
+    for inner, name, reason in re.findall(r"rtErrMap_\[(\w+)\]\s*=\s*\{(\w+),\s*\"([^\"]+)\"\}", text):
+        group = ACL_GROUP_OF.get(name)
+        if group is not None:
+            out.append({"code": inner, "emitter": "CANN runtime (reason)", "title": name, "message": reason,
+                        "group": group, "source": "cann-rt-reasons", "field": "reason"})
+    if not out:
+        sys.exit(f"{path}: no rtErrMap_ entry found")
+    return out
+
+
+def _c_table(text: str, function: str) -> dict[str, str]:
+    body = text.split(f"{function}(", 1)[1].split("};", 1)[0]
+    return {m[1]: m[2] for m in re.finditer(r"\[(IBV_\w+)\]\s*=\s*\"([^\"]*)\"", body)}
+
+
+def verbs_entries(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    out = []
+    for name, message in _c_table(text, "ibv_wc_status_str").items():
+        if name not in WC_SKIP:
+            out.append({"code": name, "emitter": "ibverbs (work completion)", "title": name, "message": message,
+                        "group": "ibv.wc_error", "source": "ibv-wc-status"})
+    for name, message in _c_table(text, "ibv_event_type_str").items():
+        if name in EVENT_FATAL:
+            out.append({"code": name, "emitter": "ibverbs (async event)", "title": name, "message": message,
+                        "group": "ibv.device_event", "source": "ibv-event-type"})
+    return out
+
+
+def nccl_entries(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    if 'WARN("Call to " name " failed' not in text:
+        sys.exit(f"{path}: NCCL's `Call to <verb> failed` message not found")
+    verbs = sorted(set(re.findall(r"\"(ibv_\w+)\"", text)) & SETUP_VERBS)
+    return [{"code": verb, "emitter": "NCCL (verbs wrapper)", "title": verb, "message": f"Call to {verb} failed",
+             "group": "ibv.setup_failed", "source": "nccl-ibvwrap"} for verb in verbs]
+
+
+def write_index(catalog: dict[str, Any], path: Path) -> None:
+    lines = ["# Error-code catalog: sources", "",
+             "Generated by `scripts/ascend_catalog.py` with `ascend_codes.json`; do not edit by hand. Every signature "
+             "of the `cann.catalog.*`, `acl.rt.*` and `ibv.*` rows of `ascendctl/triage/signatures.py` comes from a "
+             "row below, and every row from the emitter's own catalog (never from a log).", "", "## Sources", ""]
+    for key, src in catalog["sources"].items():
+        lines.append(f"- `{key}`: {src['what']}. <{src['url']}>")
+    lines += ["", "## Entries", "", "| code | emitter | meaning (upstream text) | group | category | source |",
+              "|---|---|---|---|---|---|"]
+    for e in catalog["entries"]:
+        group = catalog["groups"][e["group"]]
+        message = e["message"].replace("|", "\\|")
+        lines.append(f"| {e['code']} | {e['emitter']} | {e['title']}: {message} | `{e['group']}` | {group['category']} | "
+                     f"[{e['source']}]({catalog['sources'][e['source']]['url']}) |")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cann-error-codes", type=Path, help="hicann/runtime src/dfx/error_manager/error_code.json")
+    ap.add_argument("--rt-error-codes", type=Path, help="hicann/runtime include/external/acl/error_codes/rt_error_codes.h")
+    ap.add_argument("--rt-errcode-manage", type=Path, help="hicann/runtime src/runtime/core/src/common/errcode_manage.cc")
+    ap.add_argument("--verbs-enum-strs", type=Path, help="rdma-core libibverbs/enum_strs.c")
+    ap.add_argument("--nccl-ibvwrap", type=Path, help="NVIDIA/nccl src/misc/ibvwrap.cc")
+    ap.add_argument("--out", type=Path, default=OUT, help=f"output folder (default {OUT.relative_to(REPO)})")
+    ap.add_argument("--index-only", action="store_true", help="rewrite INDEX.md from the existing JSON")
+    args = ap.parse_args(argv)
+    target = args.out / "ascend_codes.json"
+    if args.index_only:
+        write_index(json.loads(target.read_text(encoding="utf-8")), args.out / "INDEX.md")
+        return 0
+    inputs = (args.cann_error_codes, args.rt_error_codes, args.rt_errcode_manage, args.verbs_enum_strs, args.nccl_ibvwrap)
+    if not all(inputs):
+        ap.error("give every upstream file (or --index-only)")
+    entries = [*cann_entries(args.cann_error_codes), *acl_entries(args.rt_error_codes), *reason_entries(args.rt_errcode_manage),
+               *verbs_entries(args.verbs_enum_strs), *nccl_entries(args.nccl_ibvwrap)]
+    catalog = {"about": "generated by scripts/ascend_catalog.py from the emitters' own catalogs; see INDEX.md",
+               "sources": SOURCES, "groups": GROUPS, "entries": entries}
+    args.out.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(catalog, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_index(catalog, args.out / "INDEX.md")
+    print(f"{len(entries)} entries, {len(GROUPS)} groups -> {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,189 @@
+"""The error-code catalog (ascendctl/triage/data/ascend_codes.json, built by scripts/ascend_catalog.py from the
+emitters' own catalogs): it loads, every entry names its source, every code maps to a category, and lines written
+as the emitters print them are classified to the catalog's category (issue #26)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from ascendctl.triage import triage
+from ascendctl.triage.extract import match_line
+from ascendctl.triage.signatures import CATALOG_PATH, CATALOG_SIGNATURES, ROLES, SIGNATURES, Category, load_catalog
+
+REPO = Path(__file__).resolve().parent.parent
+CATALOG = load_catalog()
+GROUPS: dict[str, dict[str, Any]] = CATALOG["groups"]
+ENTRIES: list[dict[str, Any]] = CATALOG["entries"]
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("ascend_catalog", REPO / "scripts" / "ascend_catalog.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_catalog_loads_and_every_entry_has_a_source() -> None:
+    assert len(ENTRIES) >= 100
+    for key, src in CATALOG["sources"].items():
+        assert src["url"].startswith("https://") and src["what"], key
+    for e in ENTRIES:
+        assert e["code"] and e["message"] and e["emitter"], e
+        assert e["source"] in CATALOG["sources"], e
+        assert e["group"] in GROUPS, e
+    codes = [(e["code"], e["group"]) for e in ENTRIES]
+    assert len(codes) == len(set(codes))
+
+
+def test_every_group_maps_to_a_valid_category_and_role() -> None:
+    for gid, group in GROUPS.items():
+        assert Category(group["category"]) is not Category.UNKNOWN, gid
+        assert group["role"] in ROLES and group["meaning"] and group["hint"], gid
+        assert group["kind"] in ("", "device", "host"), gid
+        assert (group["kind"] != "") == (group["category"] == "OOM"), gid
+    ids = {s.id for s in SIGNATURES}
+    assert {s.id for s in CATALOG_SIGNATURES} <= ids
+    assert {gid for gid in GROUPS if any(e["group"] == gid for e in ENTRIES)} <= ids
+
+
+def test_index_lists_every_entry_with_its_source_url(tmp_path: Path) -> None:
+    index = (CATALOG_PATH.parent / "INDEX.md").read_text(encoding="utf-8")
+    for e in ENTRIES:
+        assert f"| {e['code']} |" in index, e["code"]
+    for src in CATALOG["sources"].values():
+        assert src["url"] in index
+    shutil.copy(CATALOG_PATH, tmp_path / "ascend_codes.json")  # the committed INDEX.md is what the generator writes
+    assert _generator().main(["--index-only", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "INDEX.md").read_text(encoding="utf-8") == index
+
+
+def _fill(message: str) -> str:
+    return message.replace("%s", "3")
+
+
+def _lines(e: dict[str, Any]) -> list[str]:
+    """The entry as its emitter prints it (formats from the emitters' sources and docs, not from our logs)."""
+    form = GROUPS[e["group"]]["form"]
+    code, message = e["code"], _fill(e["message"])
+    if form == "cann":
+        return [f"{code}: 2025-12-01-10:00:00.000.000 {message}",  # classic
+                f"[PID: 4021] 2025-12-01-10:00:00.000.000 {e['title']}({code}): {message}",  # CANN 8.5+
+                f"(EngineCore_DP0 pid=553) {code}: [PID: 553] 2025-12-01-10:00:00.000.000 {message}"]  # relayed
+    if form == "acl" and e.get("field") == "reason":
+        return [f"EE9999: 2025-12-01-10:00:00.000.000 rtStreamSynchronize execution failed, reason=[{message}]"]
+    if form == "acl":
+        return [f"EH9999: 2025-12-01-10:00:00.000.000 wait for compute device to finish failed, runtime result = {code}.",
+                f"RuntimeError: synchronize:torch_npu/csrc/core/npu/NPUStream.cpp:256 NPU function error: "
+                f"AclrtSynchronizeStreamWithTimeout(stream), error code is {code}"]
+    if form == "ibv_wc":  # rdma-core's examples: "Failed status %s (%d) for wr_id %d"
+        return [f"Failed status {message} (12) for wr_id 1", f"poll cq failed: wc.status={code}"]
+    if form == "ibv_event":  # NCCL net_ib: "NET/IB : %s:%d async fatal event: %s"
+        return [f"node01:1234:5678 [0] NCCL WARN NET/IB : mlx5_0:1 async fatal event: {message}", f"async event {code}"]
+    if form == "ibv_call":  # NCCL ibvwrap: "Call to " name " failed with error %s"
+        return [f"node01:1234:5678 [0] NCCL WARN Call to {code} failed with error Cannot allocate memory"]
+    raise AssertionError(form)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[f"{e['group']}:{e['code']}" for e in ENTRIES])
+def test_each_code_as_its_emitter_prints_it_gets_the_catalog_category(entry: dict[str, Any]) -> None:
+    want = Category(GROUPS[entry["group"]]["category"])
+    for line in _lines(entry):
+        sig = match_line(line)
+        assert sig is not None and sig.category is want, (line, sig and sig.id)
+
+
+@pytest.mark.parametrize("line,category", [
+    # HCCL socket and notify timeouts, rootInfo detection (CANN catalog EI0006, EI0002, EI0015)
+    ("EI0006: 2024-03-01-10:00:00.000.000 Getting socket times out. Reason: 1. The remote does not initiate a connect "
+     "request.", Category.COMM_TIMEOUT),
+    ("[ERROR] HCCL(3081,python3):2025-06-10-12:00:00.000.000 [task_exception_handler.cc:866] [3081][TaskException] "
+     "Task run failed, EI0002", Category.COMM_TIMEOUT),
+    ("[PID: 237] 2026-10-09-08:38:04.978.003 Communication_Error_Ranktable_Detect(EI0015): Failed to collect cluster "
+     "information of the communicator based on rootInfo detection. Reason: No rank in the communicator can connect to "
+     "the root node within the timeout period.", Category.COMM_TIMEOUT),
+    # EE9999 wrapping the runtime's task timeout (aclError 107020), as number and as reason text
+    ("EE9999: 2024-07-03-11:28:40.450.757 wait for compute device to finish failed, runtime result = 107020.",
+     Category.COMM_TIMEOUT),
+    ("EE9999: 2024-07-03-11:28:40.450.757 rtStreamSynchronize execution failed, reason=[task timeout]",
+     Category.COMM_TIMEOUT),
+    # HCCP: the training process before is still there (EJ0001); the device's port is down (EJ0002)
+    ("EJ0001: 2024-03-01-10:30:00.000.000 Failed to initialize the HCCP process. Reason: Maybe the last training process "
+     "is running.", Category.LAUNCH),
+    ("EJ0002: 2024-03-01-10:30:00.000.000 The network port is down.Suggest: check the port of device 3",
+     Category.HARDWARE),
+    # EL0004 relayed through a serving engine
+    ("(EngineCore_DP0 pid=553) EL0004: [PID: 553] 2025-09-17-04:55:13.065.712 Failed to allocate memory.", Category.OOM),
+    # operator errors: the program's (EZ), not the device's
+    ("EZ0001: 2025-01-01-10:00:00.000.000 OP[MatMulV2] 1th input has incorrect shape[: [16, 32]], it should be[: [32, 16]].",
+     Category.EXCEPTION),
+    ("EZ9999: 2025-01-01-10:00:00.000.000 Inner Error! The kernel config of op[FlashAttentionScore] is invalid.",
+     Category.EXCEPTION),
+    # HCCL init on a device id the node does not have
+    ("EI0014: 2025-01-01-10:00:00.000.000 The ranktable information check failed, Reason:[device id 9 is out of range].",
+     Category.LAUNCH),
+    ("[ERROR] RUNTIME(1201,python):2025-12-01-10:00:00.000.000 rtSetDevice execute failed, runtime result = 107001.",
+     Category.LAUNCH),
+    # fabric: completion errors (status 12, vendor err 129) stay communication errors; the NIC's own faults are hardware
+    ("node03:1234:5678 [3] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<54321> with status=12 opcode=0 len=0 "
+     "vendor err 129 (Recv)", Category.COMM_TIMEOUT),
+    ("node03:1234:5678 [3] NCCL WARN NET/IB: Got completion from peer 10.0.0.2 with status=transport retry counter "
+     "exceeded(12) opcode=RECV(128) vendor_err=129 hca mlx5_0", Category.COMM_TIMEOUT),
+    ("node03:1234:5678 [3] NCCL WARN Call to ibv_create_qp failed with error Cannot allocate memory errno 12",
+     Category.HARDWARE),
+    ("node03:1234:5678 [3] NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: port error(10)", Category.HARDWARE),
+    ("[Mon Jan  1 11:59:00 2024] ice 0000:5e:00.0 ens1f0: NIC Link is Down", Category.HARDWARE),
+])
+def test_emitter_format_lines_get_the_operators_category(line: str, category: Category) -> None:
+    sig = match_line(line)
+    assert sig is not None and sig.category is category, (line, sig and sig.id)
+
+
+def test_a_wrapped_return_code_is_weaker_than_the_runtimes_own_line() -> None:
+    # torch_npu reports the ACL return code first; CANN's own lines after it say what failed
+    wrapped = match_line("RuntimeError: npuSynchronizeDevice:torch_npu/csrc/core/npu/NPUFunctions.cpp:467 NPU function "
+                         "error: AclrtSynchronizeDeviceWithTimeout, error code is 507013")
+    own = match_line("EE9999: 2025-12-01-10:00:00.000.000 alloc device memory failed, runtime result = 207001")
+    assert wrapped is not None and wrapped.role == "generic" and wrapped.category is Category.HARDWARE
+    assert own is not None and own.role == "error" and own.category is Category.OOM
+
+
+def test_a_task_timeout_wrapped_in_an_inner_error_is_a_communication_timeout(tmp_path: Path) -> None:
+    log = tmp_path / "worker-1.log"
+    log.write_text("EH9999: 2024-07-03-11:28:40.450.757  wait for compute device to finish failed, runtime result = "
+                   "107020.[FUNC:ReportCallError][FILE:log_inner.cpp][LINE:161]\n"
+                   "EH9999: Inner Error!\n", encoding="utf-8")
+    report = triage([str(tmp_path)])
+    assert report.category is Category.COMM_TIMEOUT
+
+
+def test_generator_maps_only_what_its_table_names() -> None:
+    gen = _generator()
+    mapped = set(gen.GROUP_OF) | set(gen.ACL_GROUP_OF)
+    for e in ENTRIES:
+        if e["source"] in ("cann-error-codes", "cann-doc-ei0009") or e["source"].startswith("hcomm-"):
+            assert gen.GROUP_OF[e["code"]] == e["group"], e
+        elif e["source"] in ("cann-rt-error-codes", "cann-rt-reasons"):
+            assert gen.ACL_GROUP_OF[e["title"]] == e["group"], e
+    assert all(g in GROUPS for g in set(gen.GROUP_OF.values()) | set(gen.ACL_GROUP_OF.values()))
+    assert mapped  # the mapping table is the generator's, the data file only records its result
+    json.dumps(CATALOG)  # plain data
+
+
+def test_an_unattributed_cann_error_joins_the_one_rank_whose_only_line_wraps_it(tmp_path: Path) -> None:
+    # torch_npu names the rank and the ACL return code; CANN's own lines after it name only a pid: the same process
+    (tmp_path / "serve.log").write_text(
+        "[rank5]:[E101 10:00:10.000000000 compiler_depend.ts:429] operator():compiler_depend.ts:128 NPU function error: "
+        "call aclnnMatmul failed, error code is 207001\n"
+        "[ERROR] 2025-10-01-10:00:10 (PID:4242, Device:5, RankID:-1) ERR00100 PTA call acl api failed\n"
+        "EL0004: [PID: 4242] 2025-10-01-10:00:09.000.000 Failed to allocate memory.\n", encoding="utf-8")
+    report = triage([str(tmp_path)])
+    assert report.category is Category.OOM
+    assert report.first_failure is not None and report.first_failure.rank == 5
