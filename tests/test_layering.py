@@ -29,7 +29,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 # Inside the feature layer, what a feature may not import (the blame engine reads data; preflight knows no jobs).
 FEATURE_FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "triage": ("jobs", "bundle.collect", "bundle.summaries", "report", "preflight", "netcheck", "stacks", "render"),
+    # triage judges stacks captures it reads (stacks.incident, pure), never takes them
+    "triage": ("jobs", "bundle.collect", "bundle.summaries", "report", "preflight", "netcheck", "stacks.capture",
+               "stacks.hook", "render"),
     "preflight": ("jobs", "report", "bundle", "triage", "stacks", "netcheck"),
     "stacks": ("report", "bundle", "preflight", "netcheck"),
     "netcheck": ("jobs", "report", "bundle", "triage", "stacks", "preflight"),

@@ -349,7 +349,7 @@ def test_no_suspect_when_all_ranks_are_in_one_place_all_wait_or_none_waits() -> 
 
 
 def test_the_text_tree_folds_shared_frames_and_says_where_a_rank_stops() -> None:
-    from ascendctl.ui.stacks_view import tree_lines
+    from ascendctl.stacks.text import tree_lines
 
     ranks = hang() + [rank_at(6, "h04", ("/t/hang.py", 44, "<module>"))]  # rank 6's innermost frame is <module>
     assert tree_lines(build_tree(ranks)) == [
@@ -545,3 +545,67 @@ def test_a_running_job_with_no_rank_left_is_1(tmp_path: Path) -> None:
     assert result.exit_code == 1 and document["verdict"]["kind"] == "no_stacks", result.output
     assert "ranks 0-1 did not answer" in document["verdict"]["message"]
     assert_valid("stacks", document)
+
+
+def test_the_same_hang_taken_five_times_names_the_same_suspect_every_time(local_job: dict[str, Any]) -> None:
+    """Issue #27: a verdict that changes from one capture to the next is no verdict."""
+    from ascendctl.jobs.record import load_job
+
+    record = load_job(local_job["id"])
+    seen = []
+    for _ in range(5):
+        report = take_stacks(record, patterns=PATTERNS, wait=1.0)
+        seen.append((report.verdict.kind, report.verdict.suspects, [c.ranks for c in report.classes]))
+    assert seen == [("suspect", (4,), [(4,), (0, 1, 2, 3, 5)])] * 5, seen
+    assert len(list((local_job["logs"] / "c" / "stacks").glob("2*"))) == 5  # five folders, none overwritten
+
+
+BLOCKED_IN_C = '''
+import faulthandler, os, signal, sys, threading, time
+faulthandler.register(signal.SIGWINCH, file=open(sys.argv[1], "a"), all_threads=True, chain=False)
+THREADS = int(os.environ.get("THREADS", "0"))
+stop = threading.Event()
+for _ in range(THREADS):
+    threading.Thread(target=stop.wait, daemon=True).start()
+
+def read_the_pipe():
+    r, w = os.pipe()
+    open(sys.argv[2], "w").close()
+    os.read(r, 1)  # blocked in C: no Python bytecode runs until a byte comes
+
+read_the_pipe()
+'''
+
+
+def test_a_rank_blocked_in_c_still_shows_its_last_python_frame(tmp_path: Path) -> None:
+    """faulthandler writes from inside the signal, in C: a rank stuck in a read (or a C extension's loop) answers."""
+    dump = parse_faulthandler(signalled_dump(tmp_path, BLOCKED_IN_C))
+    assert dump.main_thread is not None and dump.main_thread.frames[-1].function == "read_the_pipe"
+    assert dump.main_thread.frames[-1].line == BLOCKED_IN_C.splitlines().index(
+        "    os.read(r, 1)  # blocked in C: no Python bytecode runs until a byte comes") + 1
+
+
+def test_a_rank_with_thousands_of_threads_gives_a_bounded_dump(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """faulthandler stops at 100 threads of 100 frames each: the dump (and so each rank's answer) stays small. The
+    main thread, the oldest, is then cut off: the rank is not judged by another thread in its place, and says why."""
+    from ascendctl.stacks.parse import FileAnswer, RankAnswer, rank_stack
+
+    monkeypatch.setenv("THREADS", "2000")
+    text = signalled_dump(tmp_path, BLOCKED_IN_C)
+    dump = parse_faulthandler(text)
+    assert len(dump.threads) <= 101 and len(text.encode()) < 262144, (len(dump.threads), len(text))
+    assert dump.main_thread is None  # every thread dumped is one `threading` started
+    stack = rank_stack("n1", RankAnswer(1, 0, 0, "torchrun", "dumped", [FileAnswer("faulthandler", len(text), text)]),
+                       incident=None, shown_bytes=262144)
+    assert stack.main is None and "its main thread is not among the" in stack.notes[0]
+    header = "# ascendctl-stacks rank=0 local_rank=0 launcher=torchrun pid=1 main_thread=0x0000000000000001 python=3.11\n"
+    assert parse_faulthandler(header + text).main_thread is None  # the hook named a thread the dump does not hold
+
+
+def test_a_mindspore_host_sync_is_where_a_rank_waits_for_its_collective() -> None:
+    """PyNative runs ops asynchronously: a real msrun rank waiting for an AllReduce sits in Tensor.asnumpy (seen on the
+    test hosts, tests/cluster/test_stacks_hosts.py); a host-side tensor method that does not sync is no wait."""
+    site = "/venv/lib/python3.11/site-packages/mindspore"
+    assert wait_frame([Frame("/job/train.py", 34, "<module>"), Frame(f"{site}/common/tensor.py", 1090, "asnumpy")])
+    assert wait_frame([Frame("/job/train.py", 9, "step"), Frame(f"{site}/runtime/stream.py", 280, "synchronize")])
+    assert wait_frame([Frame("/job/train.py", 9, "step"), Frame(f"{site}/common/tensor.py", 700, "shape")]) is None

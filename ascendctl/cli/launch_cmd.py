@@ -15,10 +15,12 @@ from ascendctl.cli.common import JsonOpt, NodeOptions, argv_now, cli_errors, exa
 
 JobArg = Annotated[Optional[str], typer.Argument(help="Job id or a unique prefix (default: the newest job).", show_default=False)]
 GraceOpt = Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL at teardown.", min=0)]
-HangTimeoutOpt = Annotated[Optional[float], typer.Option(
-    "--hang-timeout", metavar="SECONDS", min=1, show_default=False,
-    help="A hang: no rank prints a progress line (a training step) for this long (3x before the first one). Then every "
-         "rank's stack is taken (`ascendctl stacks`) and, with --on-hang stop, the job is stopped with that verdict (exit 5).")]
+HangTimeoutOpt = Annotated[Optional[str], typer.Option(
+    "--hang-timeout", metavar="SECONDS|auto", show_default=False,
+    help="A hang: no rank prints a progress line (a training step) for this long (3x before the first one); `auto`: 5x "
+         "the p99 of the job's own step intervals once learned, at least 30 s (`auto:FLOOR` sets that), 10 min before the "
+         "first step, 10x while a checkpoint is saved. Then every rank's stack is taken (`ascendctl stacks`) and, with "
+         "--on-hang stop, the job is stopped with that verdict (exit 5).")]
 OnHangOpt = Annotated[str, typer.Option("--on-hang", metavar="stop|report",
                                         help="With --hang-timeout: stop the job (default), or only report the hang and its stacks.")]
 ProgressOpt = Annotated[Optional[str], typer.Option(
@@ -69,6 +71,7 @@ def launch(
     on_hang: OnHangOpt = "stop",
     progress: ProgressOpt = None,
     buffered: Annotated[bool, typer.Option("--buffered", help="Leave Python's output buffering alone (default: PYTHONUNBUFFERED=1, so lines stream as printed).")] = False,
+    flight_recorder: Annotated[bool, typer.Option("--flight-recorder", help="Turn on torch's Flight Recorder on every rank; `ascendctl stacks` then also names the ranks that never joined a collective.")] = False,
     backend: Annotated[Optional[Backend], typer.Option("--backend", help="ssh (the inventory's nodes), or slurm: outside an allocation, sbatch a batch script that launches inside it (inside one, the allocation is used either way).", case_sensitive=False, show_default=False)] = None,
     partition: Annotated[Optional[str], typer.Option("--partition", help="--backend slurm: sbatch --partition.", show_default=False)] = None,
     time_limit: Annotated[Optional[str], typer.Option("--time", help="--backend slurm: sbatch --time (e.g. 2:00:00).", show_default=False)] = None,
@@ -88,7 +91,7 @@ def launch(
 
     options = LaunchOptions(launcher.value, tuple(script), nproc_per_node, master_addr, master_port, log_dir, tuple(env or ()),
                             rank_table, rdzv, cluster_timeout, grace, buffered, silence_limit,
-                            hang_policy(hang_timeout, on_hang, progress))
+                            hang_policy(hang_timeout, on_hang, progress), flight_recorder=flight_recorder)
     from ascendctl.inventory.load import load_inventory
     from ascendctl.inventory.selection import select_nodes
     from ascendctl.slurm import allocation_job_id

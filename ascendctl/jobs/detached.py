@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from typing import TypeAlias
 
-    StacksTaker: TypeAlias = Callable[[JobRecord, NodeGroup, Callable[[str], None]], JobRecord]
+    StacksTaker: TypeAlias = Callable[[JobRecord, NodeGroup, Callable[[str], None], bool], JobRecord]
     from ascendctl.jobs.record import JobRecord
 
 
@@ -174,7 +174,8 @@ def run_supervisor(job_id: str, *, grace: float, silence: float | None, flags: d
     say(f"following {len(record.nodes)} nodes of job {job_id} (pid {os.getpid()})")
     try:
         result = supervise(runner, record, notice=say, grace=grace, silence=silence, relieved=relieved, hang=hang,
-                           before_stop=(lambda r: stacks(r, runner.group, say)) if hang is not None and stacks else None)
+                           before_stop=(lambda r, stopping: stacks(r, runner.group, say, stopping)) if hang is not None and stacks
+                           else None)
     finally:
         runner.close()
     if result.relieved:

@@ -98,6 +98,7 @@ def node_environment(
     extra: Sequence[tuple[str, str]] = (),
     unbuffered: bool = False,
     stacks_hook: str | None = None,
+    flight_recorder: str | None = None,
 ) -> NodeEnvironment:
     """Everything a node's training processes get: cluster address and interface, master, rank table, the inventory's
     `env`, `--env`, and the job's interpreter first on PATH (msrun starts workers with the first python on PATH).
@@ -107,7 +108,10 @@ def node_environment(
     with stderr, and after a rank's exit (what `srun -u` is for). The inventory's `env` and `--env` may still set it.
 
     `stacks_hook` (launch only: the node's job directory has it) is the directory of the sitecustomize.py that lets
-    `ascendctl stacks` take every rank's stack; it goes first on PYTHONPATH, before whatever PYTHONPATH is set."""
+    `ascendctl stacks` take every rank's stack; it goes first on PYTHONPATH, before whatever PYTHONPATH is set.
+
+    `flight_recorder` (launch --flight-recorder: the node's stacks/live directory) turns on torch's Flight Recorder
+    (flight_recorder_env) before the inventory's `env` and `--env`, which may still change its variables."""
     env: dict[str, str] = {"HCCL_IF_IP": endpoint.ip}
     if endpoint.ifname:
         for name in ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
@@ -121,6 +125,8 @@ def node_environment(
         env.update(spec.env)
     if unbuffered:
         env["PYTHONUNBUFFERED"] = "1"
+    if flight_recorder:
+        env.update(flight_recorder_env(flight_recorder))
     for name, value in node.env.items():
         check_env_name(name, f"{node.name}: env")
         env[name] = str(value)
@@ -128,6 +134,26 @@ def node_environment(
         env[name] = value
     prepend = node.python.rsplit("/", 1)[0] if node.python.startswith("/") else None
     return NodeEnvironment(node.name, node.host, tuple(env.items()), prepend, stacks_hook)
+
+
+FLIGHT_RECORDER_ENTRIES = 2000  # collectives each rank keeps (the size torch's and torchtitan's docs use)
+
+
+def flight_recorder_env(live_dir: str, entries: int = FLIGHT_RECORDER_ENTRIES) -> dict[str, str]:
+    """torch's Flight Recorder for every rank: a ring of `entries` collectives, dumped on request by the stacks hook
+    (ASCENDCTL_FLIGHT_RECORDER=1: `ascendctl stacks` gathers it) and, on a watchdog timeout (NCCL, HCCL), by torch
+    itself to `<live_dir>/torch-fr-rank-<rank>` (torch appends the global rank to the prefix).
+
+    torch's names are TORCH_FR_*: torch 2.13 still reads the older TORCH_NCCL_TRACE_BUFFER_SIZE and
+    TORCH_NCCL_DEBUG_INFO_TEMP_FILE after them, but warns on every rank that they are deprecated, so they are not set
+    (a torch old enough to know only those has no recorder to dump from a thread either: `_dump_fr_trace_json`).
+    torch_npu's ProcessGroupHCCL reads TORCH_HCCL_* (its tools/flight_recorder docs). The monitoring threads that
+    abort a rank (TORCH_*_ENABLE_MONITORING) are left as they are: recording must not change how a job ends."""
+    prefix = f"{live_dir}/torch-fr-rank-"
+    size = str(entries)
+    return {"ASCENDCTL_FLIGHT_RECORDER": "1",
+            "TORCH_FR_BUFFER_SIZE": size, "TORCH_FR_DUMP_TEMP_FILE": prefix, "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+            "TORCH_HCCL_TRACE_BUFFER_SIZE": size, "TORCH_HCCL_DEBUG_INFO_TEMP_FILE": prefix, "TORCH_HCCL_DUMP_ON_TIMEOUT": "1"}
 
 
 def env_snippet(envs: Sequence[NodeEnvironment], *, redact: bool = False) -> str:

@@ -17,7 +17,7 @@ from ascendctl.launchers import DEFAULT_CLUSTER_TIMEOUT, LauncherArgs, launcher_
 from ascendctl.facts.endpoint import Endpoint
 from ascendctl.paths import child, current_user
 from ascendctl.inventory.settings import DEFAULT_SILENCE_LIMIT
-from ascendctl.stacks.hook import hook_dir
+from ascendctl.stacks.hook import LIVE_DIR, STACKS_DIR, hook_dir
 
 if TYPE_CHECKING:
     from ascendctl.jobs.supervise import HangPolicy
@@ -46,6 +46,7 @@ class LaunchOptions:
     buffered: bool = False  # leave Python's stdout buffering alone (default: PYTHONUNBUFFERED=1, lines stream as printed)
     silence_limit: float = DEFAULT_SILENCE_LIMIT  # a followed node silent this long (not even a heartbeat) is lost
     hang: HangPolicy | None = None  # --hang-timeout/--on-hang/--progress: when a job that runs on is hung, and what then
+    flight_recorder: bool = False  # --flight-recorder: torch's Flight Recorder on every rank, dumped by `stacks`
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +150,8 @@ def build_plan(inventory: Inventory, options: LaunchOptions, *, job_id: str, end
                                    port=port, job_id=job_id, node_dir=node_dir)
         environment = node_environment(node, endpoints[node.name], master_endpoint, launcher=options.launcher, port=port,
                                        rank_table=options.rank_table, extra=extra, unbuffered=not options.buffered,
-                                       stacks_hook=hook_dir(node_dir))  # `ascendctl stacks` (docs/stacks.md)
+                                       stacks_hook=hook_dir(node_dir),  # `ascendctl stacks` (docs/stacks.md)
+                                       flight_recorder=f"{node_dir}/{STACKS_DIR}/{LIVE_DIR}" if options.flight_recorder else None)
         first_rank = spec.first_rank(node.index, nproc, rdzv=options.rdzv)
         nodes.append(NodePlan(node.name, node.host, node.index, nproc, command, environment, node_dir, first_rank,
                               endpoints[node.name]))

@@ -214,7 +214,7 @@ def launch_job(
                 return LaunchOutcome(record, detached=detach and record.status == JobState.RUNNING)
             result = supervise(runner, record, on_line=on_line, notice=notice, grace=options.grace,
                                silence=options.silence_limit, on_teardown=on_teardown,
-                               before_stop=(lambda r: with_stacks(r, group, notice)) if stacks_on_stop else None,
+                               before_stop=(lambda r, stopping: with_stacks(r, group, notice, stopping)) if stacks_on_stop else None,
                                hang=options.hang)
             return _finished(LaunchOutcome(result.record, interrupted=result.interrupted, verdict=result.verdict,
                                            stopped_by=result.stopped_by))

@@ -81,6 +81,8 @@ def inner_launch_args(options: LaunchOptions, job_id: str, *, preflight: bool, i
         args.append("--rdzv")
     if options.buffered:
         args.append("--buffered")
+    if options.flight_recorder:
+        args.append("--flight-recorder")
     if not preflight:
         args.append("--no-preflight")
     return args + ["--", *options.script]

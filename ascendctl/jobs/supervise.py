@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from ascendctl.errors import AscendctlError, signal_name
 from ascendctl.triage import LiveTriage, split_stamp
 from ascendctl.triage.extract import PROGRESS_RX
+from ascendctl.jobs.pace import CHECKPOINT_RX, HangTimeout, Pace, parse_hang_timeout
 from ascendctl.jobs.record import FirstFailure, JobState
 from ascendctl.jobs.runner import NodeEnded
 from ascendctl.jobs.ssh_runner import with_stop_results
@@ -38,13 +39,14 @@ DRAIN_AFTER_INTERRUPT = 5.0  # seconds to read the last words of nodes stopped a
 
 @dataclass(frozen=True, slots=True)
 class HangPolicy:
-    """When a running job counts as hung, and what then (`launch --hang-timeout S --on-hang stop|report --progress RE`).
+    """When a running job counts as hung, and what then (`launch --hang-timeout S|auto --on-hang stop|report
+    --progress RE`).
 
-    A hang: no rank printed a progress line (a training step: triage's PROGRESS_RX, or `progress`) for `timeout`
-    seconds; before the first one, for `first_step_factor` times that (loading and the first step are slow). Then every
-    rank's stack is taken (`ascendctl stacks`), and with `stop` the job is torn down with the stacks' verdict (HANG)."""
+    A hang: no rank printed a progress line (a training step: triage's PROGRESS_RX, or `progress`) for as long as the
+    job's pace allows (jobs/pace.py: a fixed timeout, or learned from the step intervals). Then every rank's stack is
+    taken (`ascendctl stacks`), and with `stop` the job is torn down with the stacks' verdict (HANG)."""
 
-    timeout: float
+    timeout: HangTimeout
     stop: bool = True
     progress: str | None = None
     first_step_factor: float = 3.0
@@ -54,27 +56,31 @@ class HangPolicy:
 
     def to_argv(self) -> list[str]:
         """The same policy as command-line options (a detached job's supervisor is given them)."""
-        argv = ["--hang-timeout", f"{self.timeout:g}", "--on-hang", "stop" if self.stop else "report"]
+        argv = ["--hang-timeout", str(self.timeout), "--on-hang", "stop" if self.stop else "report"]
         return argv + (["--progress", self.progress] if self.progress else [])
 
 
-def hang_policy(timeout: float | None, on_hang: str = "stop", progress: str | None = None) -> HangPolicy | None:
-    """The policy the command line asks for (None without --hang-timeout); UsageError for a bad --progress regex or a
-    --on-hang/--progress without --hang-timeout."""
+def hang_policy(timeout: str | None, on_hang: str = "stop", progress: str | None = None) -> HangPolicy | None:
+    """The policy the command line asks for (None without --hang-timeout); UsageError for a bad --hang-timeout or
+    --progress, or an --on-hang/--progress without --hang-timeout."""
     from ascendctl.errors import UsageError
 
     if on_hang not in ("stop", "report"):
         raise UsageError(f"--on-hang {on_hang!r}: expected stop or report")
     if timeout is None:
         if progress is not None or on_hang != "stop":
-            raise UsageError("--on-hang and --progress need --hang-timeout SECONDS")
+            raise UsageError("--on-hang and --progress need --hang-timeout SECONDS|auto")
         return None
+    try:
+        parsed = parse_hang_timeout(timeout)
+    except ValueError as exc:
+        raise UsageError(f"--hang-timeout {exc}") from None
     if progress is not None:
         try:
             re.compile(progress)
         except re.error as exc:
             raise UsageError(f"--progress {progress!r}: not a regular expression: {exc}") from None
-    return HangPolicy(timeout, stop=on_hang == "stop", progress=progress)
+    return HangPolicy(parsed, stop=on_hang == "stop", progress=progress)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,13 +113,12 @@ class _Loop:
     def __init__(self, runner: Runner, record: JobRecord, on_line: LineSink | None, notice: NoticeSink, grace: float,
                  names: list[str], silence: float | None = None, relieved: threading.Event | None = None,
                  on_teardown: TeardownSink | None = None, hang: HangPolicy | None = None,
-                 on_hang: Callable[[JobRecord], JobRecord] | None = None) -> None:
+                 on_hang: Callable[[JobRecord, bool], JobRecord] | None = None) -> None:
         self.runner = runner
         self.hang = hang
         self.on_hang = on_hang
         self.progress_rx = hang.matcher() if hang is not None else None
-        self.last_progress: float | None = None  # monotonic time of the last progress line of any rank
-        self.started = time.monotonic()
+        self.pace = Pace(hang.timeout, time.monotonic(), hang.first_step_factor) if hang is not None else None
         self.hang_fired = False  # re-armed by the next progress line (--on-hang report)
         self.hung = False  # torn down because of a hang
         self.on_teardown = on_teardown
@@ -137,26 +142,31 @@ class _Loop:
     def emit(self, node: str, line: str) -> None:
         self.live.line(node, line)
         text = split_stamp(line)[1]
-        if self.progress_rx is not None and self.progress_rx.search(text) and "rror" not in text:
-            self.last_progress = time.monotonic()
-            self.hang_fired = False
+        if self.progress_rx is not None and self.pace is not None:
+            m = self.progress_rx.search(text)
+            if m is not None and "rror" not in text:
+                number = next((g for g in m.groups() if g is not None and g.isdigit()), None)
+                self.pace.progress(time.monotonic(), int(number) if number is not None else None)
+                self.hang_fired = False
+            elif CHECKPOINT_RX.search(text):
+                self.pace.checkpoint()
         if self.on_line is not None:
             self.on_line(node, text)
 
     def check_hang(self) -> None:
         """Fire the hang policy once no rank made progress for its timeout (a longer allowance before the first step)."""
-        if self.hang is None or self.hang_fired or self.stopper is not None or not self.pending:
+        if self.hang is None or self.pace is None or self.hang_fired or self.stopper is not None or not self.pending:
             return
-        since = self.last_progress if self.last_progress is not None else self.started
-        allowance = self.hang.timeout * (1 if self.last_progress is not None else self.hang.first_step_factor)
-        idle = time.monotonic() - since
+        allowance, how = self.pace.allowance()
+        idle = self.pace.idle(time.monotonic())
         if idle < allowance:
             return
         self.hang_fired = True
-        what = "since its last progress line" if self.last_progress is not None else "since it started, and none yet"
-        self.notice(f"no rank made progress for {idle:.0f} s {what} (--hang-timeout {self.hang.timeout:g}): a hang; "
+        what = (f"since step {self.pace.step}" if self.pace.step is not None else "since its last progress line") \
+            if self.pace.last is not None else "since it started, and none yet"
+        self.notice(f"no rank made progress for {idle:.0f} s {what} (allowed: {allowance:.3g} s, {how}): a hang; "
                     "taking every rank's stack")
-        after = self.on_hang(self.record) if self.on_hang is not None else self.record
+        after = self.on_hang(self.record, self.hang.stop) if self.on_hang is not None else self.record
         if not self.hang.stop:
             return  # --on-hang report: the job runs on; the stacks stay on the nodes
         self.record = after
@@ -266,7 +276,7 @@ def supervise(
     silence: float | None = None,
     relieved: threading.Event | None = None,
     on_teardown: TeardownSink | None = None,
-    before_stop: Callable[[JobRecord], JobRecord] | None = None,
+    before_stop: Callable[[JobRecord, bool], JobRecord] | None = None,
     hang: HangPolicy | None = None,
 ) -> Supervised:
     """Follow every started node until its launcher ends; on a failure or a stop signal stop the rest (unless only watching).
@@ -276,9 +286,10 @@ def supervise(
     `relieved`: once set, the loop ends at the next turn (after a teardown it began) and the job is left as it is:
     how a detached job's supervisor steps aside.
     `on_teardown(node)`: told when the teardown begins, with the node whose failure began it (None after a stop signal).
-    `before_stop(record)`: run after a stop signal, before the teardown (every rank's stack is taken there: a hang
-    stopped by hand still gets its culprit); the record it returns (its verdict, if any) is kept.
-    `hang`: when no rank made progress for its timeout, `before_stop` runs (the stacks), then with `hang.stop` the job is
+    `before_stop(record, stopping)`: run after a stop signal, before the teardown (every rank's stack is taken there: a
+    hang stopped by hand still gets its culprit); the record it returns (its verdict, if any) is kept.
+    `hang`: when no rank made progress for its timeout, `before_stop` runs (the stacks; `stopping` is `hang.stop`), then
+    with `hang.stop` the job is
     torn down and ends failed with the stacks' verdict (HANG); with report it runs on.
     A stop signal (KeyboardInterrupt: Ctrl-C, or SIGTERM/SIGHUP through interrupts.stop_on_signals) tears the job down on
     every node it may still run on, the ones lost included; the record says which signal (`stopped_by`).
@@ -300,7 +311,7 @@ def supervise(
         if on_teardown is not None:
             on_teardown(None)
         if before_stop is not None:
-            loop.record = before_stop(loop.record)
+            loop.record = before_stop(loop.record, True)
         if loop.stopper is not None:
             loop.stopper.join()
         loop.teardown_started = loop.teardown_started or time.time()

@@ -22,7 +22,8 @@ from ascendctl.outcome import Outcome, exit_code_for
 from ascendctl.preflight.result import PreflightReport
 from ascendctl.bundle.summaries import MsprofSummary
 from ascendctl.triage import TriageReport
-from ascendctl.report.views import Report, devices_view, network_view, performance_view, preflight_view, timeline_view, verdict_view
+from ascendctl.report.views import (Report, StacksView, devices_view, network_view, performance_view, preflight_view,
+                                   stacks_view, timeline_view, verdict_view)
 from ascendctl.paths import write_text_atomic
 
 if TYPE_CHECKING:
@@ -144,7 +145,19 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
         devices_view(meta, summary if isinstance(summary, Mapping) else None) if bundles else None,
         performance_view(msprof) if msprof else None,
         network,
+        _stacks_of(verdict, sources),
     )
+
+
+def _stacks_of(verdict: TriageReport | None, sources: list[str]) -> StacksView | None:
+    """The verdict's stacks capture as the report shows it; a capture that cannot be shown is a clear error."""
+    if verdict is None or verdict.stacks is None:
+        return None
+    try:
+        return stacks_view(verdict.stacks)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise UsageError(f"{', '.join(sources) or 'the verdict'}: a stacks capture with bad content "
+                         f"({type(exc).__name__}: {exc})") from None
 
 
 def _json_of(data: bytes | None) -> Any:

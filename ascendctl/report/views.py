@@ -247,6 +247,30 @@ class NetworkView:
 
 
 @dataclass(frozen=True, slots=True)
+class StackRow:
+    """One equivalence class of a stacks capture: its ranks, where they are, whether they wait."""
+
+    ranks: str
+    nodes: str
+    where: str  # its innermost frame
+    waits_in: str  # its collective, barrier or store wait ("" when it does not wait)
+    suspect: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StacksView:
+    """Every rank's stack at the moment of a capture, as `ascendctl stacks` showed it: classes (the suspect marked)
+    and the merged tree."""
+
+    capture: str
+    kind: str
+    message: str
+    classes: tuple[StackRow, ...]
+    tree: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """Everything the page shows; a view is None when its data was not given."""
 
@@ -258,22 +282,24 @@ class Report:
     devices: DevicesView | None
     performance: PerformanceView | None
     network: NetworkView | None = None
+    stacks: StacksView | None = None
 
     @property
     def views(self) -> tuple[str, ...]:
-        return tuple(name for name in ("verdict", "timeline", "preflight", "devices", "performance", "network")
+        return tuple(name for name in ("verdict", "timeline", "stacks", "preflight", "devices", "performance", "network")
                      if getattr(self, name) is not None)
 
     @property
     def sections(self) -> tuple[str, ...]:
-        """The page's sections in order (the verdict's evidence and per-rank table follow the timeline)."""
-        return tuple(name for name in ("verdict", "timeline", "evidence", "preflight", "devices", "performance", "network")
+        """The page's sections in order (the verdict's evidence and per-rank table follow the timeline, then the stacks)."""
+        return tuple(name for name in ("verdict", "timeline", "evidence", "stacks", "preflight", "devices", "performance",
+                                       "network")
                      if getattr(self, "verdict" if name == "evidence" else name) is not None)
 
     @property
     def notes(self) -> tuple[str, ...]:
         """What was folded or left out, over every view."""
-        return tuple(n for v in (self.timeline, self.preflight, self.devices, self.performance, self.network)
+        return tuple(n for v in (self.timeline, self.stacks, self.preflight, self.devices, self.performance, self.network)
                      if v is not None for n in v.notes)
 
 
@@ -778,3 +804,36 @@ def _spread_text(verdict: Mapping[str, Any]) -> str:
             f"logarithms, the larger of 1.4826 x MAD and the standard deviation); a pair or node is named slow only when "
             f"every look at it, at least {int(rule['looks'])}, is below {float(verdict['threshold']):g} x median and more "
             f"than {float(rule['spreads']):g} spreads below it")
+
+
+# --- stacks -------------------------------------------------------------------------------------------
+
+MAX_STACK_CLASSES = 50
+MAX_TREE_LINES = 400
+
+
+def stacks_view(data: Mapping[str, Any]) -> StacksView:
+    """The triage verdict's stacks capture (`TriageReport.stacks`); KeyError/TypeError/ValueError on a bad document."""
+    from ascendctl.stacks.text import frame_from_dict, short, tree_from_dict, tree_lines
+
+    rows = []
+    for item in data["classes"][:MAX_STACK_CLASSES]:
+        frames = [frame_from_dict(f) for f in item["frames"]]
+        wait = item.get("wait_frame")
+        ranks = [int(r) for r in item["ranks"]]
+        rows.append(StackRow(f"rank{'s' if len(ranks) != 1 else ''} {item.get('ranks_folded') or ranks}",
+                             fold([str(n) for n in item["nodes"]]), short(frames[-1]) if frames else "(no Python frame)",
+                             short(frame_from_dict(wait)) if wait else "", bool(item["suspect"])))
+    tree = tree_lines(tree_from_dict(data["tree"]))
+    notes = []
+    if len(data["classes"]) > MAX_STACK_CLASSES:
+        notes.append(f"stacks: {len(data['classes']) - MAX_STACK_CLASSES} more classes not shown (triage --json has them)")
+    if len(tree) > MAX_TREE_LINES:
+        notes.append(f"stacks: the tree cut at {MAX_TREE_LINES} of {len(tree)} lines (triage --json has all of it)")
+    unanswered = data.get("unanswered") or []
+    if unanswered:
+        notes.append("stacks: no stack from " + ", ".join(f"rank {u['rank']} on {u['node']} ({u['status']})"
+                                                          for u in unanswered[:20]) + (" ..." if len(unanswered) > 20 else ""))
+    verdict = data["verdict"]
+    return StacksView(str(data["capture"]), str(verdict["kind"]), str(verdict["message"]), tuple(rows),
+                      tuple(tree[:MAX_TREE_LINES]), tuple(notes))

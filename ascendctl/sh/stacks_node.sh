@@ -1,5 +1,5 @@
 #!/bin/sh
-# stacks_node.sh MARKER DIR STAMP SIG SIGNUM WAIT_MS MAX_BYTES NONCE SPY_MS: the Python stack of every rank of one
+# stacks_node.sh MARKER DIR STAMP SIG SIGNUM WAIT_MS MAX_BYTES NONCE SPY_MS [FR_BYTES]: the Python stack of every rank of one
 # node's part of a job (`ascendctl stacks`), taken at once, kept in DIR/stacks/STAMP/ and printed back framed.
 #
 # MARKER: ASCENDCTL_JOB=<job>/<node>, in the environment of every process of the job. DIR: the node's job directory.
@@ -13,11 +13,15 @@
 # (at most WAIT_MS) until each file has grown and stopped growing, or its process is gone. Each dump (the file's first
 # line and what the signal added) goes to DIR/stacks/STAMP/ (STAMP-2, ... when it exists: never overwritten), with
 # ranks.txt. Where py-spy is on PATH it also dumps every rank (--json, --native where it can), bounded by SPY_MS.
+# A rank started by `launch --flight-recorder` (ASCENDCTL_FLIGHT_RECORDER=1 in its environment) is also asked for its
+# torch Flight Recorder: live/fr-rank-<rank>.<pid>.request, which the hook's thread answers with live/fr-rank-<rank>.
+# <pid>.json (the wait covers it too); kept as rank-<rank>.<pid>.fr.json, printed back (FR_BYTES at most) as kind
+# flight-recorder. Without the flag nothing of this happens.
 #
 # Output, each frame a line @@NONCE ...@@: `node INCIDENT_DIR SENT_EPOCH PYSPY(yes|no)`, then per rank `rank PID RANK
 # LOCAL LAUNCHER STATUS` (STATUS dumped, timeout, exited, nohook, nohandler) followed by its files, each `file PID KIND
 # BYTES`, at most MAX_BYTES of it, a newline, `end`; last `done`. POSIX sh and the tools busybox has too.
-marker=$1 dir=$2 stamp=$3 sig=$4 signum=$5 wait_ms=$6 max_bytes=$7 nonce=$8 spy_ms=${9:-10000}
+marker=$1 dir=$2 stamp=$3 sig=$4 signum=$5 wait_ms=$6 max_bytes=$7 nonce=$8 spy_ms=${9:-10000} fr_bytes=${10:-$7}
 live=$dir/stacks/live
 nl='
 '
@@ -103,6 +107,17 @@ done <<EOF
 $workers
 EOF
 
+# the Flight Recorder requests (launch --flight-recorder): "pid:rank" of each rank with the hook and the flag
+flight=''
+while IFS=' ' read -r p rank _ _ state _; do
+    case $state in signalled | nohandler) ;; *) continue ;; esac
+    grep -qzxF ASCENDCTL_FLIGHT_RECORDER=1 "/proc/$p/environ" 2>/dev/null || continue
+    rm -f "$live/fr-rank-$rank.$p.json"
+    : >"$live/fr-rank-$rank.$p.request" 2>/dev/null && flight="$flight $p:$rank"
+done <<EOF
+$roots
+EOF
+
 epoch
 sent=$t
 # shellcheck disable=SC2086  # a list of pids
@@ -111,8 +126,11 @@ sent=$t
 # 3. wait until every signalled rank's file grew and stopped growing, or its process is gone (WAIT_MS at most)
 start='' waited=0 last=''
 uptime_cs && start=$now
-while [ -n "$targets" ]; do
+while [ -n "$targets$flight" ]; do
     sizes='' pending=0
+    for pr in $flight; do # a request is removed by the rank's thread once it has written the dump
+        [ -e "$live/fr-rank-${pr#*:}.${pr%%:*}.request" ] && kill -0 "${pr%%:*}" 2>/dev/null && pending=1
+    done
     while IFS=' ' read -r p rank lrank launcher state pre; do
         [ "$state" = signalled ] || continue
         size_of "$live/rank-$rank.$p.txt"
@@ -164,6 +182,11 @@ done <<EOF
 $roots
 EOF
 [ -z "$incident" ] || printf '%s\n' "pid rank local_rank launcher status$table" >"$incident/ranks.txt"
+for pr in $flight; do
+    p=${pr%%:*} rank=${pr#*:}
+    rm -f "$live/fr-rank-$rank.$p.request"
+    [ -n "$incident" ] && [ -f "$live/fr-rank-$rank.$p.json" ] && mv -f "$live/fr-rank-$rank.$p.json" "$incident/rank-$rank.$p.fr.json"
+done
 if [ -n "$incident" ] && command -v py-spy >/dev/null 2>&1; then
     bound=''
     command -v timeout >/dev/null 2>&1 && bound="timeout $((spy_ms / 1000 + 1))"
@@ -180,11 +203,11 @@ EOF
 fi
 
 # 6. everything printed back, framed, each file at most MAX_BYTES
-show() { # PID KIND FILE
+show() { # PID KIND FILE [MAX_BYTES]
     [ -s "$3" ] || return 0
     size_of "$3"
     frame file "$1" "$2" "$s"
-    head -c "$max_bytes" "$3"
+    head -c "${4:-$max_bytes}" "$3"
     printf '\n'
     frame end
 }
@@ -195,6 +218,7 @@ while IFS=' ' read -r p rank lrank launcher status; do
     show "$p" faulthandler "$incident/rank-$rank.$p.txt"
     show "$p" py-spy "$incident/rank-$rank.$p.py-spy.json"
     show "$p" py-spy-error "$incident/rank-$rank.$p.py-spy.json.err"
+    show "$p" flight-recorder "$incident/rank-$rank.$p.fr.json" "$fr_bytes"
 done <<EOF
 $table
 EOF

@@ -18,8 +18,8 @@ from ascendctl.models import NodeStatus
 from ascendctl.remote.scripts import remote
 from ascendctl.stacks.hook import SIGNAL_NAME, SIGNAL_NUMBER
 from ascendctl.stacks.merge import WAIT_PATTERNS, build_classes, build_tree, judge
-from ascendctl.stacks.model import NodeCapture, RankStack, StacksReport
-from ascendctl.stacks.parse import parse_faulthandler, parse_node_answer, parse_py_spy
+from ascendctl.stacks.model import NodeCapture, StacksReport
+from ascendctl.stacks.parse import parse_node_answer, rank_stack
 
 if TYPE_CHECKING:
     from ascendctl.jobs.record import JobRecord, NodeJob
@@ -27,11 +27,13 @@ if TYPE_CHECKING:
     from ascendctl.models import EventSink
     from ascendctl.remote.transport.base import Transport
     from ascendctl.remote.transport.factory import TransportFactory
+    from ascendctl.stacks.flight import FlightReport
     from ascendctl.stacks.parse import NodeAnswer
 
 DEFAULT_WAIT = 2.0  # seconds a node waits for its ranks' dumps after signalling them
 PY_SPY_SECONDS = 10.0  # at most this long for py-spy, where the node has it (all ranks at once)
 MAX_FILE_BYTES = 256 * 1024  # of each file printed back (a faulthandler dump is at most 100 threads x 100 frames)
+MAX_FLIGHT_BYTES = 8 * 1024 * 1024  # of a Flight Recorder dump (launch --flight-recorder): 2000 entries are ~1 MiB
 ANSWER_SLACK = 15.0  # seconds on top of the waits for the node's command (connect is bounded on its own)
 
 
@@ -58,7 +60,7 @@ def take_stacks(record: "JobRecord", inventory: Inventory | None = None, *, wait
     def take(node: Node, transport: Transport) -> NodeAnswer:
         entry = record.node(node.name)
         command, stdin = remote("stacks_node.sh", marker(record.id, node.name), entry.dir, stamp, SIGNAL_NAME, SIGNAL_NUMBER,
-                                int(wait * 1000), MAX_FILE_BYTES, nonce, int(PY_SPY_SECONDS * 1000))
+                                int(wait * 1000), MAX_FILE_BYTES, nonce, int(PY_SPY_SECONDS * 1000), MAX_FLIGHT_BYTES)
         result = transport.run(command, stdin=stdin, timeout=wait + PY_SPY_SECONDS + ANSWER_SLACK)
         if not result.ok:
             raise AscendctlError(f"stacks_node.sh exited {result.exit_code}: {(result.stderr or result.stdout).strip()[-300:]}")
@@ -78,6 +80,7 @@ def take_stacks(record: "JobRecord", inventory: Inventory | None = None, *, wait
         if own:
             nodes.close()
     captures = []
+    flight: list[tuple[str, bytes]] = []  # launch --flight-recorder: (file on its node, the dump) of each rank
     for entry in record.nodes:
         expected = _expected(entry)
         error = failed.get(entry.name) or (answers[entry.name].error if entry.name in answers else None)
@@ -91,11 +94,38 @@ def take_stacks(record: "JobRecord", inventory: Inventory | None = None, *, wait
                                         unreachable=error is not None and (not error.status.reached
                                                                            or error.status == NodeStatus.TIMEOUT)))
         else:
+            flight += _flight_files(entry.name, answer)
             captures.append(_capture(entry.name, answer, expected))
     ranks = [r for c in captures for r in c.ranks]
     classes, verdict = judge(build_classes(ranks, patterns), [(c.node, c.missing) for c in captures if c.missing])
     return StacksReport(record.id, stamp, tuple(captures), build_tree(ranks), classes, verdict,
-                        took=time.monotonic() - started)
+                        took=time.monotonic() - started, flight=_flight(flight, captures))
+
+
+def _flight_files(node: str, answer: NodeAnswer) -> list[tuple[str, bytes]]:
+    """Takes the Flight Recorder dumps (kind flight-recorder, launch --flight-recorder) out of a node's answer, as
+    (`node:path`, bytes): they are lined up across every node's ranks, not read as a rank's stack."""
+    found = []
+    for rank in answer.ranks:
+        dumps = [item for item in rank.files if item.kind == "flight-recorder"]
+        rank.files = [item for item in rank.files if item.kind != "flight-recorder"]
+        for item in dumps:
+            where = f"{node}:{answer.incident or '-'}/rank-{rank.rank}.{rank.pid}.fr.json"
+            cut = f" (cut at {MAX_FLIGHT_BYTES} of {item.size} bytes)" if len(item.text.encode()) < item.size else ""
+            found.append((where + cut, item.text.encode()))
+    return found
+
+
+def _flight(files: list[tuple[str, bytes]], captures: list[NodeCapture]) -> FlightReport | None:
+    """The Flight Recorder dumps lined up (stacks/flight.py); None when no rank had one (no --flight-recorder)."""
+    if not files:
+        return None
+    from ascendctl.stacks.flight import match_files
+
+    expected = None
+    if all(c.expected is not None and c.error is None for c in captures):
+        expected = [r for c in captures for r in c.expected or ()]
+    return match_files(files, expected)
 
 
 def _expected(entry: "NodeJob") -> tuple[int, ...] | None:
@@ -106,33 +136,7 @@ def _expected(entry: "NodeJob") -> tuple[int, ...] | None:
 
 def _capture(node: str, answer: NodeAnswer, expected: tuple[int, ...] | None) -> NodeCapture:
     """One node's answer as RankStacks: the faulthandler dump where there is one, else py-spy's."""
-    ranks = []
-    for rank in answer.ranks:
-        notes: list[str] = []
-        files: list[str] = []
-        dump = spy = None
-        for item in rank.files:
-            suffix = {"faulthandler": ".txt", "py-spy": ".py-spy.json", "py-spy-error": ".py-spy.json.err"}.get(item.kind, "")
-            if answer.incident:
-                files.append(f"{answer.incident}/rank-{rank.rank}.{rank.pid}{suffix}")
-            if len(item.text.encode()) < item.size:
-                notes.append(f"{item.kind}: shown cut at {MAX_FILE_BYTES} bytes of {item.size} (the whole file is on the node)")
-            if item.kind == "faulthandler":
-                dump = parse_faulthandler(item.text)
-            elif item.kind == "py-spy":
-                try:
-                    spy = parse_py_spy(item.text)
-                except ValueError as exc:
-                    notes.append(f"py-spy: unreadable answer ({exc})")
-            elif item.kind == "py-spy-error":
-                notes.append("py-spy: " + (item.text.strip().splitlines() or ["failed"])[-1][:300])
-        chosen, source = (dump, "faulthandler") if dump is not None and dump.threads else (spy, "py-spy")
-        if chosen is None or not chosen.threads:
-            chosen = None
-        ranks.append(RankStack(rank.rank, node, rank.pid, rank.local_rank, rank.launcher, rank.status,
-                               source if chosen else None,
-                               chosen.threads if chosen else (), chosen.main_thread if chosen else None,
-                               tuple(files), tuple(notes)))
+    ranks = [rank_stack(node, rank, incident=answer.incident, shown_bytes=MAX_FILE_BYTES) for rank in answer.ranks]
     return NodeCapture(node, answer.incident, answer.signalled, answer.py_spy, tuple(sorted(ranks, key=lambda r: r.rank)),
                        expected=expected)
 

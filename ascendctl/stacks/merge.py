@@ -29,6 +29,11 @@ WAIT_PATTERNS: tuple[str, ...] = (
     r"torch_npu/distributed/",  # HCCL through torch_npu
     r"deepspeed/comm/",
     r"mindspore/(communication|mint/distributed)/|mindspore/ops/operations/comm_ops\.py:",
+    # MindSpore runs ops asynchronously (PyNative): a rank waits for its collective where it next reads a result back,
+    # a host sync (seen on real msrun jobs: `AllReduce()(x).asnumpy()` waits in Tensor.asnumpy). A rank stuck in device
+    # work waits there too: it then joins the waiting classes (no suspect) rather than being accused.
+    r"mindspore/common/tensor\.py:(asnumpy|item|tolist|__str__|__repr__)$",
+    r"mindspore/(runtime|hal)/(stream|event)\.py:synchronize$",
     # native frames (py-spy --native): c10d, gloo, NCCL, HCCL
     r":(c10d::|gloo::|nccl[A-Z_]|ncclKernel|hccl|Hccl|HCCL)",
 )

@@ -14,6 +14,7 @@ from ascendctl.outcome import Outcome, exit_code_for
 
 if TYPE_CHECKING:
     from ascendctl.errors import ExitCode
+    from ascendctl.stacks.flight import FlightReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +186,7 @@ class StacksReport:
     classes: tuple[StackClass, ...]
     verdict: StacksVerdict
     took: float = 0.0  # seconds, this machine's clock, from the first connection to the last answer
+    flight: FlightReport | None = None  # launch --flight-recorder: the ranks' Flight Recorder dumps lined up
 
     @property
     def ranks(self) -> tuple[RankStack, ...]:
@@ -225,7 +227,8 @@ class StacksReport:
                 "spread": round(self.spread, 3) if self.spread is not None else None,
                 "verdict": self.verdict.to_dict(), "classes": [c.to_dict() for c in self.classes],
                 "tree": self.tree.to_dict(), "nodes": [n.to_dict() for n in self.nodes],
-                "ranks": [r.to_dict() for r in self.ranks]}
+                "ranks": [r.to_dict() for r in self.ranks],
+                "flight_recorder": self.flight.to_dict() if self.flight is not None else None}
 
 
 def ranks_label(ranks: tuple[int, ...] | list[int]) -> str:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascendctl.stacks.model import Dump, Frame, ThreadStack
+from ascendctl.stacks.model import Dump, Frame, RankStack, ThreadStack
 
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[(?P<name>[^\]]*)\])? \(most recent call first\):$")
 _STACK = re.compile(r"^Stack \(most recent call first\):$")  # all_threads=False
@@ -84,13 +84,17 @@ def _ident(text: str | None) -> int | None:
 
 def _main_thread(threads: list[ThreadStack], ident: int | None) -> int | None:
     """The main thread: the one the hook named; else the thread not started by `threading` (its outermost frame is the
-    script's, not threading's _bootstrap), preferring `<module>`; else the one that ran the handler; else the first."""
+    script's, not threading's _bootstrap), preferring `<module>`. None when it is not in the dump: faulthandler writes
+    at most 100 threads, newest first, so a rank with thousands of threads may have its main thread cut off, and
+    another thread judged in its place would give a wrong verdict."""
     if not threads:
         return None
     if ident is not None:
         for index, thread in enumerate(threads):
             if thread.ident == ident:
                 return index
+        return None
+
     def started_by_threading(thread: ThreadStack) -> bool:
         first = next((f for f in thread.frames if not f.native), None)
         return first is not None and first.file.endswith(_BOOTSTRAP[0]) and first.function.startswith(_BOOTSTRAP[1])
@@ -101,7 +105,11 @@ def _main_thread(threads: list[ThreadStack], ident: int | None) -> int | None:
             return index
     if candidates:
         return candidates[0]
-    return next((i for i, t in enumerate(threads) if t.current), 0)
+    return None
+
+
+# The files of one capture, in `<node dir>/stacks/<stamp>/`, by kind (stacks_node.sh writes them, collect keeps them)
+FILE_SUFFIXES = {"faulthandler": ".txt", "py-spy": ".py-spy.json", "py-spy-error": ".py-spy.json.err"}
 
 
 @dataclass
@@ -171,3 +179,35 @@ def _float(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+def rank_stack(node: str, answer: RankAnswer, *, incident: str | None, shown_bytes: int) -> RankStack:
+    """One rank's answer as a RankStack: its faulthandler dump where there is one, else py-spy's; what went wrong on the
+    way as notes. `incident`: the capture's folder (the files' paths are named under it); `shown_bytes`: the cut of
+    each file's text (a file larger than that was read in part, and a note says so)."""
+    notes: list[str] = []
+    files: list[str] = []
+    dump = spy = None
+    for item in answer.files:
+        if incident:
+            files.append(f"{incident}/rank-{answer.rank}.{answer.pid}{FILE_SUFFIXES.get(item.kind, '')}")
+        if len(item.text.encode()) < item.size:
+            notes.append(f"{item.kind}: shown cut at {shown_bytes} bytes of {item.size} (the whole file is on the node)")
+        if item.kind == "faulthandler":
+            dump = parse_faulthandler(item.text)
+        elif item.kind == "py-spy":
+            try:
+                spy = parse_py_spy(item.text)
+            except ValueError as exc:
+                notes.append(f"py-spy: unreadable answer ({exc})")
+        elif item.kind == "py-spy-error":
+            notes.append("py-spy: " + (item.text.strip().splitlines() or ["failed"])[-1][:300])
+    chosen, source = (dump, "faulthandler") if dump is not None and dump.threads else (spy, "py-spy")
+    if chosen is None or not chosen.threads:
+        chosen = None
+    elif chosen.main_thread is None:
+        notes.append(f"{source}: its main thread is not among the {len(chosen.threads)} threads dumped (faulthandler writes "
+                     "at most 100, newest first): not judged; py-spy on the node shows every thread")
+    return RankStack(answer.rank, node, answer.pid, answer.local_rank, answer.launcher, answer.status,
+                     source if chosen else None, chosen.threads if chosen else (), chosen.main_thread if chosen else None,
+                     tuple(files), tuple(notes))

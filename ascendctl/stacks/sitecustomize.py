@@ -15,6 +15,14 @@ The launchers, msrun's scheduler and the processes a rank starts itself (DataLoa
 inherit ASCENDCTL_STACKS_PID) are left alone. Then the sitecustomize that was there before (the next one on
 sys.path: a site-packages one, the distribution's) runs, as if this one did not exist. Any error of the hook is
 swallowed: it must never stop a job from starting. Standard library only; runs in the job's own Python (3.6+).
+
+With ASCENDCTL_FLIGHT_RECORDER=1 (`launch --flight-recorder`) a registered rank also starts a daemon thread that
+waits for `<node dir>/stacks/live/fr-rank-<rank>.<pid>.request` (stacks_node.sh creates it), then writes torch's
+Flight Recorder (and torch_npu's HCCL one) as JSON to `fr-rank-<rank>.<pid>.json` and removes the request. A thread,
+because a rank blocked in a collective never runs a Python signal handler (those run in the main thread only), while
+the collective's wait releases the GIL, so another thread can call the dump API. It polls (a stat every
+_FLIGHT_POLL seconds) rather than blocking on a FIFO, so that a rank that died can never block the node program.
+It never imports torch: a process that has not loaded torch.distributed says so in the file.
 """
 
 import os
@@ -22,6 +30,9 @@ import sys
 
 _ENV_PID = "ASCENDCTL_STACKS_PID"  # set by a registered rank for its children: they are not ranks of their own
 _hook: object = None  # the open stacks file (faulthandler keeps its own reference too)
+_FLIGHT_POLL = 0.2  # seconds between the flight recorder thread's looks for a request
+_FLIGHT_APIS = (("torch", "torch._C._distributed_c10d", "_dump_fr_trace_json"),
+                ("hccl", "torch_npu._C._distributed_c10d", "_dump_hccl_trace_json"))
 
 
 def _rank() -> "tuple[str, str, str] | None":
@@ -61,6 +72,58 @@ def _register() -> None:
     faulthandler.register(signal.SIGWINCH, file=stream, all_threads=True, chain=False)
     os.environ[_ENV_PID] = str(pid)
     _hook = stream
+    if os.environ.get("ASCENDCTL_FLIGHT_RECORDER") == "1":
+        _flight_recorder(live, rank, pid)
+
+
+def _flight_recorder(live: str, rank: str, pid: int) -> None:
+    """Start the thread that dumps the Flight Recorder when asked (the module docstring says why a thread)."""
+    import threading
+    import time
+
+    request = os.path.join(live, "fr-rank-%s.%d.request" % (rank, pid))
+    target = os.path.join(live, "fr-rank-%s.%d.json" % (rank, pid))
+
+    def serve() -> None:
+        while os.getpid() == pid:  # a forked child has no such thread, but be sure
+            time.sleep(_FLIGHT_POLL)
+            if not os.path.exists(request):
+                continue
+            try:
+                _flight_dump(target, int(rank), pid)
+            except Exception:  # never disturb the job; stacks_node.sh reports the missing dump
+                pass
+            try:
+                os.unlink(request)
+            except OSError:
+                pass
+
+    threading.Thread(target=serve, name="ascendctl-flight-recorder", daemon=True).start()
+
+
+def _flight_dump(target: str, rank: int, pid: int) -> None:
+    """Every Flight Recorder this process has loaded, as one JSON document (ascendctl/stacks/flight.py reads it)."""
+    import json
+
+    dumps = {}  # type: dict[str, object]
+    errors = []  # type: list[str]
+    for source, module, name in _FLIGHT_APIS:
+        top, _, rest = module.partition(".")
+        found = sys.modules.get(top)
+        for part in rest.split("."):
+            found = getattr(found, part, None)
+        dump = getattr(found, name, None)
+        if dump is None:
+            continue
+        try:
+            dumps[source] = json.loads(dump())
+        except Exception as exc:
+            errors.append("%s: %s: %s" % (name, type(exc).__name__, str(exc)[:300]))
+    if not dumps and not errors:
+        errors.append("torch.distributed is not loaded in this process: no Flight Recorder to dump")
+    with open(target + ".tmp", "w") as stream:
+        json.dump({"ascendctl_flight_recorder": 1, "rank": rank, "pid": pid, "dumps": dumps, "errors": errors}, stream)
+    os.rename(target + ".tmp", target)
 
 
 def _chain() -> None:

@@ -33,7 +33,7 @@ def triage(paths: Iterable[str | os.PathLike[str]], *, job: Mapping[str, Any] | 
     """
     ex = Extraction()
     Reader(ex).read(list(paths))
-    if not ex.files:  # no verdict at all rather than a confident one over nothing
+    if not ex.files and not ex.stack_files:  # no verdict at all rather than a confident one over nothing
         unreadable, skipped = ex.listed()
         problems = "; ".join(unreadable) or "no text log files found"
         if skipped:

@@ -22,6 +22,7 @@ from ascendctl.models import EndKind, NodeEnd
 from ascendctl.bundle.layout import JOB as JOB_FILE
 
 if TYPE_CHECKING:
+    from ascendctl.stacks.incident import CaptureJudgement
     from ascendctl.triage.extract import Extraction, Progress
 
 # Which categories win when two own errors cannot be ordered: causes before their usual consequences.
@@ -67,6 +68,11 @@ HINTS = {
         "reproduce on one node with the same data shard if the error depends on input",
     ),
     Category.UNKNOWN: ("no rank shows an error of its own: read the last lines of each rank's log",),
+    Category.HANG: (
+        "while a job hangs, take the stacks twice a minute apart (`ascendctl stacks JOB`): a rank that moved was slow, "
+        "one in the same place is stuck",
+        "`launch --hang-timeout` notices a hang in minutes and takes every rank's stack before the collective timeout ends it",
+    ),
 }
 
 
@@ -128,6 +134,7 @@ class Facts:
     findings: list[Finding]
     teardown_time: str | None = None
     order: dict[str, int] = field(default_factory=dict)  # file -> read order
+    capture: CaptureJudgement | None = None  # the newest `stacks` capture: every rank's stack while the job hung
 
     def actor(self, node: str | None, rank: int | None, local: int | None = None) -> Actor:
         key = (node, rank, local if rank is None else None)
@@ -750,6 +757,37 @@ def rule_hang_silent(facts: Facts) -> RuleVerdict | None:
     return _hang(facts, by_progress=False)
 
 
+def rule_stacks(facts: Facts) -> RuleVerdict | None:
+    """A hang seen in every rank's stack (taken by `stacks`, before a stop, or by `launch --hang-timeout`): the rank
+    that is not in the collective, barrier or store wait the others are in."""
+    capture = facts.capture
+    if capture is None or capture.verdict.kind != "suspect" or not capture.suspects:
+        return None
+    first = capture.suspects[0]
+    frame = first.innermost
+    stack = next((r for r in capture.ranks if r.rank == first.ranks[0]), None)
+    node = first.nodes[0] if len(first.nodes) == 1 else None
+    rank = first.ranks[0] if len(first.ranks) == 1 else None
+    where = frame.where if frame else "(no Python frame)"
+    waits = ", ".join(dict.fromkeys(c.waiting.function for c in capture.classes if c.waiting is not None))
+    # the evidence is where the rank is stuck (its source file and line); the dump it was read from is named in the hints
+    dump = stack.files[0] if stack is not None and stack.files else capture.folder
+    culprit = Finding(Category.HANG, "stacks.suspect", node, rank, None, None,
+                      frame.file if frame is not None else dump, frame.line or 0 if frame is not None else 0,
+                      f"{first.label} at {where}, not in a collective (the others wait in {waits})",
+                      pid=stack.pid if stack is not None and rank is not None else None,
+                      local_rank=stack.local_rank if stack is not None and rank is not None else None, time_source="none")
+    actor = facts.actor(node, rank) if rank is not None or node is not None else None
+    for stacked in capture.ranks:  # the ranks that wait are its victims: they are listed with where they wait
+        if stacked.rank not in first.ranks and stacked.main is not None:
+            facts.actor(stacked.node if stacked.node != "-" else None, stacked.rank)
+    return RuleVerdict("stacks", Category.HANG, culprit, f"hang: {capture.verdict.message}", "medium", actor,
+                       (f"look at what {first.label} was doing at {where} while the others waited: a dataloader stall, a "
+                        "rank-dependent branch that skips a collective, a checkpoint save, or a stuck device",
+                        f"every rank's stack of that moment: the capture {capture.folder} (`stacks/{capture.folder}/` in "
+                        f"each node's job directory; this rank's: {dump})"))
+
+
 def rule_everyone_timed_out(facts: Facts) -> RuleVerdict | None:
     """Communication errors everywhere and nothing before them: the data path, not a rank."""
     reporters = [a for a in facts.actors.values() if a.comm]
@@ -825,6 +863,8 @@ RULES: tuple[tuple[str, Rule, str], ...] = (
     ("exits_only", rule_bad_exit, "only exit codes, from processes that cannot be told apart (the only process, or "
                                   "several at one moment): who ended is known, why is not; no culprit"),
     ("node_lost", rule_node_lost, "a node ascendctl lost (unreachable) while the job ran"),
+    ("stacks", rule_stacks, "a hang seen in every rank's stack (a `stacks` capture, taken before a stop or by "
+                            "`launch --hang-timeout`): the rank not in the collective the others wait in"),
     ("stopped_first", rule_stopped_first, "a launcher or job stopped from outside before anything failed"),
     ("absent_named", rule_absent_named, "the rank a monitor (rank 0 of a monitored barrier) names as never having "
                                         "arrived; a few named at once: the first, the others said"),
@@ -865,6 +905,8 @@ def decide(facts: Facts) -> RuleVerdict | None:
 
 def _victims(facts: Facts, verdict: RuleVerdict | None) -> tuple[list[Victim], list[RankSummary]]:
     culprit_key = verdict.actor.key if verdict and verdict.actor else None
+    waiting = ({r: c.waiting.where for c in facts.capture.classes if c.waiting is not None for r in c.ranks}
+               if verdict is not None and verdict.rule == "stacks" and facts.capture is not None else {})
     victims: list[Victim] = []
     summaries: list[RankSummary] = []
     for actor in sorted(facts.actors.values(), key=lambda a: (a.rank is None, a.rank if a.rank is not None else 0,
@@ -884,6 +926,8 @@ def _victims(facts: Facts, verdict: RuleVerdict | None) -> tuple[list[Victim], l
             role = "co-failed"
         elif actor.comm:
             role, how = "victim", f"communication error ({actor.comm[0].signature})" + (f" naming {peer}" if peer else "")
+        elif actor.rank in waiting:
+            role, how = "victim", f"waiting at {waiting[actor.rank]}"
         elif exit_ is not None and (exit_.signal in STOP_SIGNALS or _stopped_by_launcher(facts, actor, exit_)):
             role, how = "stopped", f"stopped by its launcher or ascendctl ({exit_.signal or exit_.code})"
         elif actor.stops:
@@ -930,9 +974,13 @@ def _oom_kind(f: Finding | None) -> str | None:
     return "host" if f.signature.startswith(("kernel.", "host.")) or f.signal == "SIGKILL" else "device"
 
 
-def report(ex: Extraction) -> TriageReport:
-    """Facts, the verdict and everything said about it."""
+def report(ex: Extraction, *, capture: CaptureJudgement | None = None) -> TriageReport:
+    """Facts, the verdict and everything said about it. `capture`: a stacks capture judged already (a live one, taken
+    by `stop` or the hang policy); else the newest capture among the inputs, if any."""
+    from ascendctl.stacks.incident import newest_capture
+
     facts = build_facts(ex)
+    facts.capture = capture if capture is not None else newest_capture(ex.stack_files)
     verdict = decide(facts)
     victims, summaries = _victims(facts, verdict)
     if verdict is None:
@@ -960,7 +1008,7 @@ def report(ex: Extraction) -> TriageReport:
     return TriageReport(category, first, tuple(findings), tuple(hints), reason, ex.files, ex.bytes_read, ex.suppressed,
                         tuple(ex.notes), unreadable, rule, confidence, tuple(victims), tuple(summaries),
                         _oom_kind(first), first is not None or verdict is None, _launcher_blamed(facts, verdict),
-                        skipped=skipped)
+                        skipped=skipped, stacks=facts.capture.to_dict() if facts.capture is not None else None)
 
 
 __all__ = ["RULES", "Actor", "Exit", "Facts", "RuleVerdict", "build_facts", "decide", "report"]

@@ -205,6 +205,8 @@ class Extraction:
     unreadable_more: int = 0  # past LISTED, counted only
     skipped_more: int = 0
     job: dict[str, object] | None = None
+    # the files of `ascendctl stacks` captures (`stacks/<stamp>/`): (node, capture folder, name, text, size, path)
+    stack_files: list[tuple[str, str, str, str, int, str]] = field(default_factory=list)
     addresses: dict[str, str] = field(default_factory=dict)  # address or host name -> node
     order: int = 0
     # Candidate lines that changed nothing (no signature, no context): what a line does depends on its text alone until

@@ -172,6 +172,7 @@ class TriageReport:
     single_culprit: bool = True
     launcher_blamed: str | None = None  # what a launcher's report named first, when that differs from the verdict
     skipped: tuple[str, ...] = ()  # inputs not read on purpose: FIFOs, devices, sockets, links, unsafe archive members
+    stacks: Mapping[str, Any] | None = None  # the newest `stacks` capture in the inputs, judged (CaptureJudgement.to_dict)
 
     @property
     def outcome(self) -> Outcome:
@@ -230,7 +231,8 @@ class TriageReport:
                 "launcher_blamed": self.launcher_blamed,
                 "findings": [f.to_dict() for f in self.findings], "hints": list(self.hints),
                 "files_read": self.files_read, "bytes_read": self.bytes_read, "suppressed_findings": self.suppressed,
-                "notes": list(self.notes), "unreadable": list(self.unreadable), "skipped": list(self.skipped)}
+                "notes": list(self.notes), "unreadable": list(self.unreadable), "skipped": list(self.skipped),
+                "stacks": dict(self.stacks) if self.stacks is not None else None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TriageReport":
@@ -247,7 +249,8 @@ class TriageReport:
                    texts("notes"), texts("unreadable"), _text(data.get("culprit_reason") or "none"),
                    _text(data.get("confidence") or "low"), tuple(Victim.from_dict(v) for v in data.get("victims") or ()),
                    tuple(RankSummary.from_dict(r) for r in data.get("ranks") or ()), _opt_text(data.get("oom_kind")),
-                   bool(data.get("single_culprit", True)), _opt_text(data.get("launcher_blamed")))
+                   bool(data.get("single_culprit", True)), _opt_text(data.get("launcher_blamed")), texts("skipped"),
+                   _mapping(data.get("stacks")))
 
 
 @dataclass(slots=True)
@@ -266,6 +269,14 @@ class Source:
     order: int = 0  # the order in which files were read
     block: tuple[int, int | None, int | None, int | None, int] | None = None  # (line, rank, device, pid, lines it covers)
 
+
+
+def _mapping(value: Any) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError("expected an object")
+    return value
 
 
 _VICTIM_NUMBERS = re.compile(r"0[xX][0-9a-fA-F]+|\d+")

@@ -32,6 +32,7 @@ from ascendctl.bundle.archive import COMPRESSED_MAGIC, ArchiveCapError
 from ascendctl.bundle.layout import (CSV_SUFFIX, FACTS, JOB, MANIFEST, META_MAX_BYTES, MSPROF_OUTPUT, SUMMARY_NAMES,
                                      BundleArchive, is_archive_name)
 from ascendctl.errors import parse_json
+from ascendctl.stacks.incident import MAX_FILE_BYTES as STACK_FILE_BYTES, capture_member
 from ascendctl.triage.signatures import TRIGGERS, trigger_pattern
 from ascendctl.triage.extract import attribute_path_full
 from ascendctl.triage.model import Source
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
 TAIL = 64 * 1024  # bytes of each file's end kept to find its last training step
+MAX_STACK_FILES = 8192  # files of stacks captures kept (each at most STACK_FILE_BYTES): 2048 ranks' dumps, tables
 GREP_BATCH = 256  # plain files per grep process
 GREP_MEMORY = 1 << 30  # address-space cap of a grep child; past it grep fails and Python reads the files instead
 # Python's regex over the ~160 triggers reads about 3 MB/s, whatever the text (a GB of empty lines too); grep reads
@@ -394,6 +396,15 @@ class Reader:
         """collect's records feed the facts: job.json (exits, addresses), facts.json (addresses), summary.json (notes)."""
         name = rel.name
         if name == MANIFEST or (name.endswith(CSV_SUFFIX) and MSPROF_OUTPUT in rel.parts):
+            return True
+        member = capture_member(rel.parts)
+        if member is not None:  # a stacks capture: judged whole at the end (engine), never scanned line by line
+            if len(self.ex.stack_files) < MAX_STACK_FILES and (fileobj := opener()) is not None:
+                with fileobj:
+                    data = fileobj.read(STACK_FILE_BYTES + 1)
+                node = attribute_path_full(rel, bundle=True)[0] if len(rel.parts) > 3 else None
+                self.ex.stack_files.append((node or "-", member[0], member[1],
+                                            data[:STACK_FILE_BYTES].decode("utf-8", "replace"), len(data), str(rel)))
             return True
         if name not in (JOB, FACTS, *SUMMARY_NAMES):
             return False

@@ -7,22 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import re
-
 from ascendctl.nodeset import fold
 from ascendctl.stacks.model import RANK_STATUSES, ranks_label
+from ascendctl.stacks.text import short, tree_lines
 from ascendctl.ui import emit_json, error, out
 
 if TYPE_CHECKING:
-    from ascendctl.stacks import Frame, StacksReport, TreeNode
+    from ascendctl.stacks import StacksReport
 
 TREE_LINES = 200  # the text tree stops here (--json has all of it)
-_PACKAGES = re.compile(r"^.*/(?:site|dist)-packages/")
-
-
-def short(frame: Frame) -> str:
-    """`file:line in function`, an installed package's file from its package directory on."""
-    return _PACKAGES.sub("", frame.where)
 
 
 def show_stacks(report: StacksReport, *, as_json: bool, argv: list[str]) -> None:
@@ -66,6 +59,9 @@ def stacks_lines(report: StacksReport) -> list[str]:
         lines.append(f"no process: {ranks_label(ranks)} of the job record on {node}")
     for rank in report.ranks:
         lines += [f"note: rank {rank.rank} on {rank.node}: {note}" for note in rank.notes]
+    if report.flight is not None:  # launch --flight-recorder
+        lines += ["", f"flight recorder ({len(report.flight.ranks)} rank(s) dumped):"]
+        lines += [f"  {line}" for line in report.flight.lines()]
     return lines
 
 
@@ -80,25 +76,3 @@ def kept_lines(report: StacksReport) -> list[str]:
     return [f"kept on {node} in {incident}" for node, incident in kept]
 
 
-def tree_lines(root: TreeNode) -> list[str]:
-    """The merged tree as text: each branch labelled with its ranks, then the frames its ranks share."""
-    lines: list[str] = []
-
-    def emit(node: TreeNode, lead: str, rest: str) -> None:
-        frames = [node.frame] if node.frame is not None else []
-        while len(node.children) == 1 and node.children[0].ranks == node.ranks:  # the same ranks go on: one block
-            node = node.children[0]
-            if node.frame is not None:
-                frames.append(node.frame)
-        lines.append(lead + ranks_label(node.ranks))
-        lines.extend(f"{rest}  {short(frame)}" for frame in frames)
-        ending = sorted(set(node.ranks) - {r for child in node.children for r in child.ranks})
-        if ending and node.children:
-            lines.append(f"{rest}  ({ranks_label(ending)}: innermost frame above)")
-        for index, child in enumerate(node.children):
-            last = index == len(node.children) - 1
-            emit(child, rest + ("└─ " if last else "├─ "), rest + ("   " if last else "│  "))
-
-    if root.ranks:
-        emit(root, "", "")
-    return lines

@@ -39,7 +39,8 @@ def test_stacks_names_the_rank_that_sleeps_while_the_others_wait_in_all_reduce(c
     logs = tmp_path / "logs"
     launch = subprocess.run([*ASCENDCTL, "launch", "-i", str(inv), "--launcher", "torchrun", "--log-dir", str(logs),
                              "--grace", "3", "--no-preflight", "--detach", "--env=PYTHONUNBUFFERED=1", "--env=JOB_TIMEOUT=120",
-                             "--", str(JOBS / "hang_torch.py")], capture_output=True, text=True, timeout=120)
+                             "--flight-recorder", "--", str(JOBS / "hang_torch.py")], capture_output=True, text=True,
+                            timeout=120)
     assert launch.returncode == 0, launch.stderr
     job = last_job()
     try:
@@ -60,6 +61,10 @@ def test_stacks_names_the_rank_that_sleeps_while_the_others_wait_in_all_reduce(c
         assert result.returncode == 0 and document["exit_code"] == 0, result.stderr
         assert_valid("stacks", document)
         assert document["verdict"]["kind"] == "suspect" and document["verdict"]["suspects"] == [4]
+        # --flight-recorder: torch's own record of the collectives, lined up across the six ranks, says the same
+        flight = document["flight_recorder"]
+        assert flight is not None and flight["ranks"] == [0, 1, 2, 3, 4, 5] and flight["culprits"] == [4], flight
+        assert any("rank 4 never joined collective #5 of process group 0" in m for m in flight["messages"]), flight["messages"]
         suspect, waiting = document["classes"]
         assert (suspect["ranks"], suspect["nodes"], suspect["suspect"]) == ([4], ["h03"], True)
         assert suspect["innermost"] == {"file": str(JOBS / "hang_torch.py"), "line": SLEEP_LINE, "function": "train_step",
@@ -89,7 +94,7 @@ def test_stacks_names_the_rank_that_sleeps_while_the_others_wait_in_all_reduce(c
     failure = record["first_failure"]
     assert record["status"] == "stopped" and failure["category"] == "HANG" and failure["rule"] == "stacks", failure
     assert (failure["node"], failure["rank"], failure["line"]) == ("h03", 4, SLEEP_LINE)
-    assert "verdict: HANG: rank 4 not in a collective on node h03" in stop.stdout
+    assert "verdict: HANG on node h03, rank 4" in stop.stdout
     assert len(list((logs / "h03" / "stacks").glob("2*"))) == 3  # the stop's own capture, kept beside the others
     # collect takes the captures with the job's logs
     bundle = tmp_path / "bundle"
@@ -97,6 +102,12 @@ def test_stacks_names_the_rank_that_sleeps_while_the_others_wait_in_all_reduce(c
                                timeout=120)
     assert collected.returncode == 0, collected.stderr
     assert [p for p in bundle.rglob("rank-4.*.txt") if "stacks" in p.parts], sorted(map(str, bundle.rglob("*")))[:50]
+    # and triage of the bundle gives the verdict the record got: the stop's capture, judged by the same engine
+    triaged = subprocess.run([*ASCENDCTL, "triage", str(bundle), "--json"], capture_output=True, text=True, timeout=120)
+    verdict = json.loads(triaged.stdout)
+    assert verdict["category"] == "HANG" and verdict["culprit_reason"] == "stacks", verdict
+    assert (verdict["first_failure"]["node"], verdict["first_failure"]["rank"], verdict["first_failure"]["line"]) == \
+        ("h03", 4, SLEEP_LINE)
 
 
 def test_ctrl_c_of_a_hanging_job_takes_every_ranks_stack_and_names_the_stuck_rank(cluster_factory: Any, tmp_path: Path) -> None:
@@ -126,19 +137,24 @@ def test_ctrl_c_of_a_hanging_job_takes_every_ranks_stack_and_names_the_stuck_ran
 
 def test_launch_notices_the_hang_takes_every_ranks_stack_and_stops_the_job_with_its_verdict(cluster_factory: Any,
                                                                                              tmp_path: Path) -> None:
-    """`launch --hang-timeout` (issue #27): no rank prints a step for 8 s after rank 4 falls asleep; launch says so, takes
-    every rank's stack, stops the job and records the stacks' verdict: HANG on rank 4 at its sleeping line (exit 5)."""
+    """`launch --hang-timeout auto` (issue #27): the job steps every 0.5 s; the allowance is learned from those steps
+    (5x their p99, at least the 2 s floor given); rank 4 falls asleep before step 14, and when no rank printed a step for
+    that long, launch says so, takes every rank's stack, stops the job and records the stacks' verdict: HANG on rank 4
+    at its sleeping line (exit 5). The steady steps before it never counted as a hang."""
     cluster: Cluster = cluster_factory(hosts())
     inv = inventory(cluster, tmp_path)
     logs = tmp_path / "logs"
     started = time.monotonic()
     run = subprocess.run([*ASCENDCTL, "launch", "-i", str(inv), "--launcher", "torchrun", "--log-dir", str(logs),
-                          "--grace", "3", "--no-preflight", "--hang-timeout", "8", "--env=PYTHONUNBUFFERED=1",
-                          "--env=JOB_TIMEOUT=300", "--", str(JOBS / "hang_torch.py")],
+                          "--grace", "3", "--no-preflight", "--hang-timeout", "auto:2", "--env=PYTHONUNBUFFERED=1",
+                          "--env=JOB_TIMEOUT=300", "--env=JOB_STEP_SLEEP=0.5", "--env=JOB_STUCK_STEP=14", "--", str(JOBS / "hang_torch.py")],
                          capture_output=True, text=True, timeout=240)
     took = time.monotonic() - started
     assert run.returncode == 5, run.stdout[-2000:] + run.stderr[-3000:]
-    assert "(--hang-timeout 8): a hang; taking every rank's stack" in run.stderr, run.stderr[-3000:]
+    noticed = [line for line in run.stderr.splitlines() if "a hang; taking every rank's stack" in line]
+    assert len(noticed) == 1, run.stderr[-3000:]  # once: not during the steady steps before
+    assert "since step 13 (allowed: " in noticed[0] and "--hang-timeout auto: 5 x the p99 step interval" in noticed[0], noticed
+    assert re.search(r"over (9|10) steps, floor 2 s\)", noticed[0]), noticed  # 13 steps: 12 intervals, 2 of warm-up
     record = last_job()
     failure = record["first_failure"]
     assert record["status"] == "failed" and failure["category"] == "HANG" and failure["rule"] == "stacks", failure
@@ -147,3 +163,81 @@ def test_launch_notices_the_hang_takes_every_ranks_stack_and_stops_the_job_with_
     assert any((logs / node / "stacks").is_dir() for node in ("h01", "h02", "h03")), "the incident's stacks stay on the nodes"
     assert job_processes(cluster, "hang_torch.py") == []
     assert took < 200, took  # long before gloo's own 300 s timeout would have ended it
+
+
+def test_a_detached_job_with_on_hang_report_runs_on_and_its_supervisor_says_which_rank_hangs(cluster_factory: Any,
+                                                                                              tmp_path: Path) -> None:
+    """`launch --detach --hang-timeout auto:2 --on-hang report` (issue #27): the job's supervisor notices the hang,
+    takes every rank's stack and says what they show; the job is left running (report, not stop). `stop` then ends it
+    with that verdict on record, and triage of the job's logs directory agrees."""
+    from ascendctl.jobs.detached import supervisor_log
+
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inventory(cluster, tmp_path)
+    logs = tmp_path / "logs"
+    launched = subprocess.run([*ASCENDCTL, "launch", "-i", str(inv), "--launcher", "torchrun", "--log-dir", str(logs),
+                               "--grace", "3", "--no-preflight", "--detach", "--hang-timeout", "auto:2", "--on-hang", "report",
+                               "--env=PYTHONUNBUFFERED=1", "--env=JOB_TIMEOUT=300", "--env=JOB_STEP_SLEEP=0.3",
+                               "--env=JOB_STUCK_STEP=12", "--json", "--", str(JOBS / "hang_torch.py")],
+                              capture_output=True, text=True, timeout=120)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    job = json.loads(launched.stdout)["job"]
+    log = supervisor_log(job["id"])
+    try:
+        deadline = time.monotonic() + 120
+        while "taken before" not in (text := log.read_text() if log.exists() else "") and "stacks of" not in text:
+            assert time.monotonic() < deadline, text[-3000:]
+            time.sleep(0.5)
+        time.sleep(2)  # its last words about the capture
+        text = log.read_text()
+        assert "a hang; taking every rank's stack" in text and "since step 11" in text, text[-3000:]
+        assert "rank 4 on h03 is not in a collective" in text, text[-3000:]
+        status = subprocess.run([*ASCENDCTL, "status", job["id"]], capture_output=True, text=True, timeout=60)
+        assert status.returncode == 0 and status.stdout.startswith(f"job {job['id']}: running"), status.stdout
+        assert len(list((logs / "h03" / "stacks").glob("2*"))) == 1  # the supervisor's capture, kept on the node
+    finally:
+        stop = subprocess.run([*ASCENDCTL, "stop", job["id"], "--grace", "3"], capture_output=True, text=True, timeout=120)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    failure = last_job()["first_failure"]
+    assert failure["category"] == "HANG" and (failure["node"], failure["rank"], failure["line"]) == ("h03", 4, SLEEP_LINE)
+    triaged = subprocess.run([*ASCENDCTL, "triage", str(logs), "--json"], capture_output=True, text=True, timeout=120)
+    verdict = json.loads(triaged.stdout)
+    assert verdict["culprit_reason"] == "stacks" and verdict["first_failure"]["rank"] == 4, verdict["reason"]
+    assert job_processes(cluster, "hang_torch.py") == []
+
+
+def test_stacks_of_an_msrun_job_name_the_worker_that_stalls(cluster_factory: Any, tmp_path: Path) -> None:
+    """MindSpore (msrun, CPU collectives) on three hosts: worker 3 sleeps in Python before the all-reduce the other five
+    wait in; `stacks` names it with its line (issue #27: msrun where a worker stalls)."""
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inventory(cluster, tmp_path)
+    logs = tmp_path / "logs"
+    script = JOBS / "allreduce_ms.py"
+    stall_line = next(i for i, line in enumerate(script.read_text().splitlines(), 1) if "time.sleep(600)" in line)
+    launched = subprocess.run([*ASCENDCTL, "launch", "-i", str(inv), "--launcher", "msrun", "--log-dir", str(logs),
+                               "--grace", "3", "--no-preflight", "--detach", "--env=JOB_STALL_RANK=3", "--env=GLOG_v=3",
+                               "--json", "--", str(script)], capture_output=True, text=True, timeout=120)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    job = json.loads(launched.stdout)["job"]
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            text = "".join(p.read_text(errors="replace") for p in logs.glob("h0*/workers/worker_*.log"))
+            if "rank 3: stalling before the all-reduce" in text and len(set(re.findall(r"rank (\d)/6 started", text))) == 6:
+                break
+            assert time.monotonic() < deadline, text[-3000:]
+            time.sleep(0.5)
+        time.sleep(3)  # the five others are in the all-reduce by now
+        taken = subprocess.run([*ASCENDCTL, "stacks", job["id"], "--json"], capture_output=True, text=True, timeout=120)
+        document = json.loads(taken.stdout)
+        assert document["verdict"]["kind"] == "suspect" and document["verdict"]["suspects"] == [3], \
+            (document["verdict"], [(c["ranks"], [(f["file"][-60:], f["line"], f["function"]) for f in c["frames"]]) for c in document["classes"]])
+        suspect = next(c for c in document["classes"] if c["suspect"])
+        assert suspect["nodes"] == ["h02"] and suspect["innermost"]["line"] == stall_line, suspect["innermost"]
+        assert suspect["innermost"]["function"] == "stall"
+        waiting = [c for c in document["classes"] if not c["suspect"]]
+        assert sorted(r for c in waiting for r in c["ranks"]) == [0, 1, 2, 4, 5] and all(c["waiting"] for c in waiting)
+    finally:
+        stop = subprocess.run([*ASCENDCTL, "stop", job["id"], "--grace", "3"], capture_output=True, text=True, timeout=120)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    assert job_processes(cluster, "allreduce_ms.py") == []
