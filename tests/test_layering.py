@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("inventory", ("inventory",)),
     ("remote", ("remote",)),
     ("facts", ("facts",)),
-    ("features", ("preflight", "triage", "stacks", "netcheck", "render", "execute", "jobs", "bundle", "report")),
+    ("features", ("preflight", "triage", "stacks", "netcheck", "render", "execute", "jobs", "bundle", "report", "perf")),
     ("ui", ("ui",)),
     ("cli", ("cli",)),
     ("entry", ("", "__main__")),  # the package's lazy exports and `python -m ascendctl`
@@ -36,6 +36,8 @@ FEATURE_FORBIDDEN: dict[str, tuple[str, ...]] = {
     "stacks": ("report", "bundle", "preflight", "netcheck"),
     "netcheck": ("jobs", "report", "bundle", "triage", "stacks", "preflight"),
     "render": ("jobs.service", "report", "bundle", "triage", "stacks", "preflight", "netcheck"),
+    # perf reads profiles (bundle.layout, foundation, is its reader) and judges them; it reaches no node and no job
+    "perf": ("jobs", "report", "bundle.collect", "bundle.summaries", "triage", "stacks", "preflight", "netcheck", "render", "execute", "remote"),
 }
 NOT_IMPORTED = ("stacks/sitecustomize.py", "netcheck/programs/")  # run by the node's Python, never imported here
 

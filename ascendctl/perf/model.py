@@ -1,0 +1,211 @@
+"""The records of `ascendctl perf`: what one rank's profile holds (steps, collective calls, links) and what the analysis
+concludes. Frozen dataclasses with `to_dict`; imports only the foundation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ascendctl.errors import ExitCode
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimes:
+    """One step of one rank, in milliseconds; None where the profile does not say."""
+
+    step: int
+    step_ms: float | None
+    compute_ms: float | None
+    comm_ms: float | None
+    comm_not_overlapped_ms: float | None
+    free_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommCall:
+    """One collective call of one rank: `key` is the same on every rank for the same call (op and sequence number, or
+    the op name msprof gives it); `ms` the time the rank spent in it; `wait_ms` its wait, where the profile says."""
+
+    key: str
+    op: str
+    step: int | None
+    ms: float
+    wait_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSample:
+    """Bytes moved over one link (source rank -> destination rank, transport) by one op (`op`: its step and name, the
+    same in every rank's file that lists the link), and how long it took."""
+
+    src: int
+    dst: int
+    transport: str
+    op: str
+    size_mb: float
+    time_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class RankInput:
+    """Everything read for one rank, and from which files."""
+
+    rank: int
+    kind: str  # "torch" (a Chrome trace) or "ascend" (torch_npu / msprof-analyze text output)
+    sources: tuple[str, ...]
+    steps: tuple[StepTimes, ...] = ()
+    calls: tuple[CommCall, ...] = ()
+    links: tuple[LinkSample, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PerfProblem:
+    """A file that could not be read, or a profile that cannot be used; `path` names it."""
+
+    path: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": "unreadable", "node": None, "message": f"{self.path}: {self.message}"}
+
+
+@dataclass(frozen=True, slots=True)
+class RankMeans:
+    """One rank's means over its steps (ms), its communication share and its votes."""
+
+    rank: int
+    steps: int
+    step_ms: float | None
+    compute_ms: float | None
+    comm_ms: float | None
+    comm_not_overlapped_ms: float | None
+    free_ms: float | None
+    comm_share: float | None  # communication not overlapped / step time
+    votes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "steps": self.steps, "step_ms": self.step_ms, "compute_ms": self.compute_ms,
+                "comm_ms": self.comm_ms, "comm_not_overlapped_ms": self.comm_not_overlapped_ms, "free_ms": self.free_ms,
+                "comm_share": self.comm_share, "votes": self.votes}
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """One collective call in which `rank` was the outlier low (it arrived last, so it waited least)."""
+
+    key: str
+    op: str
+    rank: int
+    ms: float  # the voter's time
+    median_ms: float  # the median over the ranks
+    test: str  # "dixon-q" or "3-sigma"
+    statistic: float  # Q, or how many standard deviations below the mean
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "op": self.op, "rank": self.rank, "ms": self.ms, "median_ms": self.median_ms,
+                "test": self.test, "statistic": self.statistic}
+
+
+@dataclass(frozen=True, slots=True)
+class DimensionSpread:
+    """How far apart the ranks are in one dimension (means over steps): max - min, as a fraction of the mean step."""
+
+    dimension: str
+    min_rank: int
+    min_ms: float
+    max_rank: int
+    max_ms: float
+    spread: float
+    flagged: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dimension": self.dimension, "min_rank": self.min_rank, "min_ms": self.min_ms, "max_rank": self.max_rank,
+                "max_ms": self.max_ms, "spread": self.spread, "flagged": self.flagged}
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSummary:
+    """One link over every op that used it: size / time = bandwidth; `slow` when it is an outlier low among the links
+    of its transport."""
+
+    src: int
+    dst: int
+    transport: str
+    size_mb: float
+    time_ms: float
+    bandwidth_gbps: float | None  # GB/s, as msprof writes it
+    median_gbps: float | None  # of the links of the same transport
+    slow: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.src}->{self.dst} {self.transport}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"src": self.src, "dst": self.dst, "transport": self.transport, "size_mb": self.size_mb,
+                "time_ms": self.time_ms, "bandwidth_gbps": self.bandwidth_gbps, "median_gbps": self.median_gbps,
+                "slow": self.slow}
+
+
+@dataclass(frozen=True, slots=True)
+class Straggler:
+    """The rank named slow: its votes out of the calls compared, the ops that voted, and how it differs from the others
+    (its mean against the median of the other ranks' means, as a fraction; None where not measured)."""
+
+    rank: int
+    votes: int
+    compared: int
+    ops: dict[str, int]
+    compute_delta: float | None
+    comm_delta: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "votes": self.votes, "compared": self.compared, "ops": dict(self.ops),
+                "compute_delta": self.compute_delta, "comm_delta": self.comm_delta}
+
+
+@dataclass(frozen=True, slots=True)
+class PerfReport:
+    """The verdict of `ascendctl perf` and its evidence."""
+
+    verdict: str
+    ranks: tuple[RankMeans, ...]
+    sources: dict[int, tuple[str, ...]]
+    kinds: tuple[str, ...]
+    compared: int  # collective calls (or steps) seen on every rank and compared
+    vote_on: str  # "wait", "duration" or "step communication"
+    votes: tuple[Vote, ...]
+    straggler: Straggler | None
+    spreads: tuple[DimensionSpread, ...]
+    comm_share_limit: float
+    links: tuple[LinkSummary, ...]
+    problems: tuple[PerfProblem, ...] = field(default=())
+
+    @property
+    def slow_links(self) -> tuple[LinkSummary, ...]:
+        return tuple(link for link in self.links if link.slow)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        from ascendctl.outcome import Outcome, exit_code_for
+
+        outcomes = [Outcome.ERROR] if self.problems else []
+        if self.straggler is not None or self.slow_links:
+            outcomes.append(Outcome.FAILED)
+        return exit_code_for(outcomes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "kinds": list(self.kinds),
+            "ranks": [r.to_dict() for r in self.ranks],
+            "sources": {str(rank): list(paths) for rank, paths in sorted(self.sources.items())},
+            "compared": self.compared,
+            "vote_on": self.vote_on,
+            "votes": [v.to_dict() for v in self.votes],
+            "straggler": None if self.straggler is None else self.straggler.to_dict(),
+            "spreads": [s.to_dict() for s in self.spreads],
+            "comm_share_limit": self.comm_share_limit,
+            "links_measured": bool(self.links),
+            "links": [link.to_dict() for link in self.links],
+        }

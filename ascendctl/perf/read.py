@@ -1,0 +1,458 @@
+"""Read every rank's profile under the paths given: PyTorch profiler Chrome traces (`*.pt.trace.json`, `.gz`) and the
+Ascend profiler's text output (`step_trace_time.csv`, `communication.json`, `communication_matrix.json`), from
+directories, collect bundles or archives (bundle.layout.iter_bundle: the one safe-member policy). Every file is read
+to a cap; a file that cannot be used becomes a PerfProblem naming it, never an exception. Pure: no nodes, no typer.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, Iterable, Iterator
+
+from ascendctl.bundle.layout import READ_ERRORS, iter_bundle
+from ascendctl.errors import parse_json
+from ascendctl.perf.model import CommCall, LinkSample, PerfProblem, RankInput, StepTimes
+
+TRACE_MAX_BYTES = 256 * 1024**2  # a Chrome trace (uncompressed) larger than this is refused: parsed, it would take gigabytes
+TEXT_MAX_BYTES = 64 * 1024**2  # a step_trace_time.csv or communication*.json larger than this is not a profiler's
+MAX_EVENTS = 5_000_000  # trace events read at most from one trace
+TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+STEP_TRACE = "step_trace_time.csv"
+COMM_JSON = "communication.json"
+MATRIX_JSON = "communication_matrix.json"
+ASCEND_NAMES = (STEP_TRACE, COMM_JSON, MATRIX_JSON)
+PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")  # torch_npu writes it beside ASCEND_PROFILER_OUTPUT/
+RANK_IN_PATH = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.I)
+# what marks a trace event as a collective: c10d's record_param_comms (its "Collective name" arg), or a backend's
+# own range (gloo:all_reduce, nccl:all_reduce, hccl:allreduce / HcclAllreduce)
+COLLECTIVE_NAME = re.compile(r"^(?:gloo|nccl|hccl)[:_]", re.I)
+NCCL_KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")  # ncclDevKernel_AllReduce_Sum_f32_RING_LL(...) on a GPU stream
+KERNEL, RANGE, PARAM = 0, 1, 2  # where a collective was seen, best first: its GPU kernel, the backend's range, c10d's record
+PARAM_COMMS = "record_param_comms"
+KERNEL_SPANS = "(gpu kernels)"
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+@dataclass(slots=True)
+class _File:
+    path: str  # shown to the user: the PATH given, then the member inside it
+    rel: str  # relative to the directory or archive given
+    data: bytes
+
+
+class _Refused(Exception):
+    """A file over its cap, or one that does not decompress."""
+
+
+def _read_capped(stream: IO[bytes], cap: int, *, gz: bool) -> bytes:
+    raw: IO[bytes] = gzip.GzipFile(fileobj=stream) if gz else stream  # type: ignore[assignment]  # GzipFile is an IO[bytes]
+    try:
+        data = raw.read(cap + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise _Refused(f"cannot decompress: {exc}") from None
+    if len(data) > cap:
+        size = f"{cap // 1024**2} MiB" if cap >= 1024**2 else f"{cap} bytes"
+        raise _Refused(f"larger than {size}{' uncompressed' if gz else ''}: not read (the cap of ascendctl perf)")
+    return data
+
+
+def _kind(name: str) -> str | None:
+    if name.endswith(TRACE_SUFFIXES):
+        return "trace"
+    if name in ASCEND_NAMES:
+        return "ascend"
+    if PROFILER_INFO.match(name):
+        return "info"
+    return None
+
+
+def _want(rel: str, is_dir: bool) -> bool:
+    return is_dir or _kind(PurePosixPath(rel).name) is not None
+
+
+def _cap(name: str) -> int:
+    return TRACE_MAX_BYTES if _kind(name) == "trace" else TEXT_MAX_BYTES
+
+
+def gather(paths: Iterable[Path], problems: list[PerfProblem], found: list[int]) -> Iterator[_File]:
+    """Every profile file under `paths` (files, directories, bundle archives), read to its cap, one at a time (only
+    one file's bytes are held); unreadable ones go to `problems`; `found[0]` counts the profile files met."""
+    for path in paths:
+        if not path.exists():
+            problems.append(PerfProblem(str(path), "no such file or directory"))
+            continue
+        if path.is_file() and _kind(path.name) is not None:
+            found[0] += 1
+            try:
+                with open(path, "rb") as stream:
+                    data = _read_capped(stream, _cap(path.name), gz=path.name.endswith(".gz"))
+            except (_Refused, OSError) as exc:
+                problems.append(PerfProblem(str(path), str(exc)))
+                continue
+            yield _File(str(path), path.name, data)
+            continue
+        try:
+            for entry in iter_bundle(path, want=_want):
+                name = PurePosixPath(entry.path).name
+                shown = f"{path}/{entry.path}" if path.is_dir() else f"{path}:{entry.path}"
+                if _kind(name) == "info":
+                    yield _File(shown, entry.path, b"")
+                    continue
+                found[0] += 1
+                try:
+                    data = _read_capped(entry.stream, _cap(name), gz=name.endswith(".gz"))
+                except _Refused as exc:
+                    problems.append(PerfProblem(shown, str(exc)))
+                    continue
+                yield _File(shown, entry.path, data)
+        except READ_ERRORS as exc:
+            problems.append(PerfProblem(str(path), f"cannot read it as a directory or archive: {exc}"))
+
+
+# --- PyTorch profiler Chrome traces ---------------------------------------------------------------------------------
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else None
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _length(intervals: list[tuple[float, float]]) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0.0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _args(event: dict[str, Any]) -> dict[str, Any]:
+    args = event.get("args")
+    return args if isinstance(args, dict) else {}
+
+
+def _collective_op(event: dict[str, Any]) -> tuple[str, int] | None:
+    """The collective an event is (`all_reduce`) and where it was seen (KERNEL, RANGE, PARAM), or None."""
+    name = event.get("name")
+    if not isinstance(name, str):
+        return None
+    if name == PARAM_COMMS:
+        op = _args(event).get("Collective name")
+        return (op, PARAM) if isinstance(op, str) and op and op not in ("init", "barrier_init") else None
+    kernel = NCCL_KERNEL.match(name)
+    if kernel and event.get("cat") == "kernel":
+        return kernel.group(1), KERNEL
+    if COLLECTIVE_NAME.match(name):
+        op = COLLECTIVE_NAME.sub("", name)
+        return (op, RANGE) if op else None
+    return None
+
+
+def _trace_rank(document: dict[str, Any], rel: str) -> int | None:
+    info = document.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int) and not isinstance(info.get("rank"), bool):
+        return int(info["rank"])
+    found = RANK_IN_PATH.search(PurePosixPath(rel).name) or RANK_IN_PATH.search(rel)
+    return int(found.group(1)) if found else None
+
+
+def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
+    """A Chrome trace (torch.profiler export_chrome_trace / tensorboard_trace_handler) as one rank's profile.
+
+    Steps are the ProfilerStep#N ranges; collectives are record_param_comms events (their "Collective name", "Seq")
+    backend ranges (`gloo:all_reduce`, `nccl:all_reduce`) and NCCL kernels on a GPU stream, the best of them kept (the
+    kernel, else the range, else the record); without a sequence number a call is the n-th of its op in its step.
+    Per step: communication = the union of the collective ranges, compute = the union of the other ranges on the step's
+    thread (on a GPU: of the other kernels), free = what neither covers. Raises ValueError with what is wrong.
+    """
+    try:
+        document = parse_json(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if isinstance(document, list):
+        document = {"traceEvents": document}
+    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+        raise ValueError("not a Chrome trace (no traceEvents list)")
+    rank = _trace_rank(document, rel)
+    if rank is None:
+        raise ValueError("no rank: neither distributedInfo.rank nor `rank<N>` in the file name")
+    events = document["traceEvents"]
+    if len(events) > MAX_EVENTS:
+        raise ValueError(f"more than {MAX_EVENTS} events: not read")
+    steps: list[tuple[int, float, float, Any]] = []
+    collectives: list[tuple[float, float, str, int | None, int]] = []
+    spans: dict[Any, list[tuple[float, float]]] = {}  # by thread; GPU kernels under the key KERNEL_SPANS
+    for event in events:
+        if not isinstance(event, dict) or event.get("ph") != "X":
+            continue
+        start, dur = _number(event.get("ts")), _number(event.get("dur"))
+        if start is None or dur is None or dur < 0:
+            continue
+        name = event.get("name")
+        step = STEP_NAME.match(name) if isinstance(name, str) else None
+        if step:
+            steps.append((int(step.group(1)), start, start + dur, event.get("tid")))
+            continue
+        found = _collective_op(event)
+        if found is not None:
+            seq = _args(event).get("Seq")
+            collectives.append((start, start + dur, found[0], seq if isinstance(seq, int) and not isinstance(seq, bool)
+                                else None, found[1]))
+        elif event.get("cat") == "kernel":
+            spans.setdefault(KERNEL_SPANS, []).append((start, start + dur))
+        elif name != PARAM_COMMS and event.get("cat") in ("cpu_op", "user_annotation"):
+            spans.setdefault(event.get("tid"), []).append((start, start + dur))
+    if not steps and not collectives:
+        raise ValueError("no ProfilerStep#N ranges and no collectives: nothing to compare")
+    # one collective can appear three times (c10d's record, the backend's CPU range, the GPU kernel): keep the best seen;
+    # on a GPU the kernel's time is what the rank spent, and compute is the other kernels
+    best = min((c[4] for c in collectives), default=PARAM)
+    collectives = sorted(c for c in collectives if c[4] == best)
+    on_gpu = best == KERNEL or KERNEL_SPANS in spans
+    numbered: dict[tuple[str, int | None], int] = {}
+    calls: list[CommCall] = []
+    comm_intervals = _union([(s, e) for s, e, *_ in collectives])
+    steps.sort(key=lambda s: s[1])
+    for start, end, op, seq, _ in collectives:
+        owner = next((n for n, s, e, _ in steps if s <= start < e), None)
+        if seq is not None:
+            key = f"{op}#{seq}"
+        else:  # the n-th call of this op in step N: the same call on every rank even when the traces start apart
+            index = numbered.get((op, owner), 0)
+            numbered[(op, owner)] = index + 1
+            key = f"{op}@step{owner}#{index}" if owner is not None else f"{op}#{index}"
+        calls.append(CommCall(key, op, owner, (end - start) / 1000.0))
+    step_times: list[StepTimes] = []
+    for number, start, end, tid in steps:
+        inside = [(max(s, start), min(e, end)) for s, e in comm_intervals if s < end and e > start]
+        mine = spans.get(KERNEL_SPANS if on_gpu else tid, [])
+        busy = _union([(max(s, start), min(e, end)) for s, e in mine if s < end and e > start])
+        comm = _length(inside)
+        compute = _length(busy) - _overlap(busy, inside)
+        free = max(0.0, (end - start) - _length(_union(busy + inside)))
+        step_times.append(StepTimes(number, (end - start) / 1000.0, compute / 1000.0, comm / 1000.0, comm / 1000.0,
+                                    free / 1000.0))
+    return RankInput(rank, "torch", (shown,), tuple(step_times), tuple(calls))
+
+
+# --- Ascend profiler text output --------------------------------------------------------------------------------------
+
+STEP_COLUMNS = {"Computing": "compute", "Communication(Not Overlapped)": "comm_not_overlapped",
+                "Communication": "comm", "Free": "free"}
+
+
+def _cell(row: dict[str, str], column: str, shown: str, line: int) -> float | None:
+    value = (row.get(column) or "").strip()
+    if value in ("", "N/A", "NA", "-"):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"line {line}: column {column!r} is not a number: {value[:40]!r}") from None
+    if number != number or number < 0:
+        raise ValueError(f"line {line}: column {column!r} is not a duration: {value[:40]!r}")
+    return number
+
+
+def parse_step_trace(data: bytes, shown: str) -> dict[int | None, list[StepTimes]]:
+    """step_trace_time.csv (torch_npu ASCEND_PROFILER_OUTPUT/, times in us) as StepTimes in ms, by rank: None for a
+    per-rank file, the `Index` of each `Type` = rank row for msprof-analyze's cluster file. Raises ValueError."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = reader.fieldnames or []
+    if "Step" not in header or "Computing" not in header:
+        raise ValueError(f"not a step_trace_time.csv: header {','.join(header)[:120]!r} lacks Step and Computing")
+    found: dict[int | None, list[StepTimes]] = {}
+    for line, row in enumerate(reader, start=2):
+        if None in row:
+            raise ValueError(f"line {line}: more cells than the header has columns")
+        kind = (row.get("Type") or "rank").strip().lower()
+        if kind != "rank":
+            continue
+        step_text = (row.get("Step") or "").strip()
+        try:
+            step = int(float(step_text)) if step_text else 0
+        except ValueError:
+            raise ValueError(f"line {line}: Step is not a number: {step_text[:40]!r}") from None
+        values = {key: _cell(row, column, shown, line) for column, key in STEP_COLUMNS.items()}
+        parts = [v for v in (values["compute"], values["comm_not_overlapped"], values["free"]) if v is not None]
+        total = sum(parts) if parts else None
+        rank: int | None = None
+        if "Index" in header:
+            index = _cell(row, "Index", shown, line)
+            rank = None if index is None else int(index)
+        found.setdefault(rank, []).append(StepTimes(step, _ms(total), _ms(values["compute"]), _ms(values["comm"]),
+                                                    _ms(values["comm_not_overlapped"]), _ms(values["free"])))
+    if not found:
+        raise ValueError("no step rows")
+    return found
+
+
+def _ms(us: float | None) -> float | None:
+    return None if us is None else us / 1000.0
+
+
+def _step_number(key: str) -> int | None:
+    found = re.search(r"(\d+)$", key)
+    return int(found.group(1)) if found else None
+
+
+def _op_kind(name: str) -> str:
+    """`hcom_allReduce__184_1_1@123` -> `allReduce`; other names are kept up to their `@group`."""
+    base = name.split("@", 1)[0]
+    found = re.match(r"^hcom_([A-Za-z0-9]+)_", base)
+    return found.group(1) if found else base
+
+
+def _steps_of(document: Any, what: str) -> list[tuple[str, dict[str, Any]]]:
+    if not isinstance(document, dict):
+        raise ValueError(f"not a {what}: the top level is not an object of steps")
+    steps = [(str(k), v) for k, v in document.items() if isinstance(v, dict)]
+    if not steps and document:
+        raise ValueError(f"not a {what}: no step holds an object")
+    return steps
+
+
+def parse_communication(data: bytes) -> list[CommCall]:
+    """communication.json (step -> p2p|collective -> op -> "Communication Time Info") as CommCalls, times in ms."""
+    try:
+        document = parse_json(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    calls: list[CommCall] = []
+    for step_key, groups in _steps_of(document, "communication.json"):
+        step = _step_number(step_key)
+        for group_name, ops in groups.items():
+            if not isinstance(ops, dict):
+                continue
+            for op_name, info in ops.items():
+                if op_name == "Total Op Info" or not isinstance(info, dict):
+                    continue
+                times = info.get("Communication Time Info")
+                if not isinstance(times, dict):
+                    continue
+                elapse = _number(times.get("Elapse Time(ms)"))
+                if elapse is None:
+                    raise ValueError(f"{step_key}/{group_name}/{op_name[:60]}: no numeric \"Elapse Time(ms)\"")
+                calls.append(CommCall(f"{step_key}/{op_name}", _op_kind(op_name), step, elapse,
+                                      _number(times.get("Wait Time(ms)"))))
+    return calls
+
+
+LINK_KEY = re.compile(r"^(\d+)-(\d+)$")
+
+
+def parse_matrix(data: bytes) -> list[LinkSample]:
+    """communication_matrix.json (step -> p2p|collective -> op -> "SRC-DST" -> transport, size, time) as LinkSamples."""
+    try:
+        document = parse_json(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    links: list[LinkSample] = []
+    for step_key, groups in _steps_of(document, "communication_matrix.json"):
+        for ops in groups.values():
+            if not isinstance(ops, dict):
+                continue
+            for op_name, pairs in ops.items():
+                if not isinstance(pairs, dict):
+                    continue
+                for pair, info in pairs.items():
+                    found = LINK_KEY.match(str(pair))
+                    if not found or not isinstance(info, dict):
+                        continue
+                    size, time = _number(info.get("Transit Size(MB)")), _number(info.get("Transit Time(ms)"))
+                    transport = info.get("Transport Type")
+                    if size is None or time is None or not isinstance(transport, str):
+                        raise ValueError(f"{step_key}/{op_name[:60]}/{pair}: needs \"Transport Type\", "
+                                         "\"Transit Size(MB)\" and \"Transit Time(ms)\"")
+                    src, dst = int(found.group(1)), int(found.group(2))
+                    if src != dst and transport not in ("LOCAL", "INVALID_TYPE"):
+                        links.append(LinkSample(src, dst, transport, f"{step_key}/{op_name}", size, time))
+    return links
+
+
+def _ascend_rank(rel: str, infos: dict[str, int]) -> int | None:
+    """The rank of an Ascend output file: profiler_info_<rank>.json in its profile directory (the parent of
+    ASCEND_PROFILER_OUTPUT/), else `rank<N>` in its path."""
+    path = PurePosixPath(rel)
+    for parent in path.parents:
+        if str(parent) in infos:
+            return infos[str(parent)]
+    found = RANK_IN_PATH.search(rel)
+    return int(found.group(1)) if found else None
+
+
+def read_profiles(paths: Iterable[Path]) -> tuple[list[RankInput], list[PerfProblem], int]:
+    """Every rank's profile under `paths`, the problems met and how many profile files were found. Each file is parsed
+    as soon as it is read; an Ascend file's rank is settled at the end (its profiler_info may come later)."""
+    problems: list[PerfProblem] = []
+    found = [0]
+    infos: dict[str, int] = {}
+    torch: dict[int, RankInput] = {}
+    pending: list[tuple[_File, str, Any]] = []  # Ascend files parsed: (file without its bytes, name, records)
+    for f in gather(paths, problems, found):
+        name = PurePosixPath(f.rel).name
+        kind = _kind(name)
+        try:
+            if kind == "info":
+                match = PROFILER_INFO.match(name)
+                if match:
+                    infos[str(PurePosixPath(f.rel).parent)] = int(match.group(1))
+            elif kind == "trace":
+                profile = parse_trace(f.data, f.rel, f.path)
+                if profile.rank in torch:
+                    problems.append(PerfProblem(f.path, f"rank {profile.rank} again (first: "
+                                                         f"{torch[profile.rank].sources[0]}): left out"))
+                else:
+                    torch[profile.rank] = profile
+            else:
+                parsed: Any = (parse_step_trace(f.data, f.path) if name == STEP_TRACE else
+                               parse_communication(f.data) if name == COMM_JSON else parse_matrix(f.data))
+                pending.append((_File(f.path, f.rel, b""), name, parsed))
+        except ValueError as exc:
+            problems.append(PerfProblem(f.path, str(exc)))
+    ascend: dict[int, dict[str, list[Any]]] = {}
+    for f, name, parsed in pending:
+        by_rank = parsed if name == STEP_TRACE else {None: parsed}
+        for rank, records in by_rank.items():
+            rank = rank if rank is not None else _ascend_rank(f.rel, infos)
+            if rank is None:
+                problems.append(PerfProblem(f.path, "no rank: no profiler_info_<rank>.json beside it and no `rank<N>` "
+                                                    "in its path"))
+                break
+            slot = ascend.setdefault(rank, {"sources": [], "steps": [], "calls": [], "links": []})
+            slot["sources"].append(f.path)
+            slot["steps" if name == STEP_TRACE else "calls" if name == COMM_JSON else "links"].extend(records)
+    profiles = list(torch.values())
+    for rank, slot in ascend.items():
+        if rank in torch:
+            problems.append(PerfProblem(slot["sources"][0], f"rank {rank} has a Chrome trace too: the trace is used"))
+            continue
+        profiles.append(RankInput(rank, "ascend", tuple(slot["sources"]), tuple(slot["steps"]), tuple(slot["calls"]),
+                                  tuple(slot["links"])))
+    return sorted(profiles, key=lambda p: p.rank), problems, found[0]

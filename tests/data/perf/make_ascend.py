@@ -1,0 +1,84 @@
+"""Write tests/data/perf/ascend/: a format-true torch_npu profiler output of 4 ranks with rank 1 slow and link 2->3 slow.
+
+Made, not captured (no Ascend machine here): the step_trace_time.csv header is the real one
+(/work/shared/samples/ascend/msprof_summary_csv_headers_from_source.txt: torch_npu TraceStepTimeParser.title), the
+directory layout (`<host>_<pid>_<time>_ascend_pt/profiler_info_<rank>.json`, `ASCEND_PROFILER_OUTPUT/`) and the keys of
+communication.json / communication_matrix.json are those msprof-analyze's cluster_analyse reads (tests/data/perf/INDEX.md).
+Deterministic: run it again and the files are the same.
+
+    .venv/bin/python tests/data/perf/make_ascend.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+RANKS = 4
+STEPS = 6
+SLOW_RANK = 1
+SLOW_LINK = (2, 3)
+HEADER = ("Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+          "Communication(Not Overlapped and Exclude Receive)")
+GROUP = "14183311223327010417"
+
+
+def main() -> None:
+    out = Path(__file__).resolve().parent / "ascend"
+    for rank in range(RANKS):
+        root = out / f"node0_{41230 + rank}_20261126095500123_ascend_pt"
+        data = root / "ASCEND_PROFILER_OUTPUT"
+        data.mkdir(parents=True, exist_ok=True)
+        (root / f"profiler_info_{rank}.json").write_text(json.dumps({"rank_id": rank}) + "\n")
+        rows = [HEADER]
+        comm: dict[str, dict[str, dict[str, object]]] = {}
+        matrix: dict[str, dict[str, dict[str, object]]] = {}
+        for step in range(1, STEPS + 1):
+            jitter = ((rank * 7 + step * 3) % 5) * 40.0  # us: a little noise, the same on every run
+            computing = 42000.0 + jitter + (13000.0 if rank == SLOW_RANK else 0.0)
+            wait = 400.0 + jitter / 4 if rank == SLOW_RANK else 13000.0 + jitter
+            transit = 2100.0 + jitter / 10
+            communication = wait + transit
+            overlapped = 900.0
+            not_overlapped = communication - overlapped
+            free = 300.0 + jitter / 2
+            rows.append(f"{step},{computing:.3f},{not_overlapped:.3f},{overlapped:.3f},{communication:.3f},{free:.3f},"
+                        f"0,0,{not_overlapped:.3f}")
+            ops: dict[str, object] = {}
+            links: dict[str, object] = {}
+            for index in range(2):
+                name = f"hcom_allReduce__{512 + index}_{step * 2 + index}_1@{GROUP}"
+                ops[name] = {
+                    "Communication Time Info": {
+                        "Start Timestamp(us)": 1764150900000000.0 + step * 60000 + index * 3000,
+                        "Elapse Time(ms)": round(communication / 2000, 6), "Transit Time(ms)": round(transit / 2000, 6),
+                        "Wait Time(ms)": round(wait / 2000, 6), "Synchronization Time(ms)": round(wait / 2500, 6),
+                        "Idle Time(ms)": 0.0, "Wait Time Ratio": round(wait / communication, 4),
+                        "Synchronization Time Ratio": round(wait / 1.25 / communication, 4)},
+                    "Communication Bandwidth Info": {
+                        "HCCS": {"Transit Size(MB)": 48.0, "Transit Time(ms)": round(transit / 2000, 6),
+                                 "Bandwidth(GB/s)": round(48.0 / (transit / 2000), 4), "Large Packet Ratio": 1.0,
+                                 "Size Distribution": {"16.0": [3, round(transit / 2000, 6)]}},
+                        "RDMA": {"Transit Size(MB)": 0, "Transit Time(ms)": 0, "Bandwidth(GB/s)": 0, "Large Packet Ratio": 0,
+                                 "Size Distribution": {}}}}
+                pairs: dict[str, object] = {}
+                for src in range(RANKS):
+                    dst = (src + 1) % RANKS
+                    if rank not in (src, dst):
+                        continue  # each rank lists the links it sends or receives on
+                    time_ms = 0.88 + (src * 0.01) + (rank == dst) * 0.05  # the receiver's view includes a little wait
+                    if (src, dst) == SLOW_LINK:
+                        time_ms *= 3.0
+                    pairs[f"{src}-{dst}"] = {"Transport Type": "HCCS", "Transit Size(MB)": 16.0,
+                                             "Transit Time(ms)": round(time_ms, 4),
+                                             "Bandwidth(GB/s)": round(16.0 / time_ms, 4), "op_name": name.split("@")[0]}
+                links[name] = pairs
+            comm[f"step{step}"] = {"collective": ops, "p2p": {}}  # type: ignore[dict-item]
+            matrix[f"step{step}"] = {"collective": links, "p2p": {}}  # type: ignore[dict-item]
+        (data / "step_trace_time.csv").write_text("\n".join(rows) + "\n")
+        (data / "communication.json").write_text(json.dumps(comm, indent=1) + "\n")
+        (data / "communication_matrix.json").write_text(json.dumps(matrix, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
