@@ -164,8 +164,8 @@ def parse_error(argv: list[str]) -> str | None:
         ctx = root.make_context("ascendctl", list(argv))
         while hasattr(command, "commands"):
             args = [*ctx._protected_args, *ctx.args]
-            if not args:
-                return f"`{ctx.command_path}` needs a subcommand"
+            if not args:  # a group that runs on its own (`ascendctl nodes` lists) needs none
+                return None if command.invoke_without_command else f"`{ctx.command_path}` needs a subcommand"
             name, command, rest = command.resolve_command(ctx, args)
             ctx = command.make_context(name, rest, parent=ctx)
     except Exception as exc:

@@ -83,6 +83,7 @@ CASES = [
     ("triage", f"triage {TRIAGE_CASE} --json", 0),
     ("collect", "collect -i {local} -o {tmp}/bundle.tar.gz --json", 0),
     ("collect", "collect -i {unreach} -o {tmp}/partial --json", 4),
+    ("nodes", "nodes -i {local} --json", 0),
     # failures before any node is contacted: the error document
     ("error", "exec -i {bad} --json -- true", 2),
     ("error", "preflight -i {bad} --json", 2),
@@ -91,6 +92,7 @@ CASES = [
     ("error", "netcheck --size lots --json", 2),
     ("error", "inventory validate -i {bad} --json", 2),
     ("error", "inventory show -i {bad} --json", 2),
+    ("error", "nodes -i {bad} --json", 2),
     ("error", "render hostfile -i {bad} --json", 2),
     ("error", "render ranktable -i {bad} --json", 2),
     ("error", "render ranktable -i {local} --check {tmp}/missing.json --json", 1),

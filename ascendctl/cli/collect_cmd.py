@@ -48,7 +48,8 @@ def collect(
         inv = cluster.select("collect")
     else:  # the job's own nodes, from its record's inventory unless -i is given (which must agree with the record)
         given = load_inventory(cluster.inventory, flags=cluster.flags) if cluster.inventory else None
-        inv = cluster.select("collect", base=job_inventory(record, given, flags=cluster.flags))
+        # a job's nodes are collected even when quarantined since: the culprit's logs are the ones that matter
+        inv = cluster.select("collect", base=job_inventory(record, given, flags=cluster.flags), keep_quarantined=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     options = CollectOptions(
         output=output or Path(f"ascendctl-collect-{record.id if record else stamp}.tar.gz"), job=record,

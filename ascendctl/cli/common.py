@@ -40,6 +40,8 @@ ExcludeOpt = Annotated[Optional[str], typer.Option("-x", "--exclude", metavar="N
                                                    help="Leave these nodes out (same syntax as -w).", show_default=False)]
 RerunFailedOpt = Annotated[bool, typer.Option("--rerun-failed", help="Only the nodes that failed or were unreachable in this "
                                               "command's last run on this inventory (-x still applies).")]
+IncludeQuarantinedOpt = Annotated[bool, typer.Option("--include-quarantined", help="Also use the nodes `ascendctl nodes` lists as "
+                                                     "quarantined (left out by default).")]
 
 # The node options, declared once: a command names the ones it takes in `@node_options(...)` and receives them as one
 # NodeOptions (parameter `cluster`); their flags, help and order in --help come from here.
@@ -52,7 +54,11 @@ NODE_OPTIONS: dict[str, tuple[Any, Any]] = {
     "fanout": (FanoutOpt, None),
     "accept_new_host_keys": (AcceptKeysOpt, False),
     "rerun_failed": (RerunFailedOpt, False),
+    "include_quarantined": (IncludeQuarantinedOpt, False),
 }
+# Every command that reaches the nodes of an inventory (it takes -i and --connect-timeout) leaves quarantined nodes out
+# and takes --include-quarantined: node_options adds it, NodeOptions.select applies it (docs/nodes.md).
+REACHES_NODES = ("inventory", "connect_timeout")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +73,7 @@ class NodeOptions:
     fanout: int | None = None
     accept_new_host_keys: bool = False
     rerun_failed: bool = False
+    include_quarantined: bool | None = None  # None: the command keeps quarantined nodes (it does not reach nodes)
 
     @property
     def flags(self) -> dict[str, Any]:
@@ -74,16 +81,35 @@ class NodeOptions:
         return flags_of(connect_timeout=self.connect_timeout, command_timeout=self.command_timeout, fanout=self.fanout,
                         accept_new_host_keys=self.accept_new_host_keys)
 
-    def select(self, command: str | None = None, *, base: "Inventory | None" = None) -> "Inventory":
+    def select(self, command: str | None = None, *, base: "Inventory | None" = None,
+               keep_quarantined: bool = False) -> "Inventory":
         """The inventory (-i, $ASCENDCTL_INVENTORY, ./inventory.yaml or this machine; or `base`, e.g. a job's nodes)
-        narrowed by -w/-x, and with --rerun-failed to the nodes `command`'s last run left failed or unreachable."""
+        narrowed by -w/-x, and with --rerun-failed to the nodes `command`'s last run left failed or unreachable; for a
+        command that reaches nodes, without the quarantined ones unless --include-quarantined (said once on stderr) or
+        `keep_quarantined` (a recorded job's own nodes: collect must take the logs of the node quarantined for it)."""
         from ascendctl.inventory.load import load_inventory
         from ascendctl.inventory.retry import rerun_nodes
         from ascendctl.inventory.selection import select_nodes
 
         loaded = base if base is not None else load_inventory(self.inventory, flags=self.flags)
         names = rerun_nodes(command, loaded.source) if self.rerun_failed and command else None
-        return select_nodes(loaded, self.nodes, self.exclude, names=names)
+        chosen = select_nodes(loaded, self.nodes, self.exclude, names=names)
+        if self.include_quarantined is not False or keep_quarantined:
+            return chosen
+        from ascendctl import ui
+        from ascendctl.errors import UsageError
+        from ascendctl.inventory.nodestate import without_quarantined
+        from ascendctl.nodeset import fold
+
+        kept, left_out = without_quarantined(chosen)
+        if not left_out:
+            return kept
+        if not kept.nodes:
+            raise UsageError(f"no node left to run on: {fold(left_out)} {'is' if len(left_out) == 1 else 'are'} quarantined",
+                             hint="`ascendctl nodes` says why; `ascendctl nodes release NODESET`, or --include-quarantined to use them")
+        count = f"{len(left_out)} quarantined node{'s' if len(left_out) != 1 else ''}"
+        ui.error(f"leaving out {count}: {fold(left_out)} (ascendctl nodes; --include-quarantined to use them)", level="notice")
+        return kept
 
 
 def node_options(*names: str) -> Callable[[F], F]:
@@ -92,6 +118,8 @@ def node_options(*names: str) -> Callable[[F], F]:
     unknown = [name for name in names if name not in NODE_OPTIONS]
     if unknown:
         raise ValueError(f"unknown node options: {unknown}")
+    if all(name in names for name in REACHES_NODES) and "include_quarantined" not in names:
+        names += ("include_quarantined",)
     chosen = [name for name in NODE_OPTIONS if name in names]
 
     def decorate(func: F) -> F:

@@ -28,7 +28,6 @@ def netcheck(
 ) -> None:
     """Measure bandwidth between pairs (or, --quick, rings) of nodes and name the slow nodes and links."""
     from ascendctl.errors import AscendctlError, ExitCode
-    from ascendctl.inventory.load import load_inventory
     from ascendctl.netcheck import NetcheckOptions, run_netcheck
     from ascendctl.netcheck.backends import parse_size
     from ascendctl.ui import netcheck_view, progress
@@ -40,7 +39,7 @@ def netcheck(
     except ValueError as exc:
         raise AscendctlError(f"--size: {exc}", exit_code=ExitCode.USAGE) from None
     mode = "quick" if quick else "all-pairs" if all_pairs else "pairs"
-    inv = load_inventory(cluster.inventory, flags=cluster.flags)
+    inv = cluster.select()  # the inventory, without its quarantined nodes
     with progress("netcheck", as_json=as_json) as sink:
         report = run_netcheck(inv, NetcheckOptions(mode, nbytes, backend, threshold, timeout, device_ping), on_event=sink)
     netcheck_view.show_netcheck(report, as_json=as_json, argv=argv_now())

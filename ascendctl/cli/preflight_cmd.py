@@ -28,6 +28,8 @@ def preflight(
     html: HtmlOpt = None,
     launcher: Annotated[Optional[str], typer.Option("--launcher", help="msrun or torchrun: the `launcher` check looks for it on every node, as launch runs it.", show_default=False)] = None,
     script: Annotated[Optional[str], typer.Option("--script", help="With --launcher: the job's script, looked for in the job's working directory on every node.", show_default=False)] = None,
+    quarantine_failed: Annotated[bool, typer.Option("--quarantine-failed", help="Quarantine the nodes where a check failed (reason: "
+                                                    "'preflight: <checks>'; see `ascendctl nodes`).")] = False,
     *,
     cluster: NodeOptions,
 ) -> None:
@@ -49,6 +51,11 @@ def preflight(
     if junit is not None:
         junit.write_text(junit_xml(report), encoding="utf-8")
     preflight_view.show_preflight(report, as_json=as_json, argv=argv_now())
+    if quarantine_failed:
+        from ascendctl.preflight.quarantine import quarantine_failed_nodes
+        from ascendctl.ui import nodes_view
+
+        nodes_view.show_preflight_quarantine(quarantine_failed_nodes(inv, report))
     if html is not None:
         from ascendctl.report import write_report
         from ascendctl.ui import report_view

@@ -355,3 +355,23 @@ def test_an_inventory_saying_backend_slurm_submits_and_lends_its_defaults(slurm:
     # other commands refuse such a file outside an allocation, with the key and a hint
     refused = ascendctl(slurm, None, "exec", "-i", str(inv), "--", "true")
     assert refused.returncode == 2 and "backend: slurm" in refused.stderr and "hint:" in refused.stderr
+
+
+def test_quarantine_drains_for_ascendctl_and_release_resumes_only_its_own_drain(slurm: SlurmCluster, allocation: str) -> None:
+    """`nodes quarantine` drains with ascendctl's reason and later commands leave the node out; `nodes release`
+    resumes it, but not a node an operator drained for a reason of their own (docs/nodes.md)."""
+    done = ascendctl(slurm, allocation, "nodes", "quarantine", "h0[2-3]", "--reason", "ECC errors")
+    assert done.returncode == 0, done.stderr
+    assert "DRAIN" in slurm.node_state("h02")
+    assert "Reason=ascendctl: ECC errors" in slurm.run(["scontrol", "show", "node", "-o", "h02"]).stdout
+    proc = ascendctl(slurm, allocation, "exec", "--json", "--", "hostname")
+    assert proc.returncode == 0, proc.stderr
+    assert [n["name"] for n in json.loads(proc.stdout)["nodes"]] == ["h01"]
+    assert "leaving out 2 quarantined nodes: h[02-03]" in proc.stderr
+    slurm.run(["scontrol", "update", "nodename=h03", "state=drain", "reason=fan failure in tray 2"])  # an operator's
+    released = ascendctl(slurm, allocation, "nodes", "release", "h0[2-3]")
+    assert released.returncode == 0, released.stderr
+    assert "DRAIN" not in slurm.node_state("h02")
+    assert "DRAIN" in slurm.node_state("h03")
+    assert "fan failure in tray 2" in slurm.run(["scontrol", "show", "node", "-o", "h03"]).stdout
+    assert "h03: drained by someone else (fan failure in tray 2" in released.stderr
