@@ -42,6 +42,8 @@ import fake_collective
 
 if os.environ.get("HANDLER") == "reset":
     signal.signal(signal.SIGWINCH, signal.SIG_DFL)
+if os.environ.get("HANDLER") == "exit":  # a rank that ends as it is asked for its stack
+    signal.signal(signal.SIGWINCH, lambda *_: os._exit(3))
 if os.environ.get("CHILD") == "1":
     import subprocess
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
@@ -482,7 +484,7 @@ def test_stacks_of_a_launched_job_name_the_stuck_rank_and_keep_every_file(local_
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith("suspect: rank 4 on c is not in a collective, barrier or store wait: "), result.stdout
-    assert "worker.py:16 in train_step (the other 5 ranks wait in all_reduce)" in lines[0]
+    assert "worker.py:18 in train_step (the other 5 ranks wait in all_reduce)" in lines[0]
     assert lines[1].startswith(f"job {local_job['id']}: 6 of 6 rank(s) answered with a stack on 3 of 3 node(s)")
     assert f"kept on each node in {local_job['logs']}/<node>/stacks/" in lines[2]
     assert any(line.startswith("  rank 4       c") and line.endswith("[SUSPECT]") for line in lines), result.stdout
@@ -609,3 +611,16 @@ def test_a_mindspore_host_sync_is_where_a_rank_waits_for_its_collective() -> Non
     assert wait_frame([Frame("/job/train.py", 34, "<module>"), Frame(f"{site}/common/tensor.py", 1090, "asnumpy")])
     assert wait_frame([Frame("/job/train.py", 9, "step"), Frame(f"{site}/runtime/stream.py", 280, "synchronize")])
     assert wait_frame([Frame("/job/train.py", 9, "step"), Frame(f"{site}/common/tensor.py", 700, "shape")]) is None
+
+
+def test_a_rank_that_exits_while_being_dumped_is_named_so_and_the_capture_ends_in_time(ranks: Ranks, tmp_path: Path) -> None:
+    directory = node_dir(tmp_path)
+    ranks.start(directory, RANK="0", LOCAL_RANK="0", STUCK_RANK="0")
+    gone = ranks.start(directory, RANK="1", LOCAL_RANK="1", HANDLER="exit")
+    ranks.wait_ready(0, 1)
+    started = time.monotonic()
+    answer = parse_node_answer(node_script(ranks.job, directory, wait_ms=2000), "n0nce")
+    took = time.monotonic() - started
+    got = {r.rank: (r.status, [f.kind for f in r.files]) for r in answer.ranks}
+    assert got == {0: ("dumped", ["faulthandler"]), 1: ("exited", [])}, got
+    assert gone.wait(5) == 3 and took < 30  # bounded by the node's wait, not by the rank that is gone

@@ -38,6 +38,14 @@ epoch() {
     case $t in '' | *[!0-9.]*) t=$(date +%s) ;; esac
 }
 nap() { sleep 0.05 2>/dev/null || sleep 1; }
+# alive PID: the process runs (a zombie, ended but not yet reaped by its launcher, does not: it will never answer)
+alive() {
+    kill -0 "$1" 2>/dev/null || return 1
+    while IFS= read -r line; do
+        case $line in State:*Z* | State:*X*) return 1 ;; State:*) return 0 ;; esac
+    done <"/proc/$1/status" 2>/dev/null
+    return 0
+}
 size_of() { s=$(wc -c <"$1" 2>/dev/null) && s=$((s + 0)) || s=0; }
 
 # "RANK LOCAL LAUNCHER" of a rank of the job, from its environment; nothing for any other process
@@ -129,14 +137,14 @@ uptime_cs && start=$now
 while [ -n "$targets$flight" ]; do
     sizes='' pending=0
     for pr in $flight; do # a request is removed by the rank's thread once it has written the dump
-        [ -e "$live/fr-rank-${pr#*:}.${pr%%:*}.request" ] && kill -0 "${pr%%:*}" 2>/dev/null && pending=1
+        [ -e "$live/fr-rank-${pr#*:}.${pr%%:*}.request" ] && alive "${pr%%:*}" && pending=1
     done
     while IFS=' ' read -r p rank lrank launcher state pre; do
         [ "$state" = signalled ] || continue
         size_of "$live/rank-$rank.$p.txt"
         sizes="$sizes $p:$s"
         if [ "$s" -le "$pre" ]; then
-            kill -0 "$p" 2>/dev/null && pending=1
+            alive "$p" && pending=1
         fi
     done <<EOF
 $roots
@@ -172,7 +180,7 @@ while IFS=' ' read -r p rank lrank launcher state pre; do
     if [ "$state" = signalled ]; then
         f=$live/rank-$rank.$p.txt
         size_of "$f"
-        if [ "$s" -gt "$pre" ]; then status=dumped; elif kill -0 "$p" 2>/dev/null; then status=timeout; else status=exited; fi
+        if [ "$s" -gt "$pre" ]; then status=dumped; elif alive "$p"; then status=timeout; else status=exited; fi
         if [ "$status" = dumped ] && [ -n "$incident" ]; then
             { head -n 1 "$f"; tail -c +$((pre + 1)) "$f"; } >"$incident/rank-$rank.$p.txt" 2>/dev/null
         fi
