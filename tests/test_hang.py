@@ -120,3 +120,28 @@ def test_a_checkpoint_save_stretches_the_allowance_until_the_next_step() -> None
 
 def test_percentile_is_a_value_that_was_seen() -> None:
     assert percentile([1.0, 2.0, 3.0, 100.0], 99) == 100.0 and percentile([float(i) for i in range(1, 201)], 99) == 198.0
+
+
+def test_auto_with_no_progress_line_at_all_says_it_cannot_judge_and_never_stops_the_job() -> None:
+    """A job whose steps print nothing the watch reads (a progress bar on \\r): auto must not take its silence for a
+    hang; a fixed timeout, which the user chose, still fires (x3 before the first step)."""
+    import time
+
+    from ascendctl.jobs.supervise import _Loop
+
+    said: list[str] = []
+    called: list[bool] = []
+    for timeout, fires in ((HangTimeout(30, auto=True), False), (HangTimeout(30), True)):
+        said.clear()
+        called.clear()
+        loop = _Loop(object(), object(), None, said.append, 3.0, ["n1"], hang=HangPolicy(timeout, stop=False),  # type: ignore[arg-type]
+                     on_hang=lambda record, stopping: called.append(stopping) or record)
+        assert loop.pace is not None
+        loop.pace.started = time.monotonic() - 700  # past auto's 600 s before a first step, and 3 x 30 s
+        loop.check_hang()
+        loop.check_hang()  # once
+        if fires:
+            assert called == [False] and "a hang; taking every rank's stack" in said[0], said
+        else:
+            assert called == [] and len(said) == 1 and "cannot judge this job" in said[0], said
+        loop.close()

@@ -5,7 +5,8 @@ Learned (`--hang-timeout auto`, or `auto:FLOOR`): the intervals between the job'
 step number to the next, over every rank's lines; lines without a number that come within MERGE_WINDOW of each other
 are one step's) are learned after a warm-up (the first WARMUP intervals: compilation, caches); once MIN_LEARNED are
 known the allowance is AUTO_FACTOR times their 99th percentile, never below the floor. Before the first step it is
-AUTO_FIRST_STEP (loading, compiling and the first step are slow and their length unknown); between the first step
+AUTO_FIRST_STEP (loading, compiling and the first step are slow and their length unknown); with no progress line
+at all by then, the supervisor says it cannot judge the job and keeps watching, never stops it (jobs/supervise.py); between the first step
 and the end of the learning, twice AUTO_FACTOR times the longest interval yet (warm-up included), at least 3x the floor. A checkpoint save (CHECKPOINT_RX in a
 line) multiplies the allowance by CHECKPOINT_FACTOR until the next step, and that step's interval is not learned. Must not import typer or rich.
 """

@@ -162,6 +162,12 @@ class _Loop:
         if idle < allowance:
             return
         self.hang_fired = True
+        if self.pace.timeout.auto and self.pace.last is None:
+            # auto learns from progress lines: with none at all it cannot tell a hang from a job whose steps print
+            # nothing it reads (a progress bar, a trainer logging every 500 steps), and must not stop a healthy job
+            self.notice(f"no progress line in {idle:.0f} s since the job started: --hang-timeout auto cannot judge this "
+                        "job (give --progress REGEX, a line each step prints, or a number of seconds); watching on")
+            return
         what = (f"since step {self.pace.step}" if self.pace.step is not None else "since its last progress line") \
             if self.pace.last is not None else "since it started, and none yet"
         self.notice(f"no rank made progress for {idle:.0f} s {what} (allowed: {allowance:.3g} s, {how}): a hang; "
