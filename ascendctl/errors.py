@@ -22,6 +22,7 @@ class ExitCode(IntEnum):
     CHECKS_FAILED = 3  # checks (or the remote command) ran and failed, or could not be evaluated, on some node
     NODES_UNREACHABLE = 4  # connect, auth, host key or timeout failures on some node
     JOB_FAILED = 5  # the training job ran and failed (launch, status, logs -f)
+    DO_NOT_REQUEUE = 6  # launch --restarts: the job failed on its own error (a restart, or a requeue, fails the same way)
     HANGUP = 129  # SIGHUP (128 + 1): the terminal or session went away
     INTERRUPTED = 130  # Ctrl-C: SIGINT (128 + 2)
     TERMINATED = 143  # SIGTERM (128 + 15): timeout, CI cancellation, systemd
@@ -35,6 +36,7 @@ EXIT_CODE_PRIORITY: tuple[ExitCode, ...] = (
     ExitCode.ERROR,
     ExitCode.USAGE,
     ExitCode.NODES_UNREACHABLE,
+    ExitCode.DO_NOT_REQUEUE,
     ExitCode.JOB_FAILED,
     ExitCode.CHECKS_FAILED,
     ExitCode.OK,

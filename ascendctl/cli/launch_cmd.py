@@ -47,7 +47,8 @@ class Launcher(str, Enum):
 @app.command(context_settings={"allow_interspersed_args": False}, epilog=examples(
     "ascendctl launch --launcher torchrun --dry-run -- train.py --epochs 3",
     "ascendctl launch -i cluster.yaml --launcher msrun --env HCCL_BUFFSIZE=200 -- train.py",
-    "ascendctl launch -x n07 --launcher torchrun --detach -- train.py", codes="0 ok, 1 error, 2 usage or bad inventory, 3 preflight failed, 4 nodes unreachable, 5 the job failed, 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (job torn down)"))
+    "ascendctl launch -x n07 --launcher torchrun --detach -- train.py",
+    "ascendctl launch --launcher torchrun --restarts 3 --spares n08 -- train.py", codes="0 ok, 1 error, 2 usage or bad inventory, 3 preflight failed, 4 nodes unreachable, 5 the job failed, 6 with --restarts: failed on its own error (do not requeue), 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (job torn down)"))
 @cli_errors
 @node_options("inventory", "connect_timeout", "command_timeout", "fanout", "accept_new_host_keys", "nodes", "exclude")
 def launch(
@@ -76,6 +77,11 @@ def launch(
     partition: Annotated[Optional[str], typer.Option("--partition", help="--backend slurm: sbatch --partition.", show_default=False)] = None,
     time_limit: Annotated[Optional[str], typer.Option("--time", help="--backend slurm: sbatch --time (e.g. 2:00:00).", show_default=False)] = None,
     account: Annotated[Optional[str], typer.Option("--account", help="--backend slurm: sbatch --account.", show_default=False)] = None,
+    restarts: Annotated[int, typer.Option("--restarts", min=0, metavar="N", help="Relaunch a failed job up to N times in all, as its verdict decides: in place (transient), on a spare instead of a faulty node (quarantined), or not at all (the job's own error: exit 6, do not requeue). docs/launch.md#restarts.")] = 0,
+    restart_backoff: Annotated[float, typer.Option("--restart-backoff", min=0, metavar="SECONDS", help="With --restarts: seconds before the first relaunch, doubled each time (at most 300).")] = 10.0,
+    spares: Annotated[Optional[str], typer.Option("--spares", metavar="NODESET", help="With --restarts: the nodes held back to replace a faulty one (default: the inventory's @spares group).", show_default=False)] = None,
+    allow_shrink: Annotated[bool, typer.Option("--allow-shrink", help="With --restarts: without a spare, relaunch on the remaining nodes (a smaller world).")] = False,
+    no_progress_attempts: Annotated[int, typer.Option("--no-progress-attempts", min=1, metavar="K", help="With --restarts: stop after K attempts in a row whose highest training step did not rise.")] = 3,
     job_id: Annotated[Optional[str], typer.Option("--job-id", hidden=True, help="Job id to use (set by a submitted batch script).")] = None,
     as_json: JsonOpt = False,
     *,
@@ -121,9 +127,36 @@ def launch(
         raise UsageError(f"{whole.source}: `backend: slurm` outside an allocation: nothing to launch on with --backend ssh",
                          hint="drop --backend ssh to submit, or run inside salloc/sbatch")
     inv = cluster.select(base=whole)
+    policy = None
+    if restarts or spares or allow_shrink:
+        from ascendctl.jobs.restart import RestartPolicy, spare_names
+
+        if not restarts:
+            raise UsageError("--spares and --allow-shrink need --restarts N")
+        if detach or inv.allocation is not None:
+            raise UsageError("--restarts runs in the foreground on SSH nodes only (not with --detach or inside a Slurm "
+                             "allocation yet)", hint="drop --detach; under Slurm, sbatch --requeue does the restarts")
+        policy = RestartPolicy(restarts, restart_backoff, spares, allow_shrink, no_progress_attempts)
+        held = spare_names(inv, policy)
+        if dry_run and held:  # the first attempt runs without the spares
+            inv = select_nodes(inv, exclude=",".join(held))
     if dry_run:
         launch_view.show_plan(plan_only(inv, options), as_json=as_json, argv=argv_now())
         raise typer.Exit(int(ExitCode.OK))
+    if policy is not None:
+        from ascendctl.jobs.service import launch_with_restarts
+
+        with stop_on_signals(launch_view.repeated_signal), launch_view.launch_output(inv.names, to_stderr=as_json) as output:
+            restarted = launch_with_restarts(inv, options, policy, preflight=not no_preflight, on_line=output.line,
+                                             on_notice=output.notice, flags=flags, on_teardown=output.teardown,
+                                             stacks_on_stop=not no_stacks)
+        if as_json:
+            launch_view.emit_record(restarted.last.record, restarted.exit_code, argv_now(), detached=False,
+                                    attempts=[a.to_dict() for a in restarted.attempts])
+        else:
+            launch_view.show_outcome(restarted.last)
+            launch_view.show_attempts(restarted.attempts, restarted.exit_code)
+        raise typer.Exit(int(restarted.exit_code))
     # with --json, node output still streams ([node] lines) but to stderr; stdout holds only the document.
     # SIGTERM, SIGHUP and Ctrl-C tear the job down on every node; on a big job what the stopped nodes print is folded
     with stop_on_signals(launch_view.repeated_signal), launch_view.launch_output(inv.names, to_stderr=as_json) as output:

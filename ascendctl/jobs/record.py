@@ -220,6 +220,9 @@ class JobRecord:
     slurm_submitted: bool = False  # the Slurm job was submitted by `launch --backend slurm`: stop cancels all of it
     supervisor: Supervisor | None = None  # a detached job's supervisor (None: followed in the foreground, or none yet)
     stop_requested: float | None = None  # epoch seconds when `stop` was asked: from then on the record is stop's to finish
+    attempt: int = 1  # launch --restarts: which attempt of the job this record is (jobs/restart.py)
+    restart_of: str | None = None  # launch --restarts: the first attempt's job id (None: this is the first)
+    decision: str | None = None  # launch --restarts: what was decided after this attempt, and why
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ascendctl.jobs.runner import LineSink, NodeEnded, NoticeSink, Runner, TeardownSink
     from ascendctl.jobs.ssh_runner import marker
     from ascendctl.jobs.supervise import Supervised
+    from ascendctl.jobs.restart import RestartOutcome, RestartPolicy
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +233,29 @@ def launch_job(
 
 
 SUPERVISOR_FLAGS = ("connect_timeout", "command_timeout", "fanout")  # the command-line settings a supervisor is given
+
+
+def launch_with_restarts(inventory: Inventory, options: LaunchOptions, policy: RestartPolicy, *, preflight: bool = True,
+                         on_line: LineSink | None = None, on_notice: NoticeSink | None = None,
+                         factory: TransportFactory | None = None, flags: Mapping[str, Any] | None = None,
+                         on_teardown: TeardownSink | None = None, stacks_on_stop: bool = True) -> RestartOutcome:
+    """`launch --restarts N`: launch_job per attempt, in the foreground, deciding after each (jobs/restart.py); a node
+    replaced is quarantined in this inventory's node state."""
+    from ascendctl.inventory.nodestate import quarantine_nodes
+    from ascendctl.jobs.restart import run_with_restarts
+    from ascendctl.paths import current_user
+
+    notice = on_notice or (lambda _msg: None)
+
+    def attempt(nodes: Inventory, attempt_options: LaunchOptions) -> LaunchOutcome:
+        return launch_job(nodes, attempt_options, preflight=preflight, on_line=on_line, on_notice=on_notice,
+                          factory=factory, flags=flags, on_teardown=on_teardown, stacks_on_stop=stacks_on_stop)
+
+    def quarantine(node: str, reason: str, evidence: str) -> None:
+        quarantine_nodes(inventory, [node], reason, by=current_user(), command="launch --restarts", evidence=evidence)
+        notice(f"{node}: quarantined ({reason}); `ascendctl nodes release {node}` when it is fixed")
+
+    return run_with_restarts(inventory, options, policy, launch=attempt, quarantine=quarantine, save=save_job, notice=notice)
 
 
 def _with_supervisor(record: JobRecord, options: LaunchOptions, flags: Mapping[str, Any], notice: NoticeSink) -> JobRecord:

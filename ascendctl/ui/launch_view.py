@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from rich.text import Text
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ascendctl.jobs.record import JobListing, JobRecord
     from ascendctl.jobs.service import LaunchOutcome, LeftoverCheck
     from ascendctl.jobs.plan import LaunchPlan
+    from ascendctl.jobs.restart import Attempt
 
 PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
            "bright_green", "bright_yellow", "bright_blue", "red")
@@ -137,6 +138,20 @@ def _node_state(record: JobRecord) -> list[str]:
     grouped = group_by(states, key=lambda item: item[1], name=lambda item: item[0].name)
     return [f"  {fold(names)}  {len(names)} node{'s' if len(names) > 1 else ''}  {state}" for state, names in grouped] + [
         f"  logs: {record.log_dir}/<node>/launcher.log; pids and ranks: `ascendctl status {record.id} --json`"]
+
+
+def show_attempts(attempts: Sequence[Attempt], code: ExitCode) -> None:
+    """launch --restarts: one line per attempt (its job, nodes, end, verdict) and what was decided after it."""
+    if len(attempts) < 2 and (not attempts or attempts[0].choice.decision.value == "done"):
+        return
+    out.print(f"attempts ({len(attempts)}):", markup=False)
+    for a in attempts:
+        verdict = f" ({a.headline})" if a.headline else ""
+        step = f", last step {a.step}" if a.step is not None else ""
+        out.print(f"  {a.number}. job {a.job_id} on {fold(list(a.nodes))}: {a.status}{verdict}{step} -> "
+                  f"{a.choice.decision.value}: {a.choice.why}", markup=False)
+    if code == ExitCode.DO_NOT_REQUEUE:
+        out.print("exit 6: the job failed on its own error; do not requeue it (fix the error first)", markup=False)
 
 
 def show_outcome(outcome: LaunchOutcome) -> None:

@@ -1,0 +1,230 @@
+"""Restarts by policy (`launch --restarts N`): after each failed attempt the blame engine's verdict decides what next.
+
+The decision table (docs/launch.md, "Restarts"), from the attempt's record and its verdict (`FirstFailure`):
+
+| the attempt ended                                                   | decision                                   |
+|---------------------------------------------------------------------|--------------------------------------------|
+| succeeded, or stopped by hand (stop, Ctrl-C, SIGTERM)               | done: no restart                           |
+| a node lost while the job ran                                       | replace that node (quarantine it, a spare) |
+| HARDWARE on a named node; host OOM on a named node, with evidence   | replace that node                          |
+| LAUNCH, EXCEPTION, NAN, device OOM: the job's own error             | no restart: exit 6, "do not requeue"       |
+| COMM_TIMEOUT, HANG, UNKNOWN, host OOM guessed from a bare SIGKILL   | restart in place (transient or unattributed) |
+| no verdict at all                                                   | restart in place                           |
+
+Replacing a node quarantines it (`inventory/nodestate.py`, reason `<category> in job <id>`) and takes the first spare
+(`--spares NODESET`, else the inventory's `@spares` group) that is not quarantined, so the world size stays; without
+a spare the job relaunches smaller only with `--allow-shrink`, else it stops. The budget (`N`) is the job's, not a
+node's. A job whose highest step (the verdict's progress) did not rise for `no_progress` attempts in a row stops: it
+would fail the same way again. Every attempt is a job record of its own (`attempt`, `restart_of`, `decision`), and
+every worker gets ASCENDCTL_ATTEMPT. Must not import typer or rich.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import TYPE_CHECKING, Callable
+
+from ascendctl.errors import ExitCode, UsageError, signal_name
+from ascendctl.jobs.record import JobState
+from ascendctl.models import EndKind, NodeEnd
+
+if TYPE_CHECKING:
+    from ascendctl.inventory.load import Inventory
+    from ascendctl.jobs.plan import LaunchOptions
+    from ascendctl.jobs.record import JobRecord
+    from ascendctl.jobs.service import LaunchOutcome
+
+DEFAULT_BACKOFF = 10.0  # seconds before the first relaunch; doubled each time, at most MAX_BACKOFF
+MAX_BACKOFF = 300.0
+DEFAULT_NO_PROGRESS = 3  # attempts in a row without a higher step: hopeless
+ATTEMPT_ENV = "ASCENDCTL_ATTEMPT"
+USER_ERRORS = ("LAUNCH", "EXCEPTION", "NAN")
+
+
+class Decision(str, Enum):
+    DONE = "done"  # succeeded, or stopped by hand
+    RESTART = "restart"  # in place, on the same nodes
+    REPLACE = "replace"  # quarantine a node, relaunch with a spare (or smaller with --allow-shrink)
+    NO_RESTART = "no_restart"  # the job's own error: a restart fails the same way (exit 6: do not requeue)
+    GIVE_UP = "give_up"  # the budget is spent, no spare, or no progress across attempts
+
+
+@dataclass(frozen=True, slots=True)
+class RestartPolicy:
+    """`launch --restarts N [--restart-backoff S] [--spares NODESET] [--allow-shrink] [--no-progress-attempts K]`."""
+
+    restarts: int
+    backoff: float = DEFAULT_BACKOFF
+    spares: str | None = None  # a node set; None: the inventory's @spares group
+    allow_shrink: bool = False
+    no_progress: int = DEFAULT_NO_PROGRESS
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """What to do after an attempt, and why (shown and recorded)."""
+
+    decision: Decision
+    why: str
+    node: str | None = None  # the node to replace
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt: its job, its nodes, how it ended, its highest step, and what was decided after it."""
+
+    number: int
+    job_id: str
+    nodes: tuple[str, ...]
+    status: str
+    headline: str | None
+    step: int | None
+    choice: Choice
+
+    def to_dict(self) -> dict[str, object]:
+        return {"attempt": self.number, "job": self.job_id, "nodes": list(self.nodes), "status": self.status,
+                "verdict": self.headline, "step": self.step, "decision": self.choice.decision.value,
+                "why": self.choice.why, "node": self.choice.node}
+
+
+@dataclass(frozen=True, slots=True)
+class RestartOutcome:
+    """Every attempt, and the last one's outcome."""
+
+    attempts: tuple[Attempt, ...]
+    last: LaunchOutcome
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """The last attempt's; 6 (do not requeue) when it ended on the job's own error."""
+        if self.attempts and self.attempts[-1].choice.decision == Decision.NO_RESTART:
+            return ExitCode.DO_NOT_REQUEUE
+        return self.last.exit_code
+
+
+def decide(record: JobRecord) -> Choice:
+    """The decision table above, for one attempt's record (its status, nodes and verdict)."""
+    if record.status == JobState.SUCCEEDED:
+        return Choice(Decision.DONE, "the job succeeded")
+    if record.status in (JobState.INTERRUPTED, JobState.STOPPED) or record.stopped_by:
+        return Choice(Decision.DONE, "stopped by hand: not restarted")
+    lost = [n.name for n in record.nodes if NodeEnd.of_recorded(n.exit_code, n.error).kind == EndKind.LOST]
+    if lost:
+        return Choice(Decision.REPLACE, f"node {lost[0]} was lost while the job ran", lost[0])
+    failure = record.first_failure
+    if failure is None or failure.category is None:
+        return Choice(Decision.RESTART, "it failed without a verdict: restarted in place")
+    category, node = failure.category, failure.node
+    headline = failure.headline or category
+    if category == "OOM":
+        host = "host memory" in headline
+        if not host:
+            return Choice(Decision.NO_RESTART, f"{headline}: the job's own memory use; a restart would fail the same way")
+        if node and failure.confidence != "low":
+            return Choice(Decision.REPLACE, f"{headline}: the node ran out of memory", node)
+        return Choice(Decision.RESTART, f"{headline} (a SIGKILL without a kernel record: maybe transient): restarted in place")
+    if category in USER_ERRORS:
+        return Choice(Decision.NO_RESTART, f"{headline}: the job's own error; a restart would fail the same way")
+    if category == "HARDWARE" and node:
+        return Choice(Decision.REPLACE, f"{headline}: a fault of the node", node)
+    return Choice(Decision.RESTART, f"{headline}: transient or unattributed: restarted in place")
+
+
+def spare_names(inventory: Inventory, policy: RestartPolicy) -> tuple[str, ...]:
+    """The spares: --spares, else the inventory's @spares group (in inventory order); UsageError for unknown nodes."""
+    from ascendctl.inventory.nodestate import SPARES_GROUP
+    from ascendctl.inventory.selection import select_nodes
+
+    if policy.spares:
+        return tuple(select_nodes(inventory, policy.spares).names)
+    return tuple(n for n in inventory.names if n in set(inventory.groups.get(SPARES_GROUP, ())))
+
+
+def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: RestartPolicy, *,
+                      launch: Callable[[Inventory, LaunchOptions], LaunchOutcome],
+                      quarantine: Callable[[str, str, str], None],
+                      save: Callable[[JobRecord], object],
+                      notice: Callable[[str], None],
+                      sleep: Callable[[float], None] = time.sleep) -> RestartOutcome:
+    """Launch, and after each failed attempt do what `decide` says, within the policy's budget.
+
+    `inventory`: the nodes allowed (quarantined ones already left out); the spares among them wait. `launch(nodes,
+    options)` runs one attempt to its end; `quarantine(node, reason, evidence)` records a replaced node; `save` writes
+    an attempt's record with its attempt fields."""
+    from ascendctl.inventory.selection import select_nodes
+
+    spares = list(spare_names(inventory, policy))
+    active = [n for n in inventory.names if n not in spares]
+    if not active:
+        raise UsageError("every node is a spare: nothing to run the job on", hint="--spares names the nodes held back")
+    attempts: list[Attempt] = []
+    best: int | None = None
+    stalled = 0
+    backoff = policy.backoff
+    first_id: str | None = None
+    while True:
+        number = len(attempts) + 1
+        nodes = select_nodes(inventory, names=active)
+        env = (*options.env, f"{ATTEMPT_ENV}={number}")
+        outcome = launch(nodes, replace(options, env=env))
+        record = outcome.record
+        first_id = first_id or record.id
+        step = _highest_step(outcome)
+        choice = decide(record)
+        if outcome.interrupted:
+            choice = Choice(Decision.DONE, "stopped by hand: not restarted")
+        if choice.decision in (Decision.RESTART, Decision.REPLACE):
+            if step is not None and (best is None or step > best):
+                best, stalled = step, 0
+            elif step is not None:  # no step seen at all: progress cannot be judged, the budget bounds it
+                stalled += 1
+            if len(attempts) >= policy.restarts:
+                choice = Choice(Decision.GIVE_UP, f"{choice.why}; but the {policy.restarts} restart(s) allowed are spent")
+            elif stalled >= policy.no_progress:
+                at = f"step {best}" if best is not None else "its first step"
+                choice = Choice(Decision.GIVE_UP, f"{choice.why}; but no progress beyond {at} in {stalled} attempts in a "
+                                                  "row: it would fail the same way again")
+        if choice.decision == Decision.REPLACE and choice.node is not None:
+            quarantine(choice.node, f"{(record.first_failure.category if record.first_failure else None) or 'LOST'} "
+                                    f"in job {record.id}", choice.why)
+            active = [n for n in active if n != choice.node]
+            free = [s for s in spares if s not in active and s != choice.node]
+            if free:
+                active = [n for n in inventory.names if n in set(active) | {free[0]}]
+                spares.remove(free[0])
+                choice = replace(choice, why=f"{choice.why}: quarantined, replaced by spare {free[0]}")
+            elif policy.allow_shrink and active:
+                choice = replace(choice, why=f"{choice.why}: quarantined; no spare left, relaunched on {len(active)} nodes "
+                                             "(--allow-shrink)")
+            else:
+                choice = Choice(Decision.GIVE_UP, f"{choice.why}: quarantined; no spare left (--spares, @spares) and "
+                                                  "--allow-shrink not given", choice.node)
+        saved = replace(record, attempt=number, restart_of=first_id if number > 1 else None,
+                        decision=f"{choice.decision.value}: {choice.why}")
+        save(saved)
+        attempts.append(Attempt(number, record.id, tuple(nodes.names), record.status,
+                                record.first_failure.headline if record.first_failure else None, step, choice))
+        outcome = replace(outcome, record=saved)
+        if choice.decision not in (Decision.RESTART, Decision.REPLACE):
+            return RestartOutcome(tuple(attempts), outcome)
+        notice(f"attempt {number} of job {first_id} {record.status}: {choice.why}; attempt {number + 1} in {backoff:g} s")
+        try:
+            sleep(backoff)
+        except KeyboardInterrupt as stop:  # Ctrl-C (or SIGTERM/SIGHUP) between attempts: nothing runs; stop here
+            return RestartOutcome(tuple(attempts), replace(outcome, interrupted=True, stopped_by=signal_name(stop)))
+        backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+def _highest_step(outcome: LaunchOutcome) -> int | None:
+    """The highest training step any rank logged in this attempt (the verdict's per-rank progress), if known."""
+    if outcome.verdict is None:
+        return None
+    steps = [r.last_step for r in outcome.verdict.ranks if r.last_step is not None]
+    return max(steps) if steps else None
+
+
+__all__ = ["ATTEMPT_ENV", "Attempt", "Choice", "Decision", "RestartOutcome", "RestartPolicy", "decide",
+           "run_with_restarts", "spare_names"]

@@ -1,0 +1,96 @@
+"""`launch --restarts` (issue #28) with real torchrun jobs over real SSH on test hosts: a transient rank death is
+restarted in place and the job finishes; the job's own error (a missing module on every rank) is not restarted and
+exits 6; a node taken off the network is quarantined and the job finishes on the others plus a spare, at the same
+world size. The decision table itself: tests/test_restart.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.cluster.harness import Cluster
+from tests.cluster.test_launch_hosts import ASCENDCTL, finish, hosts, job_processes, start, wait_for_lines
+from tests.json_schemas import assert_valid
+
+SCRIPT = "restart_torch.py"
+
+
+def inv_of(cluster: Cluster, tmp_path: Path, **defaults: Any) -> Path:
+    return cluster.write_inventory(tmp_path / "inv.yaml", defaults={"slots": 2, "python": sys.executable,
+                                                                    "command_timeout": 60, **defaults})
+
+
+def records() -> dict[str, dict[str, Any]]:
+    jobs = sorted((Path(os.environ["XDG_STATE_HOME"]) / "ascendctl" / "jobs").glob("*.json"))
+    loaded = [json.loads(p.read_text()) for p in jobs]
+    return {r["id"]: r for r in loaded}
+
+
+def attempts_of(first: str) -> list[dict[str, Any]]:
+    found = [r for r in records().values() if r["id"] == first or r.get("restart_of") == first]
+    return sorted(found, key=lambda r: r["attempt"])
+
+
+def test_a_rank_killed_once_is_restarted_in_place_and_the_job_finishes(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inv_of(cluster, tmp_path)
+    proc = start(inv, tmp_path, "torchrun", SCRIPT, "--no-preflight", "--restarts", "2", "--restart-backoff", "1", "--json",
+                 env={"JOB_KILL_RANK": "3", "JOB_TIMEOUT": "30"})
+    code, out, err = finish(proc, 240)
+    assert code == 0, err[-3000:]
+    document = json.loads(out)
+    assert_valid("launch", document)
+    attempts = document["attempts"]
+    assert [(a["attempt"], a["status"], a["decision"]) for a in attempts] == [(1, "failed", "restart"), (2, "succeeded", "done")]
+    assert attempts[0]["nodes"] == attempts[1]["nodes"] == ["h01", "h02", "h03"]  # in place
+    saved = attempts_of(attempts[0]["job"])
+    assert [(r["attempt"], r["restart_of"]) for r in saved] == [(1, None), (2, attempts[0]["job"])]
+    assert saved[0]["decision"].startswith("restart: ")
+    assert "attempt 1 of job" in err and "attempt 2 in 1 s" in err
+    log = "".join(p.read_text() for p in (tmp_path / "logs").rglob("launcher.log"))
+    assert "attempt 2 finished" in log and "attempt 1 finished" not in log
+    assert job_processes(cluster, SCRIPT) == []
+
+
+def test_a_missing_module_on_every_rank_is_not_restarted_and_says_do_not_requeue(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inv_of(cluster, tmp_path)
+    proc = start(inv, tmp_path, "torchrun", SCRIPT, "--no-preflight", "--restarts", "3", "--restart-backoff", "1",
+                 env={"JOB_IMPORT": "a_module_that_is_not_installed"})
+    code, out, err = finish(proc, 180)
+    assert code == 6, out[-2000:] + err[-3000:]
+    assert "-> no_restart: " in out and "do not requeue" in out, out[-3000:]
+    first = [r for r in records().values() if r["decision"] and r["decision"].startswith("no_restart")]
+    assert len(first) == 1 and first[0]["attempt"] == 1 and first[0]["first_failure"]["category"] == "LAUNCH"
+    assert job_processes(cluster, SCRIPT) == []
+
+
+def test_a_node_lost_is_quarantined_and_a_spare_takes_its_place(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster: Cluster = cluster_factory(hosts(4))
+    inv = inv_of(cluster, tmp_path, connect_timeout=3, connect_retries=0)
+    proc = start(inv, tmp_path, "torchrun", SCRIPT, "--no-preflight", "--restarts", "2", "--restart-backoff", "1",
+                 "--spares", "h04", "--silence-limit", "10",
+                 env={"JOB_SLEEP_ATTEMPT": "600", "JOB_TIMEOUT": "300"})
+    h02 = cluster.host("h02")
+    try:
+        wait_for_lines(proc, r"rank (\d): step 1 done", 6, 120)
+        subprocess.run(["ip", "link", "set", "dev", h02.veth, "down"], check=True)
+        code, out, err = finish(proc, 240)
+    finally:
+        subprocess.run(["ip", "link", "set", "dev", h02.veth, "up"], check=True)
+    assert code == 0, out[-2000:] + err[-3000:]
+    assert "replaced by spare h04" in out and "attempts (2):" in out, out[-3000:]
+    first = next(r for r in records().values() if r["attempt"] == 1 and r["decision"] and r["decision"].startswith("replace"))
+    saved = attempts_of(first["id"])
+    assert [(r["attempt"], r["status"]) for r in saved] == [(1, "failed"), (2, "succeeded")]
+    assert [n["name"] for n in saved[0]["nodes"]] == ["h01", "h02", "h03"]
+    assert [n["name"] for n in saved[1]["nodes"]] == ["h01", "h03", "h04"]  # the same world size, with the spare
+    listed = subprocess.run([*ASCENDCTL, "nodes", "-i", str(inv), "--json"], capture_output=True, text=True, timeout=60)
+    states = {n["name"]: n for n in json.loads(listed.stdout)["nodes"]}
+    assert states["h02"]["state"] == "quarantined" and first["id"] in states["h02"]["reason"], states["h02"]
+    subprocess.run([*ASCENDCTL, "stop", first["id"], "--grace", "1"], capture_output=True, text=True, timeout=60)
+    assert job_processes(cluster, SCRIPT) == []

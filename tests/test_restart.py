@@ -1,0 +1,174 @@
+"""Restarts by policy (jobs/restart.py, `launch --restarts N`): the decision table, one row per case, and the loop over
+attempts with a stand-in launch (the attempts' records are what a real launch records; the real thing on test hosts is
+tests/adversarial/test_restarts_hosts.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ascendctl.errors import ExitCode, UsageError
+from ascendctl.inventory.load import load_inventory
+from ascendctl.jobs.plan import LaunchOptions
+from ascendctl.jobs.record import FirstFailure, JobRecord, JobState, NodeJob
+from ascendctl.jobs.restart import ATTEMPT_ENV, Decision, RestartPolicy, decide, run_with_restarts, spare_names
+from ascendctl.jobs.service import LaunchOutcome
+from ascendctl.triage.model import RankSummary, TriageReport
+
+INVENTORY = ("defaults: {transport: local, slots: 1}\ngroups: {spares: 'n[05-06]'}\n"
+             "nodes:\n  - {name: 'n[01-06]', host: '127.0.0.[1-6]'}\n")
+
+
+def record(status: JobState, category: str | None = None, *, node: str | None = None, headline: str | None = None,
+           confidence: str = "medium", lost: str | None = None, nodes: tuple[str, ...] = ("n01", "n02"),
+           stopped_by: str | None = None, job: str = "j1") -> JobRecord:
+    failure = FirstFailure("why", node=node, category=category, headline=headline or category,
+                           confidence=confidence) if category else None
+    entries = tuple(NodeJob(n, n, i, "cmd", exit_code=None if n == lost else (0 if status == JobState.SUCCEEDED else 1),
+                            error="unreachable: lost: nothing received for 10 s" if n == lost else None)
+                    for i, n in enumerate(nodes))
+    return JobRecord(job, "torchrun", "inv", ["t.py"], "10.0.0.1", 29500, "/tmp/l", entries, 0.0, status=status,
+                     first_failure=failure, stopped_by=stopped_by)
+
+
+@pytest.mark.parametrize("rec, decision, node", [
+    (record(JobState.SUCCEEDED), Decision.DONE, None),
+    (record(JobState.INTERRUPTED, stopped_by="SIGINT"), Decision.DONE, None),
+    (record(JobState.STOPPED), Decision.DONE, None),
+    (record(JobState.FAILED, lost="n02"), Decision.REPLACE, "n02"),
+    (record(JobState.FAILED, "HARDWARE", node="n02"), Decision.REPLACE, "n02"),
+    (record(JobState.FAILED, "HARDWARE"), Decision.RESTART, None),  # no node named: nothing to replace
+    (record(JobState.FAILED, "OOM", node="n01", headline="OOM (host memory) on node n01, rank 0"), Decision.REPLACE, "n01"),
+    (record(JobState.FAILED, "OOM", node="n01", headline="OOM (host memory) on node n01, rank 0", confidence="low"),
+     Decision.RESTART, None),  # a bare SIGKILL: maybe transient
+    (record(JobState.FAILED, "OOM", node="n01", headline="OOM (device memory) on node n01, rank 0"), Decision.NO_RESTART, None),
+    (record(JobState.FAILED, "EXCEPTION", node="n01"), Decision.NO_RESTART, None),
+    (record(JobState.FAILED, "LAUNCH", node="n01"), Decision.NO_RESTART, None),
+    (record(JobState.FAILED, "NAN"), Decision.NO_RESTART, None),
+    (record(JobState.FAILED, "COMM_TIMEOUT", node="n02"), Decision.RESTART, None),
+    (record(JobState.FAILED, "HANG", node="n02"), Decision.RESTART, None),
+    (record(JobState.FAILED, "UNKNOWN"), Decision.RESTART, None),
+    (record(JobState.FAILED), Decision.RESTART, None),  # no verdict at all
+])
+def test_the_decision_table(rec: JobRecord, decision: Decision, node: str | None) -> None:
+    choice = decide(rec)
+    assert (choice.decision, choice.node) == (decision, node), choice.why
+
+
+class Attempts:
+    """A stand-in launch: each call ends as the next of `ends` says; remembers the nodes and env of each call."""
+
+    def __init__(self, *ends: tuple[JobState, str | None, dict[str, Any]]) -> None:
+        self.ends = list(ends)
+        self.calls: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+        self.saved: list[JobRecord] = []
+        self.quarantined: list[tuple[str, str]] = []
+        self.slept: list[float] = []
+        self.said: list[str] = []
+
+    def launch(self, nodes: Any, options: LaunchOptions) -> LaunchOutcome:
+        status, category, extra = self.ends[len(self.calls)]
+        self.calls.append((tuple(nodes.names), options.env))
+        step = extra.pop("step", None)
+        rec = record(status, category, nodes=tuple(nodes.names), job=f"j{len(self.calls)}", **extra)
+        verdict = None
+        if step is not None:
+            verdict = TriageReport(None, None, (), (), "", 0, 0, ranks=(RankSummary("n01", 0, "ok", last_step=step),))
+        return LaunchOutcome(rec, verdict=verdict)
+
+    def run(self, inv_path: Path, policy: RestartPolicy) -> Any:
+        return run_with_restarts(load_inventory(str(inv_path)), LaunchOptions("torchrun", ("t.py",), env=("A=1",)), policy,
+                                 launch=self.launch, quarantine=lambda n, r, e: self.quarantined.append((n, r)),
+                                 save=self.saved.append, notice=self.said.append, sleep=self.slept.append)
+
+
+@pytest.fixture
+def inv(tmp_path: Path) -> Path:
+    path = tmp_path / "inv.yaml"
+    path.write_text(INVENTORY)
+    return path
+
+
+def test_a_transient_failure_is_restarted_in_place_with_the_attempt_number_and_a_growing_backoff(inv: Path) -> None:
+    runs = Attempts((JobState.FAILED, "COMM_TIMEOUT", {}), (JobState.FAILED, None, {}), (JobState.SUCCEEDED, None, {}))
+    outcome = runs.run(inv, RestartPolicy(3, backoff=5))
+    assert [c[0] for c in runs.calls] == [("n01", "n02", "n03", "n04")] * 3  # the spares wait
+    assert [c[1] for c in runs.calls] == [("A=1", f"{ATTEMPT_ENV}={k}") for k in (1, 2, 3)]
+    assert runs.slept == [5, 10] and outcome.exit_code == ExitCode.OK
+    assert [(a.number, a.choice.decision) for a in outcome.attempts] == [(1, Decision.RESTART), (2, Decision.RESTART),
+                                                                         (3, Decision.DONE)]
+    assert [(r.attempt, r.restart_of) for r in runs.saved] == [(1, None), (2, "j1"), (3, "j1")]
+    assert runs.saved[0].decision is not None and runs.saved[0].decision.startswith("restart: COMM_TIMEOUT")
+
+
+def test_a_faulty_node_is_quarantined_and_replaced_by_a_spare_so_the_world_size_stays(inv: Path) -> None:
+    runs = Attempts((JobState.FAILED, "HARDWARE", {"node": "n02"}), (JobState.FAILED, None, {"lost": "n03"}),
+                    (JobState.SUCCEEDED, None, {}))
+    outcome = runs.run(inv, RestartPolicy(3))
+    assert [c[0] for c in runs.calls] == [("n01", "n02", "n03", "n04"), ("n01", "n03", "n04", "n05"),
+                                          ("n01", "n04", "n05", "n06")]
+    assert runs.quarantined == [("n02", "HARDWARE in job j1"), ("n03", "LOST in job j2")]
+    assert "replaced by spare n05" in outcome.attempts[0].choice.why and outcome.exit_code == ExitCode.OK
+
+
+def test_without_a_spare_the_job_stops_unless_it_may_shrink(inv: Path) -> None:
+    runs = Attempts((JobState.FAILED, "HARDWARE", {"node": "n02"}), (JobState.SUCCEEDED, None, {}))
+    outcome = runs.run(inv, RestartPolicy(3, spares="n06", allow_shrink=False))
+    assert outcome.attempts[0].choice.decision == Decision.REPLACE  # n06 (--spares) takes n02's place; n05 is used
+    assert runs.calls == [(("n01", "n02", "n03", "n04", "n05"), ("A=1", "ASCENDCTL_ATTEMPT=1")),
+                          (("n01", "n03", "n04", "n05", "n06"), ("A=1", "ASCENDCTL_ATTEMPT=2"))]
+    runs = Attempts((JobState.FAILED, "HARDWARE", {"node": "n02"}), (JobState.SUCCEEDED, None, {}))
+    inv.write_text(INVENTORY.replace("groups: {spares: 'n[05-06]'}\n", ""))
+    outcome = runs.run(inv, RestartPolicy(3))
+    assert outcome.attempts[-1].choice.decision == Decision.GIVE_UP and "no spare left" in outcome.attempts[-1].choice.why
+    assert outcome.exit_code == ExitCode.JOB_FAILED and len(runs.calls) == 1
+    runs = Attempts((JobState.FAILED, "HARDWARE", {"node": "n02"}), (JobState.SUCCEEDED, None, {}))
+    outcome = runs.run(inv, RestartPolicy(3, allow_shrink=True))
+    assert runs.calls[1][0] == ("n01", "n03", "n04", "n05", "n06") and outcome.exit_code == ExitCode.OK
+
+
+def test_the_jobs_own_error_is_not_restarted_and_says_do_not_requeue(inv: Path) -> None:
+    runs = Attempts((JobState.FAILED, "EXCEPTION", {"node": "n01"}))
+    outcome = runs.run(inv, RestartPolicy(3))
+    assert len(runs.calls) == 1 and outcome.exit_code == ExitCode.DO_NOT_REQUEUE == 6
+    assert runs.saved[0].decision is not None and runs.saved[0].decision.startswith("no_restart: EXCEPTION")
+
+
+def test_the_budget_is_the_jobs_and_no_progress_stops_before_it(inv: Path) -> None:
+    runs = Attempts(*[(JobState.FAILED, "COMM_TIMEOUT", {}) for _ in range(5)])
+    outcome = runs.run(inv, RestartPolicy(2))
+    assert len(runs.calls) == 3 and outcome.attempts[-1].choice.decision == Decision.GIVE_UP
+    assert "restart(s) allowed are spent" in outcome.attempts[-1].choice.why and outcome.exit_code == ExitCode.JOB_FAILED
+    # dies at step 40 every time: the first attempt sets the mark, the next 3 do not pass it: stop after 4, not 10
+    runs = Attempts(*[(JobState.FAILED, "COMM_TIMEOUT", {"step": 40}) for _ in range(10)])
+    outcome = runs.run(inv, RestartPolicy(9, no_progress=3))
+    assert len(runs.calls) == 4 and "no progress beyond step 40 in 3 attempts" in outcome.attempts[-1].choice.why
+    # progress each time: it goes on
+    runs = Attempts(*[(JobState.FAILED, "COMM_TIMEOUT", {"step": 10 * k}) for k in range(1, 5)], (JobState.SUCCEEDED, None, {}))
+    assert runs.run(inv, RestartPolicy(9, no_progress=2)).exit_code == ExitCode.OK and len(runs.calls) == 5
+
+
+def test_ctrl_c_between_attempts_stops_with_nothing_running(inv: Path) -> None:
+    runs = Attempts((JobState.FAILED, "COMM_TIMEOUT", {}))
+
+    def interrupted(_seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    outcome = run_with_restarts(load_inventory(str(inv)), LaunchOptions("torchrun", ("t.py",)), RestartPolicy(3),
+                                launch=runs.launch, quarantine=lambda *a: None, save=runs.saved.append,
+                                notice=runs.said.append, sleep=interrupted)
+    assert outcome.last.interrupted and outcome.exit_code == ExitCode.INTERRUPTED and len(runs.calls) == 1
+
+
+def test_spares_come_from_the_option_or_the_group_and_must_exist(inv: Path) -> None:
+    loaded = load_inventory(str(inv))
+    assert spare_names(loaded, RestartPolicy(1)) == ("n05", "n06")
+    assert spare_names(loaded, RestartPolicy(1, spares="n04")) == ("n04",)
+    with pytest.raises(UsageError):
+        spare_names(loaded, RestartPolicy(1, spares="n99"))
+    with pytest.raises(UsageError, match="every node is a spare"):
+        Attempts().run(inv, RestartPolicy(1, spares="n[01-06]"))
+    assert replace(RestartPolicy(1), restarts=2).restarts == 2
