@@ -696,6 +696,37 @@ def rule_absent_named(facts: Facts) -> RuleVerdict | None:
                         "collective, or a stuck device",))
 
 
+MAIN_FIRST_WAITS = ("main_first.wait", "main_first.local_wait")
+
+
+def rule_main_first(facts: Facts) -> RuleVerdict | None:
+    """Ranks that waited in main_process_first's barrier on entering it (issue #26): the main process they wait for is
+    where it started. accelerate's main_process_first waits for global rank 0; transformers' main_process_first
+    (local=True by default) and local_main_process_first wait for the main process of every node (local rank 0): rank 0
+    when the job is on one node (or no node is named), nobody single when several nodes are known."""
+    waits = [f for a in facts.ranked() for f in a.comm if f.signature in MAIN_FIRST_WAITS]
+    first = facts.earliest(waits)
+    if first is None or any(f.rank == 0 for f in waits):
+        return None  # rank 0 itself waiting there is not the main process: the traceback says something else
+    nodes = {a.node for a in facts.actors.values() if a.node}
+    local = all(f.signature == "main_first.local_wait" for f in waits)
+    if local and len(nodes) > 1:
+        return None  # the late one may be the local rank 0 of any node: the other rules decide
+    node = facts.node_of_rank(0)
+    actor = facts.actor(node, 0)
+    culprit = _actor_evidence(facts, actor) or replace(
+        first, node=node, rank=0, local_rank=None, device=None, pid=None,
+        text=f"rank 0 did not reach the main_process_first barrier rank {first.rank} was {first.text}"[:400])
+    waiting = sorted({f.rank for f in waits if f.rank is not None})
+    who = "the main process of the node (local rank 0)" if local else "the main process (rank 0)"
+    reason = (f"rank(s) {', '.join(map(str, waiting))} waited in main_process_first's barrier for {who}, which did not "
+              "arrive in time: rank 0 was still doing the work the others waited for")
+    if local and not nodes:
+        reason += " (one node assumed: with several nodes, the local rank 0 of each node is a suspect)"
+    return RuleVerdict("main_first", Category.COMM_TIMEOUT, culprit, reason, "medium" if not local or nodes else "low",
+                       actor)
+
+
 def _actor_evidence(facts: Facts, actor: Actor) -> Finding | None:
     """The best line about an actor that has no error of its own: its exit report, a stop, or its last progress."""
     exit_ = actor.first_exit()
@@ -868,6 +899,9 @@ RULES: tuple[tuple[str, Rule, str], ...] = (
     ("stopped_first", rule_stopped_first, "a launcher or job stopped from outside before anything failed"),
     ("absent_named", rule_absent_named, "the rank a monitor (rank 0 of a monitored barrier) names as never having "
                                         "arrived; a few named at once: the first, the others said"),
+    ("main_first", rule_main_first, "ranks waiting in main_process_first's barrier on entering it: the main process "
+                                    "(rank 0; local rank 0 of each node by default, so only where one node is known or "
+                                    "none is named) did not arrive"),
     ("hang", rule_hang_progress, "a hang: the rank whose progress (training step) stopped before the others', while they "
                                  "timed out"),
     ("peer_votes", rule_peer_votes, "the rank or node that other ranks' communication errors name, by a clear majority"),

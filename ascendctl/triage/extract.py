@@ -113,6 +113,42 @@ _LOSS_SCALE_RX = re.compile(r"(?:reducing|Reducing|reduced|Reduced|decreas\w*|se
 # NCCL's own log prefix: "<host>:<pid>:<tid> [<cuda device>] NCCL WARN ..."
 _NCCL_PREFIX_RX = re.compile(r"(?:^|[\s:>\]])(?P<host>[\w.-]*[\w-]):(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] (?:\S+ )?NCCL ")
 HALVINGS_TO_COLLAPSE = 8  # a loss scale halved this many times in a row, every step, is a collapse
+# Python tracebacks (issue #26), read frame by frame per (file, rank prefix): a frame line, the header, a source line
+_FRAME_RX = re.compile(r'^\s*File "(?P<path>[^"]*)", line (?P<line>\d+),? in (?P<func>\S+)')
+TRACEBACK_HEADER = "Traceback (most recent call last)"
+# the source line of a frame that calls a collective or a barrier: the rank was inside that call when the traceback was
+# cut right after it (the callee's frames are missing)
+_CALL_RX = re.compile(r"^\s+(?:\w+\s*=\s*)?(?:torch\.distributed|dist)\.(?:barrier|monitored_barrier|all_reduce|all_gather\w*|"
+                      r"reduce_scatter\w*|broadcast\w*|all_to_all\w*|gather\w*|scatter\w*|reduce|send|recv)\(")
+_LOCAL_FALSE_RX = re.compile(r"main_process_first\(.*\blocal\s*=\s*False\b")
+# torch.distributed's own exception types, raised by c10d when communication fails
+# (DistError and its subclasses), or, in torch before 2.1, the socket's own errno text as a RuntimeError (the store
+# client's std::system_error: "Connection reset by peer", "Broken pipe")
+_DIST_ERROR_RX = re.compile(r"^(?:[A-Za-z_]\w*\.)*Dist(?:Backend|Store|Network)?Error\b|"
+                            r"^RuntimeError: (?:Connection reset by peer|Broken pipe|Connection refused)\s*$")
+_WAIT_IDS = ("main_first.wait", "main_first.local_wait", "torch.collective_wait")
+
+
+def _wait_rows() -> dict[str, re.Pattern[str]]:
+    return {sig.id: sig.regex for sig in SIGNATURES if sig.id in _WAIT_IDS}
+
+
+_WAIT_RXS = _wait_rows()
+
+
+@dataclass(slots=True)
+class _Trace:
+    """One rank's traceback being read: is its innermost frame so far a wait, and which main process it waits for."""
+
+    rank: int | None
+    local: int | None
+    pid: int | None
+    waiting: bool = False
+    wait_line: int = 0
+    wait_text: str = ""
+    main: str | None = None  # main_first.wait / main_first.local_wait: entering main_process_first's barrier
+    prev_func: str = ""
+    local_false: bool = False  # the `with ...main_process_first(local=False)` line was seen
 
 
 def match_line(text: str) -> Signature | None:
@@ -212,6 +248,8 @@ class Extraction:
     # Candidate lines that changed nothing (no signature, no context): what a line does depends on its text alone until
     # it matches, so a line seen again costs a lookup. A flood of one line (1 MB of gzip holds 50 million) stays cheap.
     inert: set[str] = field(default_factory=set)
+    # tracebacks being read, per (file, rank prefix, local rank prefix)
+    traces: dict[tuple[str, int | None, int | None], _Trace] = field(default_factory=dict)
 
     def cannot_read(self, what: str) -> None:
         """An input (file, archive, member) that could not be read: `path: why`."""
@@ -245,6 +283,8 @@ class Extraction:
 
     def line(self, src: Source, number: int, raw: str) -> None:
         """One candidate line of a file (the prefilter already saw a trigger in it)."""
+        if (self.traces or 'File "' in raw or TRACEBACK_HEADER in raw) and self._traceback(src, number, raw):
+            return
         if raw in self.inert:
             return
         stamp, text = split_stamp(raw)
@@ -391,6 +431,89 @@ class Extraction:
             return
         self.scales.setdefault((finding.node, finding.rank, finding.file), []).append((value, finding))
 
+    # ------------------------------------------------------------------------------ tracebacks
+
+    def _traceback(self, src: Source, number: int, raw: str) -> bool:
+        """Follow a rank's traceback (issue #26). True when the line is consumed: a frame line, or an exception that is
+        how a wait ended (a DistError raised inside a collective) rather than the rank's own failure."""
+        stamp, text = split_stamp(raw)
+        prefixes = strip_prefixes(text)
+        body = prefixes.body
+        key = (src.file, prefixes.rank, prefixes.local)
+        frame = _FRAME_RX.match(body)
+        if frame is not None:
+            trace = self.traces.get(key)
+            if trace is None:  # a paste that starts inside a traceback
+                trace = self.traces[key] = _Trace(prefixes.rank, prefixes.local, prefixes.pid)
+            self._frame(trace, number, body, frame)
+            return True
+        if TRACEBACK_HEADER in body:
+            self._end_trace(src, key, None, number, "", stamp)  # a new traceback: the one before it was cut
+            self.traces[key] = _Trace(prefixes.rank, prefixes.local, prefixes.pid)
+            return False
+        trace = self.traces.get(key)
+        if trace is None:
+            return False
+        if body[:1].isspace():  # a frame's source line
+            if _CALL_RX.match(body) and not trace.waiting:
+                trace.waiting, trace.wait_line, trace.wait_text = True, number, body.strip()
+            if _LOCAL_FALSE_RX.search(body):
+                trace.local_false = True
+            return False
+        return self._end_trace(src, key, match_line(body), number, body, stamp)
+
+    def _frame(self, trace: _Trace, number: int, body: str, frame: re.Match[str]) -> None:
+        main = next((sid for sid in _WAIT_IDS[:2] if _WAIT_RXS[sid].search(body)), None)
+        if main is not None:
+            if trace.prev_func != "__enter__":
+                trace.main = None  # on __exit__ the main process is the one waiting, for the others: nobody named
+            elif main == "main_first.local_wait" and trace.local_false and "/transformers/" in frame["path"]:
+                trace.main = "main_first.wait"  # TrainingArguments.main_process_first(local=False): global rank 0
+            else:
+                trace.main = main
+            trace.local_false = False
+        trace.waiting = main is not None or bool(_WAIT_RXS["torch.collective_wait"].search(body))
+        if trace.waiting:
+            trace.wait_line, trace.wait_text = number, body.strip()
+        trace.prev_func = frame["func"]
+
+    def _end_trace(self, src: Source, key: tuple[str, int | None, int | None], sig: Signature | None, number: int,
+                   body: str, stamp: str | None) -> bool:
+        """A traceback ends (its exception line `body` matched `sig`, or it was cut). A rank whose innermost frames wait
+        in a collective gets a communication finding, unless what it raised there is its own error."""
+        trace = self.traces.pop(key, None)
+        if trace is None or not trace.waiting:
+            return False
+        consumed = False
+        if sig is None or sig.role in ("generic", "report"):
+            pass  # cut, or a wrapper's generic line (torch_npu's "ACL stream synchronize failed"): the wait stands
+        elif sig.role == "error" and sig.category == Category.COMM_TIMEOUT:
+            if trace.main is None:
+                return False  # the exception line says it already
+        elif sig.id == "python.exception" and _DIST_ERROR_RX.match(body):
+            consumed = True  # DistBackendError/DistStoreError/DistNetworkError raised by the wait itself
+        else:
+            return False  # a real exception raised in the call (bad arguments, a device error): the rank's own
+        said = body.strip() if consumed else ""
+        text = f"waiting in {trace.wait_text}" + (f": {said}" if said else "")
+        rank, local, pid = trace.rank, trace.local if trace.local is not None else src.local_rank, trace.pid or src.pid
+        if rank is None and local is not None:
+            rank = self.local_ranks.get((src.node, local))
+        if rank is None and pid is not None and (src.node, pid) in self.pid_ranks:
+            rank = self.pid_ranks[(src.node, pid)][0]
+        signature = trace.main or "torch.collective_wait"
+        time = (parse_time(said) or stamp) if consumed else None
+        self.add(Finding(Category.COMM_TIMEOUT, signature, src.node, rank if rank is not None else src.rank, src.device,
+                         time, src.file, number if consumed or not trace.wait_line else trace.wait_line, text[:MAX_TEXT],
+                         pid=pid, role="error", local_rank=local, peer_rank=0 if signature == "main_first.wait" else None,
+                         time_source="line" if time else "none"))
+        return consumed
+
+    def flush_traces(self, src: Source) -> None:
+        """The end of a file: its open tracebacks were cut there."""
+        for key in [k for k in self.traces if k[0] == src.file]:
+            self._end_trace(src, key, None, 0, "", None)
+
     # ------------------------------------------------------------------------- torchrun's report
 
     def _torchrun_line(self, src: Source, number: int, text: str, stamp: str | None) -> bool:
@@ -416,6 +539,7 @@ class Extraction:
         return True
 
     def flush_torchrun(self, src: Source) -> None:
+        self.flush_traces(src)  # called at the end of every file (and where a torchrun report begins)
         entry, src.torchrun = src.torchrun, {}
         if "exitcode" not in entry:
             return

@@ -116,6 +116,11 @@ TRIGGERS: tuple[str, ...] = (
     r"/[A-Za-z0-9_.@-]+ *[:=] *[-+]?nan *$", "Cannot re-initialize", "both on", "terminated with the following error",
     # the runtime's aclError numbers as the catalog rows read them ("runtime result = 107020", "ret[207001]")
     "runtime result", r"(result|ret) ?(= ?|\[)[125]07\d{3}", "ErrCode=",
+    # Python tracebacks (issue #26): every frame line, the header, and the source lines that call a barrier, a
+    # collective or main_process_first, so extract.py can tell which call a rank was in when its traceback ends there
+    'File "', r"Traceback \(most recent call last\)", r"main_process_first\(",
+    r"(dist|distributed)\.(barrier|monitored_barrier|all_reduce|all_gather|reduce_scatter|broadcast|all_to_all|gather|"
+    r"scatter|reduce|send|recv)",
 )
 
 
@@ -445,6 +450,47 @@ SIGNATURES: tuple[Signature, ...] = (
               "the msrun/MindSpore scheduler saw a node time out (it names the first to time out, not always the culprit)",
               _HINT_TIMEOUT, ("is timed out", "is timeout", "is time out", "timed out node", "Failed to connect to the",
                               "Cluster is not ready", "build timed out")),
+    # A rank's traceback whose innermost frames are a torch.distributed collective, barrier or store wait (or a wrapper
+    # that only calls one): that rank was WAITING for its peers when it ended (issue #26). extract.py reads tracebacks
+    # frame by frame and emits these rows itself (a frame line is never matched alone): when the traceback ends in such
+    # a frame, cut off or with an exception that is not the rank's own (a DistError, a generic wrapper line). A real
+    # exception raised inside the rank's own code (ValueError in a collate function) stays that rank's EXCEPTION.
+    # Sources: torch/distributed/distributed_c10d.py (the collectives, barrier, _store_based_barrier) and
+    # torch/distributed/c10d_logger.py (`_exception_logger`/`_time_logger`: `wrapper` calls only the c10d API it wraps);
+    # accelerate/state.py (`wait_for_everyone` -> torch.distributed.barrier(); `_goes_first`).
+    Signature("torch.collective_wait", _T,
+              r'File "[^"]*/distributed/c10d_logger\.py", line \d+,? in wrapper\b|'
+              r'File "[^"]*/distributed/distributed_c10d\.py", line \d+,? in (?:barrier|monitored_barrier|'
+              r"_store_based_barrier|all_reduce|all_reduce_coalesced|all_gather|all_gather_into_tensor|_all_gather_base|"
+              r"all_gather_object|all_gather_coalesced|reduce|reduce_scatter|reduce_scatter_tensor|_reduce_scatter_base|"
+              r"broadcast|broadcast_object_list|gather|gather_object|scatter|scatter_object_list|all_to_all|"
+              r"all_to_all_single|send|recv|send_object_list|recv_object_list)\b|"
+              r'File "[^"]*/accelerate/(?:state|accelerator)\.py", line \d+,? in (?:wait_for_everyone|_goes_first)\b',
+              "a rank's traceback ends inside a torch.distributed collective, barrier or store wait: it was waiting for "
+              "its peers (a victim), not failing on its own",
+              "find the rank the others waited for: one that logged nothing (busy tokenizing, saving, evaluating) or "
+              "failed first", ('File "',)),
+    # HF `main_process_first`: every non-main process waits in dist.barrier() on entering the `with` block while the
+    # main process works; the main process joins that barrier only when it leaves the block. accelerate's
+    # PartialState.main_process_first uses `is_main_process` (global rank 0); `local_main_process_first` and
+    # transformers' TrainingArguments.main_process_first(local=True, the default) use the main process of each node
+    # (local rank 0 of every node; one node: rank 0); transformers with local=False uses global rank 0. Only the
+    # `__enter__` path names the main process (on `__exit__` it is the main process that waits for the others).
+    Signature("main_first.wait", _T,
+              r'File "[^"]*/accelerate/(?:state|accelerator)\.py", line \d+,? in main_process_first\b',
+              "a non-main rank waited in main_process_first's barrier for the main process (global rank 0) to finish "
+              "its work (tokenizing, caching a dataset)",
+              "look at what rank 0 was doing: a long dataset map or tokenization outlasts the process group timeout; "
+              "raise the timeout (ddp_timeout / InitProcessGroupKwargs) or preprocess once before the distributed job",
+              ('File "',)),
+    Signature("main_first.local_wait", _T,
+              r'File "[^"]*/transformers/training_args\.py", line \d+,? in main_process_first\b|'
+              r'File "[^"]*/accelerate/(?:state|accelerator)\.py", line \d+,? in local_main_process_first\b',
+              "a non-main rank waited in main_process_first's barrier for the main process of each node (local rank 0) to "
+              "finish its work (tokenizing, caching a dataset)",
+              "look at what local rank 0 was doing (rank 0 on one node): a long dataset map or tokenization outlasts the "
+              "process group timeout; raise ddp_timeout or preprocess once before the distributed job",
+              ('File "',)),
     # ---------------------------------------------------------------- launcher reports and stops (weak: they may blame a victim)
     Signature("msrun.worker_exit", _U, r"(?:Worker|Scheduler) process (?P<pid>\d+) exit with exception\. Error code: (?P<code>-?\d+)",
               "msrun saw a process exit with an error", "look at that process' own log for the first error",
