@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+import time
 from typing import Any
 
 import pytest
@@ -172,3 +173,73 @@ def test_spares_come_from_the_option_or_the_group_and_must_exist(inv: Path) -> N
     with pytest.raises(UsageError, match="every node is a spare"):
         Attempts().run(inv, RestartPolicy(1, spares="n[01-06]"))
     assert replace(RestartPolicy(1), restarts=2).restarts == 2
+
+
+# -- which checkpoint a relaunch resumes from (jobs/checkpoints.py, sh/checkpoint_scan.sh on a real directory) --------
+def scan(directory: Path, wait: int = 0) -> str:
+    import subprocess
+
+    from ascendctl.remote.scripts import script
+
+    done = subprocess.run(["sh", "-s", "--", str(directory), str(wait)], input=script("checkpoint_scan.sh"),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_newest_complete_checkpoint_is_chosen_and_newer_broken_ones_are_named(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from ascendctl.jobs.checkpoints import resume_point
+
+    d = tmp_path / "ck"
+    for n, marker in ((1, True), (2, True), (3, False)):
+        (d / f"ckpt-{n}").mkdir(parents=True)
+        (d / f"ckpt-{n}" / "shard.distcp").write_text("x" * 5000)
+        if marker:
+            (d / f"ckpt-{n}" / ".metadata").write_text("m")
+        os.utime(d / f"ckpt-{n}", (time.time() - 100 + n, time.time() - 100 + n))
+    (d / "ckpt-4.tmp").mkdir()
+    (d / "ckpt-4.tmp" / "shard.distcp").write_text("y" * 5000)
+    point = resume_point(str(d), scan(d))
+    assert point.path == f"{d}/ckpt-2", point
+    assert dict(point.skipped)["ckpt-3"].startswith("no .metadata in it") and "temporary" in dict(point.skipped)["ckpt-4.tmp"]
+    # Megatron's pointer names the newest complete iteration, whatever the times say
+    m = tmp_path / "megatron"
+    for it in ("iter_0000100", "iter_0000200"):
+        (m / it).mkdir(parents=True)
+        (m / it / "model_optim_rng.pt").write_text("w" * 3000)
+    (m / "latest_checkpointed_iteration.txt").write_text("100\n")
+    assert resume_point(str(m), scan(m)).path == f"{m}/iter_0000100"
+    # single files (MindSpore .ckpt): an empty one was cut short
+    f = tmp_path / "ms"
+    f.mkdir()
+    (f / "net-1_10.ckpt").write_text("z" * 4000)
+    os.utime(f / "net-1_10.ckpt", (time.time() - 50, time.time() - 50))
+    (f / "net-1_20.ckpt").write_text("")
+    point = resume_point(str(f), scan(f))
+    assert point.path == f"{f}/net-1_10.ckpt" and dict(point.skipped) == {"net-1_20.ckpt": "empty: cut short"}
+    assert resume_point(str(tmp_path / "none"), scan(tmp_path / "none")).problem is not None
+    assert resume_point(str(d), "entry\t1\td\t1\t8\t\tx\n").problem is not None  # a scan cut off: no choice
+
+
+def test_a_checkpoint_still_growing_during_the_scan_is_skipped(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from ascendctl.jobs.checkpoints import resume_point
+
+    d = tmp_path / "ck"
+    (d / "step-1").mkdir(parents=True)
+    (d / "step-1" / "weights.bin").write_text("a" * 8192)
+    (d / "step-2").mkdir()
+    writer = subprocess.Popen([sys.executable, "-c", "import time, sys\nf = open(sys.argv[1], 'w')\nfor _ in range(60):\n"
+                               "    f.write('b' * 65536); f.flush(); time.sleep(0.05)", str(d / "step-2" / "weights.bin")])
+    try:
+        time.sleep(0.3)
+        point = resume_point(str(d), scan(d, wait=1))
+    finally:
+        writer.kill()
+        writer.wait()
+    assert point.path == f"{d}/step-1" and dict(point.skipped)["step-2"].startswith("still being written"), point

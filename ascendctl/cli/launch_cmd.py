@@ -82,6 +82,7 @@ def launch(
     spares: Annotated[Optional[str], typer.Option("--spares", metavar="NODESET", help="With --restarts: the nodes held back to replace a faulty one (default: the inventory's @spares group).", show_default=False)] = None,
     allow_shrink: Annotated[bool, typer.Option("--allow-shrink", help="With --restarts: without a spare, relaunch on the remaining nodes (a smaller world).")] = False,
     no_progress_attempts: Annotated[int, typer.Option("--no-progress-attempts", min=1, metavar="K", help="With --restarts: stop after K attempts in a row whose highest training step did not rise.")] = 3,
+    checkpoint_dir: Annotated[Optional[str], typer.Option("--checkpoint-dir", metavar="DIR", help="With --restarts: where the job writes its checkpoints (the same path on every node); every worker gets ASCENDCTL_RESUME_FROM, the newest complete one (one being written or cut short is skipped and named).", show_default=False)] = None,
     job_id: Annotated[Optional[str], typer.Option("--job-id", hidden=True, help="Job id to use (set by a submitted batch script).")] = None,
     as_json: JsonOpt = False,
     *,
@@ -128,15 +129,15 @@ def launch(
                          hint="drop --backend ssh to submit, or run inside salloc/sbatch")
     inv = cluster.select(base=whole)
     policy = None
-    if restarts or spares or allow_shrink:
+    if restarts or spares or allow_shrink or checkpoint_dir:
         from ascendctl.jobs.restart import RestartPolicy, spare_names
 
         if not restarts:
-            raise UsageError("--spares and --allow-shrink need --restarts N")
+            raise UsageError("--spares, --allow-shrink and --checkpoint-dir need --restarts N")
         if detach or inv.allocation is not None:
             raise UsageError("--restarts runs in the foreground on SSH nodes only (not with --detach or inside a Slurm "
                              "allocation yet)", hint="drop --detach; under Slurm, sbatch --requeue does the restarts")
-        policy = RestartPolicy(restarts, restart_backoff, spares, allow_shrink, no_progress_attempts)
+        policy = RestartPolicy(restarts, restart_backoff, spares, allow_shrink, no_progress_attempts, checkpoint_dir)
         held = spare_names(inv, policy)
         if dry_run and held:  # the first attempt runs without the spares
             inv = select_nodes(inv, exclude=",".join(held))

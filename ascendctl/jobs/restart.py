@@ -16,7 +16,9 @@ Replacing a node quarantines it (`inventory/nodestate.py`, reason `<category> in
 a spare the job relaunches smaller only with `--allow-shrink`, else it stops. The budget (`N`) is the job's, not a
 node's. A job whose highest step (the verdict's progress) did not rise for `no_progress` attempts in a row stops: it
 would fail the same way again. Every attempt is a job record of its own (`attempt`, `restart_of`, `decision`), and
-every worker gets ASCENDCTL_ATTEMPT. Must not import typer or rich.
+every worker gets ASCENDCTL_ATTEMPT, and with `--checkpoint-dir DIR` ASCENDCTL_RESUME_FROM, the newest complete
+checkpoint there (jobs/checkpoints.py; one being written or cut short is skipped and named). Must not import typer
+or rich.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from enum import Enum
 from typing import TYPE_CHECKING, Callable
 
 from ascendctl.errors import ExitCode, UsageError, signal_name
+from ascendctl.jobs.checkpoints import RESUME_ENV
 from ascendctl.jobs.record import JobState
 from ascendctl.models import EndKind, NodeEnd
 
 if TYPE_CHECKING:
     from ascendctl.inventory.load import Inventory
+    from ascendctl.jobs.checkpoints import ResumePoint
     from ascendctl.jobs.plan import LaunchOptions
     from ascendctl.jobs.record import JobRecord
     from ascendctl.jobs.service import LaunchOutcome
@@ -60,6 +64,7 @@ class RestartPolicy:
     spares: str | None = None  # a node set; None: the inventory's @spares group
     allow_shrink: bool = False
     no_progress: int = DEFAULT_NO_PROGRESS
+    checkpoint_dir: str | None = None  # --checkpoint-dir: where the job keeps its checkpoints (on the nodes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,12 +153,14 @@ def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: Rest
                       quarantine: Callable[[str, str, str], None],
                       save: Callable[[JobRecord], object],
                       notice: Callable[[str], None],
-                      sleep: Callable[[float], None] = time.sleep) -> RestartOutcome:
+                      sleep: Callable[[float], None] = time.sleep,
+                      find_resume: Callable[[Inventory], ResumePoint] | None = None) -> RestartOutcome:
     """Launch, and after each failed attempt do what `decide` says, within the policy's budget.
 
     `inventory`: the nodes allowed (quarantined ones already left out); the spares among them wait. `launch(nodes,
     options)` runs one attempt to its end; `quarantine(node, reason, evidence)` records a replaced node; `save` writes
-    an attempt's record with its attempt fields."""
+    an attempt's record with its attempt fields; `find_resume(nodes)`: with --checkpoint-dir, the newest complete
+    checkpoint (jobs/checkpoints.py), given to every worker as ASCENDCTL_RESUME_FROM."""
     from ascendctl.inventory.selection import select_nodes
 
     spares = list(spare_names(inventory, policy))
@@ -168,7 +175,16 @@ def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: Rest
     while True:
         number = len(attempts) + 1
         nodes = select_nodes(inventory, names=active)
-        env = (*options.env, f"{ATTEMPT_ENV}={number}")
+        env: tuple[str, ...] = (*options.env, f"{ATTEMPT_ENV}={number}")
+        if policy.checkpoint_dir and find_resume is not None:
+            point = find_resume(nodes)
+            skipped = "; ".join(f"{name}: {why}" for name, why in point.skipped)
+            if point.path:
+                env = (*env, f"{RESUME_ENV}={point.path}")
+                notice(f"attempt {number} resumes from {point.path}" + (f" (skipped: {skipped})" if skipped else ""))
+            else:
+                notice(f"attempt {number}: no complete checkpoint in {policy.checkpoint_dir}"
+                       + (f" ({point.problem})" if point.problem else "") + (f" (skipped: {skipped})" if skipped else ""))
         outcome = launch(nodes, replace(options, env=env))
         record = outcome.record
         first_id = first_id or record.id

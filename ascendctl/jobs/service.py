@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ascendctl.jobs.ssh_runner import marker
     from ascendctl.jobs.supervise import Supervised
     from ascendctl.jobs.restart import RestartOutcome, RestartPolicy
+    from ascendctl.jobs.checkpoints import ResumePoint
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +243,7 @@ def launch_with_restarts(inventory: Inventory, options: LaunchOptions, policy: R
     """`launch --restarts N`: launch_job per attempt, in the foreground, deciding after each (jobs/restart.py); a node
     replaced is quarantined in this inventory's node state."""
     from ascendctl.inventory.nodestate import quarantine_nodes
+    from ascendctl.jobs.checkpoints import ResumePoint
     from ascendctl.jobs.restart import run_with_restarts
     from ascendctl.paths import current_user
 
@@ -255,7 +257,24 @@ def launch_with_restarts(inventory: Inventory, options: LaunchOptions, policy: R
         quarantine_nodes(inventory, [node], reason, by=current_user(), command="launch --restarts", evidence=evidence)
         notice(f"{node}: quarantined ({reason}); `ascendctl nodes release {node}` when it is fixed")
 
-    return run_with_restarts(inventory, options, policy, launch=attempt, quarantine=quarantine, save=save_job, notice=notice)
+    def find_resume(nodes: Inventory) -> ResumePoint:
+        """The first node scans the checkpoint directory (the same path on every node: shared storage)."""
+        from ascendctl.jobs.checkpoints import SCAN_WAIT, resume_point
+        from ascendctl.remote.scripts import remote
+
+        directory = policy.checkpoint_dir or ""
+        command, stdin = remote("checkpoint_scan.sh", directory, SCAN_WAIT)
+        with NodeGroup(nodes, factory=factory) as group:
+            answers = group.run(lambda node, transport: transport.run(command, stdin=stdin, timeout=SCAN_WAIT + 60),
+                                nodes=[nodes.nodes[0]])
+        answer = answers.results[0]
+        if answer.error is not None or answer.value is None or not answer.value.ok:
+            why = answer.error.message if answer.error is not None else "the scan failed"
+            return ResumePoint(None, problem=f"{nodes.nodes[0].name}: {why}")
+        return resume_point(directory, answer.value.stdout)
+
+    return run_with_restarts(inventory, options, policy, launch=attempt, quarantine=quarantine, save=save_job, notice=notice,
+                             find_resume=find_resume)
 
 
 def _with_supervisor(record: JobRecord, options: LaunchOptions, flags: Mapping[str, Any], notice: NoticeSink) -> JobRecord:

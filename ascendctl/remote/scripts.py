@@ -12,7 +12,7 @@ from functools import lru_cache
 from importlib.resources import files
 
 SCRIPTS = ("job_wrapper.sh", "stamp_lines.sh", "follow_log.sh", "teardown_job.sh", "job_state.sh", "collect_node.sh",
-           "slurm_task.sh", "probe_runner.sh", "name_lookup.sh", "stacks_node.sh")
+           "slurm_task.sh", "probe_runner.sh", "name_lookup.sh", "stacks_node.sh", "checkpoint_scan.sh")
 
 
 @lru_cache(maxsize=None)

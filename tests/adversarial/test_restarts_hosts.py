@@ -38,8 +38,11 @@ def attempts_of(first: str) -> list[dict[str, Any]]:
 def test_a_rank_killed_once_is_restarted_in_place_and_the_job_finishes(cluster_factory: Any, tmp_path: Path) -> None:
     cluster: Cluster = cluster_factory(hosts())
     inv = inv_of(cluster, tmp_path)
+    checkpoints = tmp_path / "checkpoints"  # the hosts share this machine's filesystem: shared storage
+    checkpoints.mkdir()
     proc = start(inv, tmp_path, "torchrun", SCRIPT, "--no-preflight", "--restarts", "2", "--restart-backoff", "1", "--json",
-                 env={"JOB_KILL_RANK": "3", "JOB_TIMEOUT": "30"})
+                 "--checkpoint-dir", str(checkpoints), env={"JOB_KILL_RANK": "3", "JOB_TIMEOUT": "30",
+                                                            "JOB_CKPT_DIR": str(checkpoints)})
     code, out, err = finish(proc, 240)
     assert code == 0, err[-3000:]
     document = json.loads(out)
@@ -53,6 +56,10 @@ def test_a_rank_killed_once_is_restarted_in_place_and_the_job_finishes(cluster_f
     assert "attempt 1 of job" in err and "attempt 2 in 1 s" in err
     log = "".join(p.read_text() for p in (tmp_path / "logs").rglob("launcher.log"))
     assert "attempt 2 finished" in log and "attempt 1 finished" not in log
+    # attempt 1 saved ckpt-1 whole and ckpt-2 cut short (no .metadata): attempt 2 resumes from ckpt-1, says why not 2
+    assert "attempt 1: no complete checkpoint in" in err, err[-3000:]
+    assert f"attempt 2 resumes from {checkpoints}/ckpt-1 (skipped: ckpt-2: no .metadata in it" in err, err[-3000:]
+    assert f"rank 0: resuming from {checkpoints}/ckpt-1 at step 2" in log
     assert job_processes(cluster, SCRIPT) == []
 
 

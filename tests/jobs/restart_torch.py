@@ -4,6 +4,9 @@ ASCENDCTL_ATTEMPT (set by launch --restarts) picks what goes wrong, only on the 
 JOB_KILL_RANK=R: rank R kills itself with SIGKILL at step 2 (a transient: the next attempt runs through);
 JOB_SLEEP_ATTEMPT=S: every rank sleeps S seconds at step 2 (a quiet job, for a node taken off the network meanwhile).
 JOB_IMPORT=NAME: every rank imports NAME first (a missing module: the job's own error, on every attempt).
+JOB_CKPT_DIR=DIR: rank 0 saves a checkpoint after each step (DIR/ckpt-N/, its data, then a `.metadata` marker last, as
+torch's distributed checkpoint does); on the bad attempt it leaves ckpt-2 cut short (data, no marker). A relaunch
+resumes after the step of ASCENDCTL_RESUME_FROM (set by launch --checkpoint-dir).
 """
 
 import datetime
@@ -23,12 +26,28 @@ attempt = os.environ.get("ASCENDCTL_ATTEMPT", "")
 bad = attempt == os.environ.get("JOB_BAD_ATTEMPT", "1")
 print(f"rank {rank}: attempt {attempt} started", flush=True)
 value = torch.ones(1)
-for step in range(1, int(os.environ.get("JOB_STEPS", "4")) + 1):
+ckpt = os.environ.get("JOB_CKPT_DIR")
+resume = os.environ.get("ASCENDCTL_RESUME_FROM")
+first = int(resume.rsplit("-", 1)[1]) + 1 if resume else 1
+if resume:
+    print(f"rank {rank}: resuming from {resume} at step {first}", flush=True)
+for step in range(first, int(os.environ.get("JOB_STEPS", "4")) + 1):
     if bad and step == 2:
+        if ckpt and rank == 0:  # a save cut short: its data, never its marker
+            os.makedirs(f"{ckpt}/ckpt-2", exist_ok=True)
+            with open(f"{ckpt}/ckpt-2/rank0.distcp", "w") as f:
+                f.write("partial")
         if str(rank) == os.environ.get("JOB_KILL_RANK"):
+            time.sleep(1)  # rank 0 has written its part by then
             os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(float(os.environ.get("JOB_SLEEP_ATTEMPT", "0")))
     dist.all_reduce(value)
     print(f"rank {rank}: step {step} done", flush=True)
+    if ckpt and rank == 0:
+        os.makedirs(f"{ckpt}/ckpt-{step}", exist_ok=True)
+        with open(f"{ckpt}/ckpt-{step}/rank0.distcp", "w") as f:
+            f.write(f"step {step}\n" * 100)
+        with open(f"{ckpt}/ckpt-{step}/.metadata", "w") as f:
+            f.write("done")
 dist.destroy_process_group()
 print(f"rank {rank}: attempt {attempt} finished", flush=True)
