@@ -322,3 +322,12 @@ def test_analyse_with_one_rank_names_no_one() -> None:
     profile = read.parse_trace(gzip.decompress((EVEN / "rank0.pt.trace.json.gz").read_bytes()), "rank0", "rank0")
     report = analyse([profile])
     assert report.straggler is None and report.verdict == "no straggler: 1 rank(s), nothing to compare; links: not measured"
+
+
+def test_the_made_ascend_files_carry_the_real_step_trace_header() -> None:
+    """tests/data/perf/ascend/ is made, not captured: its step_trace_time.csv header must be the captured one."""
+    data = Path(__file__).resolve().parent / "data"
+    sample = (data / "samples" / "ascend" / "msprof_summary_csv_headers_from_source.txt").read_text(encoding="utf-8")
+    real = next(line for line in sample.splitlines() if line.startswith("Step,Computing,"))
+    made = sorted((data / "perf" / "ascend").rglob("step_trace_time.csv"))
+    assert len(made) == 4 and {p.read_text(encoding="utf-8").splitlines()[0] for p in made} == {real}

@@ -1,7 +1,7 @@
 """Write tests/data/perf/ascend/: a format-true torch_npu profiler output of 4 ranks with rank 1 slow and link 2->3 slow.
 
 Made, not captured (no Ascend machine here): the step_trace_time.csv header is the real one
-(/work/shared/samples/ascend/msprof_summary_csv_headers_from_source.txt: torch_npu TraceStepTimeParser.title), the
+(tests/data/samples/ascend/msprof_summary_csv_headers_from_source.txt, read here: torch_npu TraceStepTimeParser.title), the
 directory layout (`<host>_<pid>_<time>_ascend_pt/profiler_info_<rank>.json`, `ASCEND_PROFILER_OUTPUT/`) and the keys of
 communication.json / communication_matrix.json are those msprof-analyze's cluster_analyse reads (tests/data/perf/INDEX.md).
 Deterministic: run it again and the files are the same.
@@ -18,8 +18,9 @@ RANKS = 4
 STEPS = 6
 SLOW_RANK = 1
 SLOW_LINK = (2, 3)
-HEADER = ("Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
-          "Communication(Not Overlapped and Exclude Receive)")
+# the real header, taken from the captured list in the repository (tests/data/samples/ascend/INDEX.md has its source)
+SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "ascend" / "msprof_summary_csv_headers_from_source.txt"
+HEADER = next(line for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.startswith("Step,Computing,"))
 GROUP = "14183311223327010417"
 
 
