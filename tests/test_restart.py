@@ -26,8 +26,9 @@ INVENTORY = ("defaults: {transport: local, slots: 1}\ngroups: {spares: 'n[05-06]
 def record(status: JobState, category: str | None = None, *, node: str | None = None, headline: str | None = None,
            confidence: str = "medium", lost: str | None = None, nodes: tuple[str, ...] = ("n01", "n02"),
            stopped_by: str | None = None, job: str = "j1") -> JobRecord:
+    oom_kind = "host" if headline and "host memory" in headline else "device" if headline and "device memory" in headline else None
     failure = FirstFailure("why", node=node, category=category, headline=headline or category,
-                           confidence=confidence) if category else None
+                           confidence=confidence, oom_kind=oom_kind) if category else None
     entries = tuple(NodeJob(n, n, i, "cmd", exit_code=None if n == lost else (0 if status == JobState.SUCCEEDED else 1),
                             error="unreachable: lost: nothing received for 10 s" if n == lost else None)
                     for i, n in enumerate(nodes))

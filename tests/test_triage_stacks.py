@@ -207,3 +207,12 @@ def test_triage_json_keeps_the_capture_and_the_html_report_shows_its_classes_and
     bad = dict(doc, stacks={**stacks, "tree": {"frame": None, "ranks": "x"}})
     with pytest.raises(Exception, match="stacks capture with bad content"):
         build_report([], triage=TriageReport.from_dict(bad))
+
+
+def test_without_the_ranks_table_the_local_rank_comes_from_the_hooks_header() -> None:
+    dump = ("# ascendctl-stacks rank=5 local_rank=1 launcher=torchrun pid=77 main_thread=0x0000000000000001 python=3.11\n"
+            "Current thread 0x0000000000000001 (most recent call first):\n"
+            '  File "/job/train.py", line 9 in step\n  File "/job/train.py", line 20 in <module>\n')
+    judged = newest_capture([("n2", STAMP, "rank-5.77.txt", dump, len(dump), "n2/stacks/x/rank-5.77.txt")])
+    assert judged is not None and [(r.rank, r.local_rank, r.files) for r in judged.ranks] == [
+        (5, 1, ("n2/stacks/x/rank-5.77.txt",))]

@@ -152,6 +152,7 @@ class FirstFailure:
     victims: tuple[Victim, ...] = ()  # the triage engine's own record of each
     launcher_blamed: str | None = None
     hints: tuple[str, ...] = ()
+    oom_kind: str | None = None  # OOM: "device" or "host" (what a restart decides on, jobs/restart.py)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

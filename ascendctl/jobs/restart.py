@@ -125,8 +125,7 @@ def decide(record: JobRecord) -> Choice:
     category, node = failure.category, failure.node
     headline = failure.headline or category
     if category == "OOM":
-        host = "host memory" in headline
-        if not host:
+        if failure.oom_kind != "host":
             return Choice(Decision.NO_RESTART, f"{headline}: the job's own memory use; a restart would fail the same way")
         if node and failure.confidence != "low":
             return Choice(Decision.REPLACE, f"{headline}: the node ran out of memory", node)

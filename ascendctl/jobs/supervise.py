@@ -104,7 +104,7 @@ def first_failure(report: TriageReport) -> FirstFailure:
         file=f.file if f else None, line=f.line if f else None, text=f.text if f else None,
         exit_code=f.exit_code if f else None, signal=f.signal if f else None,
         victims=tuple(report.victims),
-        launcher_blamed=report.launcher_blamed, hints=report.hints)
+        launcher_blamed=report.launcher_blamed, hints=report.hints, oom_kind=report.oom_kind)
 
 
 class _Loop:

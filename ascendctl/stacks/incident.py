@@ -10,7 +10,7 @@ judges them as `ascendctl stacks` judged them live: same parsing (stacks/parse.p
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from ascendctl.stacks.merge import WAIT_PATTERNS, build_classes, build_tree, judge
@@ -97,25 +97,14 @@ def judge_capture(folder: str, nodes: dict[str, CaptureFiles], *,
             row = table.get(key)
             answer = RankAnswer(key[1], key[0], row.local_rank if row else None, row.launcher if row else "?",
                                 row.status if row else "dumped", list(capture.files.get(key, [])))
-            stack = rank_stack(node, answer, incident=None, shown_bytes=MAX_FILE_BYTES)
-            stack = RankStack(stack.rank, stack.node, stack.pid, stack.local_rank or _header_local(answer),
-                              stack.launcher, stack.status, stack.source, stack.threads, stack.main,
-                              tuple(capture.paths.get(key, [])), stack.notes)
+            stack = replace(rank_stack(node, answer, incident=None, shown_bytes=MAX_FILE_BYTES),
+                            files=tuple(capture.paths.get(key, [])))  # where they were read, not the node's paths
             if stack.main is None:
                 unanswered.append((node, stack.rank, stack.status))
             ranks.append(stack)
     gone = [(node, (rank,)) for node, rank, status in unanswered if status == "exited"]
     classes, verdict = judge(build_classes(ranks, patterns), gone)
     return CaptureJudgement(folder, tuple(sorted(ranks, key=lambda r: r.rank)), classes, verdict, tuple(unanswered))
-
-
-def _header_local(answer: RankAnswer) -> int | None:
-    """The local rank the hook's header line gives, where the table did not."""
-    for item in answer.files:
-        m = re.match(r"# ascendctl-stacks .*\blocal_rank=(\d+)", item.text)
-        if m:
-            return int(m.group(1))
-    return None
 
 
 def newest_capture(files: Iterable[tuple[str, str, str, str, int, str]],

@@ -208,6 +208,9 @@ def rank_stack(node: str, answer: RankAnswer, *, incident: str | None, shown_byt
     elif chosen.main_thread is None:
         notes.append(f"{source}: its main thread is not among the {len(chosen.threads)} threads dumped (faulthandler writes "
                      "at most 100, newest first): not judged; py-spy on the node shows every thread")
-    return RankStack(answer.rank, node, answer.pid, answer.local_rank, answer.launcher, answer.status,
+    local = answer.local_rank
+    if local is None and dump is not None and dump.header.get("local_rank", "").isdigit():
+        local = int(dump.header["local_rank"])  # the hook's header says it where the node's table did not
+    return RankStack(answer.rank, node, answer.pid, local, answer.launcher, answer.status,
                      source if chosen else None, chosen.threads if chosen else (), chosen.main_thread if chosen else None,
                      tuple(files), tuple(notes))

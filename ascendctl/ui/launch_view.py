@@ -142,7 +142,9 @@ def _node_state(record: JobRecord) -> list[str]:
 
 def show_attempts(attempts: Sequence[Attempt], code: ExitCode) -> None:
     """launch --restarts: one line per attempt (its job, nodes, end, verdict) and what was decided after it."""
-    if len(attempts) < 2 and (not attempts or attempts[0].choice.decision.value == "done"):
+    from ascendctl.jobs.restart import Decision
+
+    if len(attempts) < 2 and (not attempts or attempts[0].choice.decision == Decision.DONE):
         return
     out.print(f"attempts ({len(attempts)}):", markup=False)
     for a in attempts:
