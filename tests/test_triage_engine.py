@@ -348,3 +348,73 @@ def test_a_silent_rank_0_is_named_when_every_other_rank_timed_out(tmp_path: Path
         "OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=1800000) ran for 1800035 milliseconds before timing out." for r in (1, 2, 3)])
     report = triage([tmp_path])
     assert (report.rule, report.culprit_rank) == ("hang", 0), report.reason
+
+
+# --- issue #26, this stop: node names in syslog lines and Ray's report, a killed process the others point at,
+# Megatron's missing loss, a card held by another process
+
+def test_a_kernel_line_from_syslog_names_the_node_that_logged_it(tmp_path: Path) -> None:
+    write(tmp_path / "paste.log", [
+        "Aug 26 15:28:16 gpu-node7 kernel: [87474.832707] NVRM: Xid (PCI:0000:17:00): 79, pid=1234, GPU has fallen off the bus.",
+    ])
+    report = triage([tmp_path / "paste.log"])
+    assert report.category == Category.HARDWARE
+    assert report.first_failure is not None and report.first_failure.node == "gpu-node7"
+
+
+def test_a_log_level_and_module_after_a_time_is_no_host(tmp_path: Path) -> None:
+    write(tmp_path / "paste.log", ["2026-01-20T08:13:25 INFO trainer: RuntimeError: CUDA error: an illegal memory access"])
+    report = triage([tmp_path / "paste.log"])
+    assert report.first_failure is not None and report.first_failure.node is None
+
+
+def test_rays_memory_monitor_names_the_node_by_its_address(tmp_path: Path) -> None:
+    write(tmp_path / "driver.log", [
+        "(raylet) [2026-01-20 08:13:25,391 E 2105 2105] (raylet) node_manager.cc:3099: 1 Workers (tasks / actors) killed due "
+        "to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 87d772fad6, IP: 10.22.68.9) over the "
+        "last time period.",
+    ])
+    report = triage([tmp_path / "driver.log"])
+    assert report.category == Category.OOM
+    assert report.first_failure is not None and report.first_failure.node == "10.22.68.9"
+
+
+STORE_BROKEN = ("RuntimeError: [{r}] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
+                "store by key '0', but store->get('0') got error: Broken pipe. This may indicate a possible application "
+                "crash on rank 0 or a network set up issue.")
+DS_KILLED = ("[2023-12-27 11:01:09,316] [ERROR] [launch.py:321:sigkill_handler] ['python', '-u', 'train.py', "
+             "'--local_rank=7'] exits with return code = -9")
+
+
+def test_a_killed_process_of_unknown_rank_is_the_silent_rank_the_others_point_at(tmp_path: Path) -> None:
+    write(tmp_path / "out.log", [STORE_BROKEN.format(r=6), STORE_BROKEN.format(r=5), DS_KILLED])
+    report = triage([tmp_path / "out.log"])
+    assert report.category == Category.OOM and report.rule == "bad_exit"
+    assert report.first_failure is not None and report.first_failure.rank == 0
+
+
+def test_the_rank_pointed_at_is_not_blamed_for_a_kill_when_it_logged_an_error_of_its_own(tmp_path: Path) -> None:
+    write(tmp_path / "out.log", ["[rank0]: ValueError: bad shape in the tokenizer", STORE_BROKEN.format(r=6), DS_KILLED])
+    report = triage([tmp_path / "out.log"])
+    assert not (report.rule == "bad_exit" and report.first_failure is not None and report.first_failure.rank == 0
+                and report.category == Category.OOM)
+
+
+def test_megatron_iteration_lines_that_lose_their_loss_are_nan(tmp_path: Path) -> None:
+    line = (" iteration {i}/    8000 | consumed samples: {s} | elapsed time per iteration (ms): 7613.1 | learning rate: "
+            "6.680E-06 | global batch size:    64 |{loss} loss scale: 1.0 | grad norm: 0.752 | number of skipped iterations:"
+            "   {skipped} | number of nan iterations:   0 |")
+    write(tmp_path / "a.log", [line.format(i=3383, s=216512, loss=" lm loss: 7.334521E-01 |", skipped=0),
+                               line.format(i=3384, s=216576, loss="", skipped=0)])
+    assert triage([tmp_path / "a.log"]).category == Category.NAN
+    # every iteration of the interval skipped (an fp16 overflow): no loss is printed, and that is no NaN
+    write(tmp_path / "b.log", [line.format(i=3383, s=216512, loss=" lm loss: 7.334521E-01 |", skipped=0),
+                               line.format(i=3384, s=216576, loss="", skipped=1)])
+    assert triage([tmp_path / "b.log"]).category != Category.NAN
+
+
+def test_a_card_another_process_holds_is_a_launch_problem_not_an_oom(tmp_path: Path) -> None:
+    write(tmp_path / "a.log", ["RuntimeError: mindspore/ccsrc/runtime/device/ascend/ascend_memory_manager.cc:62 "
+                               "MallocDeviceMemory] Malloc device memory failed, size[32212254720], ret[207001], Device 6 may "
+                               "be other processes occupying this card, check as: ps -ef|grep python"])
+    assert triage([tmp_path / "a.log"]).category == Category.LAUNCH

@@ -535,15 +535,40 @@ def rule_bad_exit(facts: Facts) -> RuleVerdict | None:
                       pid=source.pid if source else None, role="report", local_rank=actor.local, exit_code=exit_.code,
                       signal=exit_.signal, time_source=source.time_source if source else "job")
     reason = f"{actor.label()} {what}, and had no communication error of its own"
-    voters = _voters_for(facts, actor)
-    if voters:
-        reason += f"; {voters} other rank(s)' communication errors point at it"
-        confidence = "high" if confidence == "medium" else confidence
     hints: tuple[str, ...] = ()
     if category == Category.OOM:
         hints = ("check the node's kernel log for the OOM killer (`ascendctl collect` gathers dmesg), and host memory "
                  "per rank (dataloader workers, pinned memory)",)
+    pointed = _killed_one_pointed_at(facts, actor, exit_)
+    if pointed is not None:
+        # a report that cannot say whose process was killed (DeepSpeed's launcher prints the last command it spawned),
+        # while the ranks that lost a peer all name one rank that logged nothing: that rank is the process killed
+        (node, rank), count = pointed
+        culprit = replace(culprit, node=node or culprit.node, rank=rank, local_rank=None)
+        reason += (f"; {count} rank(s)' communication errors point at rank {rank}, which logged nothing of its own: "
+                   "most likely the process killed")
+        return RuleVerdict("bad_exit", category, culprit, reason, "low", facts.actor(node, rank), hints)
+    voters = _voters_for(facts, actor)
+    if voters:
+        reason += f"; {voters} other rank(s)' communication errors point at it"
+        confidence = "high" if confidence == "medium" else confidence
     return RuleVerdict("bad_exit", category, culprit, reason, confidence, actor, hints)
+
+
+def _killed_one_pointed_at(facts: Facts, actor: Actor, exit_: Exit) -> tuple[tuple[str | None, int], int] | None:
+    """The rank a killed process of unknown rank most likely was: the one the others' communication errors name by a
+    clear majority, when that rank logged no error, exit or stop of its own."""
+    if actor.rank is not None or actor.local is not None or exit_.signal != "SIGKILL":
+        return None
+    ranks, _ = _votes(facts)
+    win = _clear_winner(ranks, sum(1 for a in facts.actors.values() if a.comm))
+    if win is None:
+        return None
+    (node, rank), count = win
+    target = facts.actors.get((node, rank, None))
+    if rank is None or target is not None and (target.own or target.generic or target.comm or target.exits or target.stops):
+        return None
+    return (node, rank), count
 
 
 def _exit_same_moment(a: Exit, b: Exit) -> bool:

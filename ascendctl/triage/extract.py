@@ -359,7 +359,7 @@ class Extraction:
             signal = signal_of(-int(groups["sig"]))
         elif "sig2" in named and groups["sig2"]:
             signal = signal_of(-int(groups["sig2"]))
-        node = src.node or (self.addresses.get(prefixes.ip) if prefixes.ip else None) or prefixes.ip
+        node = src.node or (self.addresses.get(prefixes.ip) if prefixes.ip else None) or prefixes.ip or prefixes.host
         nccl = _NCCL_PREFIX_RX.search(body)
         if nccl is not None:
             node = node or nccl["host"]
@@ -603,6 +603,9 @@ _PREFIX_RXS = (
     re.compile(r"^\((?:[\w.-]+?[ _](?:rank=(?P<arank>\d+) |TP(?P<tp>\d+) )?)?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s*"),  # Ray / vLLM actors
     re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\] "),  # vLLM logger
     re.compile(r"^[\w.-]+ \[std(?:out|err)\] "),  # multi-node runners: "<job>.<host> [stderr] "
+    # syslog / journalctl (short and short-iso): "Aug 26 15:27:32 <host> kernel: ..." names the machine that logged it
+    re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?\d\d|Z)?) "
+               r"(?P<host>[A-Za-z0-9][\w.-]*) (?=kernel:|[\w.@/-]+\[\d+\]: )"),
 )
 
 
@@ -615,12 +618,13 @@ class Prefixes:
     local: int | None = None
     pid: int | None = None
     ip: str | None = None
+    host: str | None = None  # the machine a syslog line names
 
 
 def strip_prefixes(text: str) -> Prefixes:
     """Remove runner prefixes (torchrun, torch, Ray/vLLM actors, vLLM logger, multi-node runners), keeping what they say."""
     rank = local = pid = None
-    ip = None
+    ip = host = None
     body = text
     for _ in range(6):
         for rx in _PREFIX_RXS:
@@ -635,11 +639,12 @@ def strip_prefixes(text: str) -> Prefixes:
                 if g.get("pid") is not None:
                     pid = int(g["pid"])
                 ip = ip or g.get("ip")
+                host = host or g.get("host")
                 body = body[m.end():]
                 break
         else:
             break
-    return Prefixes(body, rank, local, pid, ip)
+    return Prefixes(body, rank, local, pid, ip, host)
 
 
 def _local_prefix(text: str) -> int | None:

@@ -101,10 +101,10 @@ TRIGGERS: tuple[str, ...] = (
     "DEVICE_DOWN", "bad_alloc", "specific port", "bind", "not found", "No such file", "can't open", "atchdog",
     "endezvous", "FullMesh", "aborted", "hcom init", "SetupAgent", "CommInitRootInfo", "LocalRank Key", "RankID",
     "exitcode", "      :", "ParameterConflict", "between ranks", "ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES",
-    "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "EADDRINUSE", "closing signal", "death signal",
+    "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "occupying", "EADDRINUSE", "closing signal", "death signal",
     "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
     "srun: error", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
-    "rank id", "setting loss scale to", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
+    "rank id", "setting loss scale to", r"batch size: *\d+ [|] loss scale", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
     "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
     "out of memory", "total mem size", "Failed to CUDA", "running low on memory", "Memory on the node", "KeyError: ",
     "expected, but not set", "monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call",
@@ -217,12 +217,19 @@ CATALOG_SIGNATURES = CATALOG_FIRST + CATALOG_REST
 SIGNATURES: tuple[Signature, ...] = (
     *CATALOG_FIRST,  # catalog rows that must precede a broader hand-written row (their group says why)
     # ---------------------------------------------------------------- OOM
+    # MindSpore's start-up pool allocation failing because another program holds the card reads like an OOM; its
+    # own message says which (ascend_memory_manager.cc: "Device N may be other processes occupying this card")
+    Signature("launch.device_held", _L, r"(?:other|another) process(?:es)? (?:is |are )?occupying (?:this|the) (?:card|device)",
+              "the device is held by another process (the allocation at start-up failed because of it)",
+              "find and end the process that holds the device (`ascendctl preflight --only npu_stale_procs`, npu-smi info)",
+              ("occupying this", "occupying the")),
     Signature("device.oom", _O, r"\b(?:CUDA|NPU|XPU|MLU|HIP) out of memory\. Tried to allocate",
               "the accelerator ran out of memory", _HINT_OOM, ("out of memory. Tried",), kind="device"),
-    Signature("ray.node_oom", _O, r"Task was killed due to the node running low on memory|"
-              r"killed due to memory pressure \(OOM\)|"
-              r"(?:Memory on the )?node \((?:ID: \w+, )?IP: (?P<host>[\w.:-]+)(?:, ID: \w+)?\) (?:where the (?:task|actor)|over the "
-              r"last time period)",
+    # the node's address follows in the same line ("... at node (ID: <id>, IP: <ip>) over the last time period")
+    Signature("ray.node_oom", _O, r"(?:Task was killed due to the node running low on memory|"
+              r"killed due to memory pressure \(OOM\)|Memory on the (?=node \()|"
+              r"(?=node \((?:ID: \w+, )?IP: [\w.:-]+(?:, ID: \w+)?\) (?:where the (?:task|actor)|over the last time period)))"
+              r"(?:.*?\bnode \((?:ID: \w+, )?IP: (?P<host>[\w.:-]+))?",
               "Ray's memory monitor killed a worker because the node ran out of host memory", _HINT_HOST_OOM,
               ("running low on memory", "Memory on the node (IP", "killed due to memory pressure", "over the last time period"),
               kind="host"),
@@ -273,6 +280,13 @@ SIGNATURES: tuple[Signature, ...] = (
               ("educing", "educed", "ecreas", "setting loss scale to"), role="generic"),
     Signature("megatron.nan_grad", _N, r"found NaN in local grad norm|found (?:NaN|Inf) in (?:local )?grad",
               "Megatron found NaN in the gradient norm", _HINT_NAN, ("found NaN", "found Inf")),
+    # Megatron's training_log prints each loss only when its average over the interval is > 0, between the batch size
+    # and the loss scale: a line with nothing between them lost its loss to NaN (or to 0). An interval whose
+    # iterations were all skipped (fp16 overflow) prints no loss either, so a line counting skipped ones is not this.
+    Signature("megatron.loss_not_positive", _N,
+              r"global batch size: *\d+ \| loss scale: (?!.*number of skipped iterations: *[1-9])",
+              "Megatron's iteration line has no loss: its average was NaN or not positive (Megatron prints a loss only "
+              "when it is > 0)", _HINT_NAN, ("batch size: 64 | loss scale",)),
     Signature("megatron.nan_iterations", _N, r"number of nan iterations:\s*[1-9]", "Megatron counted NaN iterations", _HINT_NAN,
               ("nan iterations: 1",)),
     Signature("loss.nan", _N,
