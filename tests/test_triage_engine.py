@@ -418,3 +418,14 @@ def test_a_card_another_process_holds_is_a_launch_problem_not_an_oom(tmp_path: P
                                "MallocDeviceMemory] Malloc device memory failed, size[32212254720], ret[207001], Device 6 may "
                                "be other processes occupying this card, check as: ps -ef|grep python"])
     assert triage([tmp_path / "a.log"]).category == Category.LAUNCH
+
+
+def test_a_line_naming_only_its_device_belongs_to_the_rank_that_device_pairs_with(tmp_path: Path) -> None:
+    write(tmp_path / "n01" / "plog.log", [
+        "[INFO] HCCL(1234,python):2026-01-01-10:00:00.000.000 [hcom.cc:100][1234]hcom init by file success, rank[3], "
+        "device[6], server_id[n01]",
+        "[ERROR] DRV(5678,dmp_daemon):2026-01-01-10:05:00.000.000 [device_error_proc.cc:1] Device: 6 reported a memory "
+        "UCE error (hbm multi-bit ECC)",
+    ])
+    got = triage([tmp_path / "n01" / "plog.log"])
+    assert got.first_failure is not None and got.first_failure.rank == 3, got.first_failure

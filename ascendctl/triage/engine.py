@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ascendctl.triage.signatures import SIGNATURES, Category
-from ascendctl.triage.extract import HALVINGS_TO_COLLAPSE, PROGRESS_RX
+from ascendctl.triage.extract import HALVINGS_TO_COLLAPSE, PROGRESS_RX, device_scope
 from ascendctl.triage.model import STOP_SIGNALS, Finding, RankSummary, TriageReport, Victim, signal_of
 from ascendctl.triage.times import NO_YEAR, from_epoch, seconds, with_year
 from ascendctl.models import EndKind, NodeEnd
@@ -269,6 +269,7 @@ def build_facts(ex: Extraction) -> Facts:
                 if f.device is None and known[1] is not None:
                     f = replace(f, device=known[1])
         joined.append(replace(f, rank=rank) if rank != f.rank else f)
+    joined = _ranks_from_devices(joined, ex.device_ranks)
     # a rank named without a node: the node where that rank was seen, when only one was
     nodes_of: dict[int, set[str]] = {}
     for f in joined:
@@ -323,6 +324,23 @@ def build_facts(ex: Extraction) -> Facts:
     _loss_scale_collapse(ex, facts)
     _join_unattributed(facts)
     return facts
+
+
+def _ranks_from_devices(findings: list[Finding], paired: dict[tuple[tuple[str, str], int], set[int]]) -> list[Finding]:
+    """A line that names only its device ("Device: 6 ...") belongs to the rank that other lines of the same node pair
+    with that device (HCCL's `rank[3] ... device[6]`, a `(PID, Device, RankID)` header), when exactly one rank was: one
+    node holds each device once (`device_scope`)."""
+    pairs = {key: set(ranks) for key, ranks in paired.items()}
+    for f in findings:
+        if f.device is not None and f.rank is not None:
+            pairs.setdefault((device_scope(f.node, f.file), f.device), set()).add(f.rank)
+    if not pairs:
+        return findings
+    out = []
+    for f in findings:
+        ranks = pairs.get((device_scope(f.node, f.file), f.device)) if f.rank is None and f.device is not None else None
+        out.append(replace(f, rank=next(iter(ranks))) if ranks and len(ranks) == 1 else f)
+    return out
 
 
 def _join_unattributed(facts: Facts) -> None:

@@ -187,6 +187,12 @@ def attribute_path_full(rel: PurePosixPath, *, bundle: bool) -> tuple[str | None
     return node, rank, local, device, pid
 
 
+def device_scope(node: str | None, file: str) -> tuple[str, str]:
+    """Where a device number is unique: its node, or for a file of no known node that file (a paste may hold several
+    nodes, each with its own device 6)."""
+    return ("node", node) if node is not None else ("file", file)
+
+
 def _first_int(rxs: Iterable[re.Pattern[str]], text: str) -> int | None:
     for rx in rxs:
         m = rx.search(text)
@@ -230,6 +236,8 @@ class Extraction:
     kept: Counter[tuple[str | None, int | None, str]] = field(default_factory=Counter)
     suppressed: int = 0
     pid_ranks: dict[tuple[str | None, int], tuple[int | None, int | None]] = field(default_factory=dict)
+    # the ranks each device was paired with by context lines (HCCL init), per node (or per file of no known node)
+    device_ranks: dict[tuple[tuple[str, str], int], set[int]] = field(default_factory=dict)
     local_ranks: dict[tuple[str | None, int], int] = field(default_factory=dict)  # (node, local rank) -> global rank
     progress: dict[tuple[str | None, int | None, int | None], Progress] = field(default_factory=dict)  # (node, rank, local)
     scales: dict[tuple[str | None, int | None, str], list[tuple[float, Finding]]] = field(default_factory=dict)
@@ -416,6 +424,8 @@ class Extraction:
             src.rank, src.device = ctx_rank, ctx_device if ctx_device is not None else src.device
         if ctx_pid is not None:
             self.pid_ranks[(src.node, ctx_pid)] = (ctx_rank, ctx_device)
+        if ctx_device is not None:
+            self.device_ranks.setdefault((device_scope(src.node, src.file), ctx_device), set()).add(ctx_rank)
         if local is not None:
             self.local_ranks.setdefault((src.node, local), ctx_rank)
 
