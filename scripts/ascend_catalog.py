@@ -131,19 +131,19 @@ GROUPS: dict[str, dict[str, str]] = {
         "meaning": "a kernel failed on the NPU (AI Core, vector core or AI CPU exception or trap): aclError catalog",
         "hint": "rerun that rank with ASCEND_LAUNCH_BLOCKING=1 to find the failing operator"},
     "ibv.wc_error": {
-        "category": "COMM_TIMEOUT", "role": "error", "kind": "", "form": "ibv_wc",
+        "category": "COMM_TIMEOUT", "role": "error", "kind": "fabric", "form": "ibv_wc",
         "meaning": "an RDMA work completion failed (retry counter exceeded, flushed, remote error): the peer exited or "
                    "the path to it dropped packets (ibverbs status catalog)",
         "hint": _HINT_TIMEOUT},
     "ibv.device_event": {
-        "category": "HARDWARE", "role": "error", "kind": "", "form": "ibv_event",
+        "category": "HARDWARE", "role": "error", "kind": "fabric", "form": "ibv_event",
         "meaning": "the RDMA NIC raised a fatal asynchronous event (local catastrophic error, port error): ibverbs "
                    "event catalog",
         "hint": "drain the node; check the NIC with `ibv_devinfo` / `ibstat` (port state), its firmware and the cable"},
     "ibv.setup_failed": {
         # first in the table: NCCL's "Call to ibv_reg_mr failed with error Cannot allocate memory" is the NIC's
         # memory registration (locked-memory limit, peer-memory module), not the host running out of memory
-        "category": "HARDWARE", "role": "error", "kind": "", "form": "ibv_call", "place": "first",
+        "category": "HARDWARE", "role": "error", "kind": "fabric", "form": "ibv_call", "place": "first",
         "meaning": "the node's RDMA NIC could not set up the data path (a verbs call to open the device, register "
                    "memory or create a queue pair failed): NCCL's verbs wrappers",
         "hint": "check this node's NIC (`ibv_devinfo`, port state), the locked-memory limit (`ulimit -l`) and the "

@@ -47,8 +47,9 @@ def test_every_group_maps_to_a_valid_category_and_role() -> None:
     for gid, group in GROUPS.items():
         assert Category(group["category"]) is not Category.UNKNOWN, gid
         assert group["role"] in ROLES and group["meaning"] and group["hint"], gid
-        assert group["kind"] in ("", "device", "host"), gid
-        assert (group["kind"] != "") == (group["category"] == "OOM"), gid
+        assert group["kind"] in ("", "device", "host", "fabric"), gid
+        assert (group["kind"] in ("device", "host")) == (group["category"] == "OOM"), gid
+        assert group["kind"] != "fabric" or group["category"] in ("COMM_TIMEOUT", "HARDWARE"), gid
     ids = {s.id for s in SIGNATURES}
     assert {s.id for s in CATALOG_SIGNATURES} <= ids
     assert {gid for gid in GROUPS if any(e["group"] == gid for e in ENTRIES)} <= ids

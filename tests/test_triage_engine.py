@@ -429,3 +429,30 @@ def test_a_line_naming_only_its_device_belongs_to_the_rank_that_device_pairs_wit
     ])
     got = triage([tmp_path / "n01" / "plog.log"])
     assert got.first_failure is not None and got.first_failure.rank == 3, got.first_failure
+
+
+IB_STATUS12 = ("kp-ddp-worker-0:97:152 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+               "10.216.210.236<43380> with error 12, opcode 0, len 0, vendor err 129 (Send)")
+
+
+def test_an_rdma_completion_error_is_a_fabric_verdict_that_names_the_link(tmp_path: Path) -> None:
+    write(tmp_path / "w0.log", [IB_STATUS12])
+    report = triage([tmp_path / "w0.log"])
+    assert report.category == Category.COMM_TIMEOUT and report.fabric
+    assert "fabric" in report.headline()
+    assert any("link between kp-ddp-worker-0 and 10.216.210.236" in h for h in report.hints), report.hints
+    assert report.to_dict()["fabric"] is True
+
+
+def test_a_timeout_without_fabric_evidence_is_not_called_fabric(tmp_path: Path) -> None:
+    write(tmp_path / "b" / "h01" / "launcher.log", [stamp(1.0, gloo_timeout(0, 0)), stamp(1.1, gloo_timeout(1, 1))])
+    report = triage([tmp_path / "b"])
+    assert report.category == Category.COMM_TIMEOUT and not report.fabric
+    assert "fabric" not in report.headline() and report.to_dict()["fabric"] is False
+
+
+def test_a_nic_link_going_down_is_a_fabric_fault_of_that_node(tmp_path: Path) -> None:
+    write(tmp_path / "paste.log", ["Mar  3 10:00:01 node17 kernel: [1234.5] mlx5_core 0000:3b:00.0 ens1f0: Link down"])
+    report = triage([tmp_path / "paste.log"])
+    assert report.category == Category.HARDWARE and report.fabric and report.culprit_node == "node17"
+    assert any("node17's NIC and link" in h for h in report.hints), report.hints

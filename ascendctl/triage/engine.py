@@ -1043,6 +1043,30 @@ def _launcher_blamed(facts: Facts, verdict: RuleVerdict | None) -> str | None:
     return None
 
 
+def _fabric_evidence(facts: Facts, first: Finding | None, category: Category) -> Finding | None:
+    """The NIC/link/RDMA line the verdict stands on: the first failure's own, or, when no single culprit was found among
+    ranks that all failed in communication, the earliest such line of theirs (a fabric fault, not a plain timeout)."""
+    if first is not None:
+        return first if first.kind == "fabric" else None
+    if category not in (Category.COMM_TIMEOUT, Category.HARDWARE):
+        return None
+    return facts.earliest(f for f in facts.findings if f.kind == "fabric" and f.role == "error")
+
+
+def _fabric_link(facts: Facts, first: Finding | None) -> str | None:
+    """For a NIC/link fault, the link it names: this node and the peer its line names, when the log says so."""
+    if first is None:
+        return None
+    here = first.node or (f"rank {first.rank}" if first.rank is not None else None)
+    peer_node, peer_rank = _peer_targets(facts, first)
+    peer = peer_node or first.peer_addr or (f"rank {peer_rank}" if peer_rank is not None else None)
+    if here and peer and peer != here:
+        return f"the link between {here} and {peer} (or either end's NIC) is the first suspect: check both ports"
+    if here:
+        return f"{here}'s NIC and link are the first suspect: check its port before the program"
+    return None
+
+
 def _oom_kind(f: Finding | None) -> str | None:
     if f is None or f.category != Category.OOM:
         return None
@@ -1074,6 +1098,14 @@ def report(ex: Extraction, *, capture: CaptureJudgement | None = None) -> Triage
         for hint in HINTS[category]:
             if hint not in hints and not (first is None and category == Category.COMM_TIMEOUT):
                 hints.append(hint)
+        evidence = _fabric_evidence(facts, first, category)
+        if evidence is not None and evidence is not first:  # no culprit: say what the fabric lines mean all the same
+            fabric_hint = next((s.hint for s in SIGNATURES if s.id == evidence.signature), None)
+            if fabric_hint and fabric_hint not in hints:
+                hints.insert(0, fabric_hint)
+        link = _fabric_link(facts, evidence)
+        if link:
+            hints.insert(0, link)
         if first is not None and category == Category.COMM_TIMEOUT:
             hints.insert(0, f"look first at {verdict.actor.label() if verdict.actor else 'the rank named'}: its log before "
                             f"{first.time or 'the timeouts'}")
@@ -1085,7 +1117,8 @@ def report(ex: Extraction, *, capture: CaptureJudgement | None = None) -> Triage
     return TriageReport(category, first, tuple(findings), tuple(hints), reason, ex.files, ex.bytes_read, ex.suppressed,
                         tuple(ex.notes), unreadable, rule, confidence, tuple(victims), tuple(summaries),
                         _oom_kind(first), first is not None or verdict is None, _launcher_blamed(facts, verdict),
-                        skipped=skipped, stacks=facts.capture.to_dict() if facts.capture is not None else None)
+                        skipped=skipped, stacks=facts.capture.to_dict() if facts.capture is not None else None,
+                        fabric=_fabric_evidence(facts, first, category) is not None)
 
 
 __all__ = ["RULES", "Actor", "Exit", "Facts", "RuleVerdict", "build_facts", "decide", "report"]

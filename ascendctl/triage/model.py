@@ -51,7 +51,7 @@ class Finding:
     exit_code: int | None = None
     signal: str | None = None
     time_source: str = "line"  # line | stamp | report | job | inherited | none
-    kind: str = ""  # OOM: device | host
+    kind: str = ""  # OOM: device | host; COMM_TIMEOUT/HARDWARE: fabric (NIC, link, RDMA transport)
     absent: tuple[int, ...] = ()  # the ranks this line says never arrived (a monitor's list: monitoredBarrier's rank 0)
     monitor: int | None = None  # the rank this line says is watching the barrier ("check rank 0 logs"): alive, not absent
 
@@ -173,6 +173,7 @@ class TriageReport:
     launcher_blamed: str | None = None  # what a launcher's report named first, when that differs from the verdict
     skipped: tuple[str, ...] = ()  # inputs not read on purpose: FIFOs, devices, sockets, links, unsafe archive members
     stacks: Mapping[str, Any] | None = None  # the newest `stacks` capture in the inputs, judged (CaptureJudgement.to_dict)
+    fabric: bool = False  # the first failure is a NIC, link or RDMA transport fault (a signature of kind "fabric")
 
     @property
     def outcome(self) -> Outcome:
@@ -198,6 +199,8 @@ class TriageReport:
         category = self.category.value if self.category else "UNKNOWN"
         if self.category is not None and self.oom_kind:
             category += f" ({self.oom_kind} memory)"
+        if self.category is not None and self.fabric:
+            category += " (fabric: NIC or link)"
         f = self.first_failure
         if f is None:
             return f"{category}, no single culprit" if not self.single_culprit else f"{category}, no culprit found"
@@ -232,7 +235,7 @@ class TriageReport:
                 "findings": [f.to_dict() for f in self.findings], "hints": list(self.hints),
                 "files_read": self.files_read, "bytes_read": self.bytes_read, "suppressed_findings": self.suppressed,
                 "notes": list(self.notes), "unreadable": list(self.unreadable), "skipped": list(self.skipped),
-                "stacks": dict(self.stacks) if self.stacks is not None else None}
+                "stacks": dict(self.stacks) if self.stacks is not None else None, "fabric": self.fabric}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TriageReport":
@@ -250,7 +253,7 @@ class TriageReport:
                    _text(data.get("confidence") or "low"), tuple(Victim.from_dict(v) for v in data.get("victims") or ()),
                    tuple(RankSummary.from_dict(r) for r in data.get("ranks") or ()), _opt_text(data.get("oom_kind")),
                    bool(data.get("single_culprit", True)), _opt_text(data.get("launcher_blamed")), texts("skipped"),
-                   _mapping(data.get("stacks")))
+                   _mapping(data.get("stacks")), data.get("fabric") is True)
 
 
 @dataclass(slots=True)

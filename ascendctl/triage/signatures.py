@@ -53,7 +53,7 @@ class Signature:
     anchors: tuple[str, ...]
     flags: int = 0
     role: str = "error"  # error | generic | report | stop (module docstring)
-    kind: str = ""  # OOM: "device" or "host"
+    kind: str = ""  # OOM: "device" or "host"; COMM_TIMEOUT/HARDWARE: "fabric" (a NIC, link or RDMA transport fault)
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -82,6 +82,13 @@ _HINT_OOM = "device memory ran out: enable recompute, lower micro_batch_num or t
 _HINT_HOST_OOM = "the kernel OOM killer ended the process: lower dataloader workers / host memory use, or raise the memory limit"
 _HINT_NAN = "loss or gradients went NaN/Inf: check the mixed-precision config (bf16 vs fp16), the loss scale, and the learning rate"
 _HINT_HW = "hardware fault: drain the node, check `npu-smi info -t health` / `hccn_tool -link -g` (or nvidia-smi -q), and RMA"
+# a NIC, link or RDMA transport fault (kind "fabric"): the next step is the link, not the program or the timeouts
+_HINT_FABRIC = ("a NIC or link fault: check the port's link state and error counters (`hccn_tool -i DEVICE -link -g`, "
+                "`-net_health -g`; `ibstat`, `ibv_devinfo`, `ethtool -S`), the cable and the switch port; drain the node if it "
+                "repeats (`ascendctl nodes quarantine`)")
+_HINT_FABRIC_PEER = ("an RDMA completion failed: either the peer's process ended first (look at its log) or the link between "
+                     "the two failed: check the link state of both ports (`hccn_tool -i DEVICE -link -g`, `ibstat`) and the "
+                     "switch port's error counters")
 _HINT_PORT = "a port is already in use: kill stale processes from an earlier run or change MASTER_PORT / HCCL_IF_BASE_PORT"
 _HINT_RANKTABLE = "the rank table does not match the machines: regenerate it with `ascendctl render ranktable` and check it"
 
@@ -322,27 +329,30 @@ SIGNATURES: tuple[Signature, ...] = (
               r"receive ts exception msg|device (?:heartbeat|heart beat) (?:lost|timeout)|DEVICE_DOWN|"
               r"there is a sdma error|ProcessSdmaErrorInfo|hbm (?:multi-bit|ecc)|aicore (?:error|fault)|"
               r"Device\[\d+\] lost heartbeat|reason=lost heartbeat|GPU is lost|"
-              r"Unable to determine the device handle for GPU|fallen off the bus|"
-              r"NET/IB ?: (?:\S+ )?Got async (?:error )?event ?: (?:port error|local catastrophic error|device fatal)",
+              r"Unable to determine the device handle for GPU|fallen off the bus",
               "the NPU reported a device-level fault", _HINT_HW,
               ("ts exception", "heartbeat lost", "heartbeat timeout", "heart beat", "DEVICE_DOWN", "sdma error", "SdmaErrorInfo",
-               "hbm ", "aicore", "lost heartbeat", "GPU is lost", "device handle for GPU",
-               "fallen off the bus", "Got async event")),
+               "hbm ", "aicore", "lost heartbeat", "GPU is lost", "device handle for GPU", "fallen off the bus")),
+    Signature("nccl.ib_async_event", _H,
+              r"NET/IB ?: (?:\S+ )?Got async (?:error )?event ?: (?:port error|local catastrophic error|device fatal)",
+              "the node's InfiniBand/RoCE NIC raised a fatal event (port error, catastrophic error)", _HINT_FABRIC,
+              ("Got async event", "Got async error event"), kind="fabric"),
     Signature("nccl.ib_completion", _T, r"NET/IB ?: .*(?:Got completion|completion) .*(?:error|status=\d*[1-9])|"
               r"\bibv_poll_cq\b.*(?:error|failed)|transport retry counter exceeded|IBV_WC_RETRY_EXC_ERR|"
               r"local protection error|remote access error",
-              "an InfiniBand/RoCE completion failed (peer exited, or link down)", _HINT_TIMEOUT,
-              ("NET/IB", "ibv_poll_cq", "retry counter", "IBV_WC", "protection error", "remote access error")),
+              "an InfiniBand/RoCE completion failed (peer exited, or link down)", _HINT_FABRIC_PEER,
+              ("NET/IB", "ibv_poll_cq", "retry counter", "IBV_WC", "protection error", "remote access error"), kind="fabric"),
     Signature("hccl.roce_cqe", _T, r"error cqe status|cqe err(?:or)? status\[|ROCE CQE|_CQE\(EI0013\)|\bEI0013:",
-              "a RoCE completion error (peer exited, or link down)", _HINT_TIMEOUT, ("cqe", "CQE", "EI0013")),
+              "a RoCE completion error (peer exited, or link down)", _HINT_FABRIC_PEER, ("cqe", "CQE", "EI0013"), kind="fabric"),
     Signature("hccp.nic_init", _H, r"\bra (?:rdev|rdma|nic) init(?: rdma)? failed|\bEJ0002\b|[Tt]he network port is down",
               "HCCP could not bring up the NPU's network port (RoCE device init failed, EJ0002 port down): the device NIC or "
               "its link, before any peer was involved",
               "check the device port: `hccn_tool -i DEVICE -link -g` (link state), `-net_health -g`, `-ip -g` (its address in "
               "/etc/hccn.conf), the cable and the switch port; then `ascendctl preflight --only hccn_link,device_ips`",
-              ("init failed", "init rdma failed", "EJ0002", "network port is down")),
+              ("init failed", "init rdma failed", "EJ0002", "network port is down"), kind="fabric"),
     Signature("link.down", _H, r"\bNIC Link is Down\b|\blink (?:is )?down\b|link_status.*DOWN|Link down",
-              "a network link went down", _HINT_HW, ("Link is Down", "link down", "link is down", "link_status", "Link down")),
+              "a network link went down", _HINT_FABRIC, ("Link is Down", "link down", "link is down", "link_status", "Link down"),
+              kind="fabric"),
     # ---------------------------------------------------------------- launch
     Signature("port.in_use", _L, r"Address already in use|\bbind failed\b|bind\(\) failed|[Ff]ailed to bind(?! stream)|"
               r"specific port\[\d+\] fail|have already been bound|EADDRINUSE|failed to listen on any local network address|"
