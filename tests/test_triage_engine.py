@@ -456,3 +456,12 @@ def test_a_nic_link_going_down_is_a_fabric_fault_of_that_node(tmp_path: Path) ->
     report = triage([tmp_path / "paste.log"])
     assert report.category == Category.HARDWARE and report.fabric and report.culprit_node == "node17"
     assert any("node17's NIC and link" in h for h in report.hints), report.hints
+
+
+def test_a_rank_in_the_name_of_a_folder_far_above_the_log_is_not_the_logs_rank(tmp_path: Path) -> None:
+    from pathlib import PurePosixPath
+    from ascendctl.triage.extract import attribute_path_full
+    far = PurePosixPath("h02/files/data/exp_rank_0_sweep/logs/h02/launcher.log")
+    assert attribute_path_full(far, bundle=True)[1] is None
+    near = PurePosixPath("h02/files/data/exp/rank_3/plog/plog-123_456.log")
+    assert attribute_path_full(near, bundle=True)[1] == 3

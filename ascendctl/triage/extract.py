@@ -159,6 +159,9 @@ def match_line(text: str) -> Signature | None:
     return None
 
 
+NAMING_DEPTH = 2  # folders above a file whose names may say its rank or device
+
+
 def attribute_path(rel: PurePosixPath, *, bundle: bool) -> tuple[str | None, int | None, int | None, int | None]:
     """Node, rank, device and pid implied by a path inside a bundle or directory."""
     node, rank, _, device, pid = attribute_path_full(rel, bundle=bundle)
@@ -176,7 +179,9 @@ def attribute_path_full(rel: PurePosixPath, *, bundle: bool) -> tuple[str | None
     for i, part in enumerate(parts[:-1]):
         if _ELASTIC_RX.match(part) and i + 1 < len(parts) - 1 and parts[i + 1].isdigit():
             local = int(parts[i + 1])
-    for part in reversed(parts):
+    # rank and device names are read from the file's name and the two folders above it (`rank_3/plog/x.log`), never
+    # from the folders a user's run happens to live in (`/data/exp_rank_0/logs/h02/launcher.log` is no rank 0)
+    for part in reversed(parts[-1 - NAMING_DEPTH:]):
         if (m := _FILE_PID_RX.search(part)) is not None:  # plog-<pid>_<ts>, device-<pid>_<ts>: a pid, not a device
             pid = int(m.group(1)) if pid is None else pid
             continue

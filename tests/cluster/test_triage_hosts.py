@@ -186,6 +186,16 @@ def test_rank_that_hangs_is_named_although_it_never_errs(cluster_factory: Any, t
     agree(case)
 
 
+def test_rank_0_busy_saving_while_the_others_wait_in_the_all_reduce_is_named(cluster_factory: Any, tmp_path: Path) -> None:
+    # issue #26: rank 0 (where a trainer saves its checkpoint) stops calling collectives at step 2 and logs nothing, as
+    # a rank writing a checkpoint does; the five others time out in the all-reduce. Rank 0 hosts nothing torchrun's
+    # agent does not (the store is the agent's), so it is named as the rank that did not come, not as a store victim.
+    case = run_case(cluster_factory(hosts()), tmp_path, "faults_torch.py",
+                    {"JOB_TIMEOUT": "8", "JOB_FAULT": "hang", "JOB_FAULT_RANK": "0"})
+    assert verdict(case) == ("COMM_TIMEOUT", "h01", 0), case.brief()
+    agree(case)
+
+
 def test_rank_that_stalls_before_a_monitored_barrier_is_the_one_rank_0_names(cluster_factory: Any, tmp_path: Path) -> None:
     # issue #26: as above, with dist.monitored_barrier before each all-reduce: rank 0 (the monitor) says "Rank 4 failed
     # to pass monitoredBarrier"; the other ranks' errors name rank 0 only as where to look, and must not make it the culprit
