@@ -291,6 +291,9 @@ def facts_probe() -> dict[str, str]:
     }
 
 
+KERNEL_LOG_DENIED = 77  # the kernel command's exit when the node's user may not read the kernel log (EX_NOPERM)
+
+
 def command_sections(npu_ids: Sequence[int], since: float | None) -> list[tuple[str, str, str]]:
     """(name, tool, command) of every node-state command the collection script runs."""
     sections = [(CMD_NPU_TOPO, "npu-smi", "npu-smi info -t topo")]
@@ -314,8 +317,13 @@ def command_sections(npu_ids: Sequence[int], since: float | None) -> list[tuple[
                   f"|| journalctl -k --no-pager --since {stamp} 2>/dev/null || dmesg -T")
     else:
         kernel = "dmesg -T 2>/dev/null || journalctl -k --no-pager"
+    # a user other than root reads neither dmesg (kernel.dmesg_restrict=1) nor the kernel's journal (journalctl says
+    # "-- No entries --" and exits 0) unless in adm or systemd-journal: say so rather than keep an empty kernel log
+    denied = ('if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/kernel/dmesg_restrict 2>/dev/null)" = 1 ] && '
+              '! id -nG | grep -qwE "adm|systemd-journal"; then echo "the kernel log is not readable as user $(id -un): '
+              f'kernel.dmesg_restrict=1 and the user is in neither adm nor systemd-journal"; exit {KERNEL_LOG_DENIED}; fi; ')
     # the kernel ring buffer is bounded, the journal is not
-    sections.append((CMD_KERNEL, "dmesg", f"{{ {kernel}; }} | tail -c 16777216"))
+    sections.append((CMD_KERNEL, "dmesg", f"{denied}{{ {kernel}; }} | tail -c 16777216"))
     return sections
 
 
@@ -551,6 +559,9 @@ def _describe(node: Node, node_dir: Path, unpacked: UnpackResult, capped: bool, 
             commands.append(CommandEntry(name, tool, "absent", None, "", 0))
             continue
         present = out.is_file()
+        if name == CMD_KERNEL and code == str(KERNEL_LOG_DENIED):
+            warnings.append(f"kernel log not collected: not readable as user {node.user or 'the login user'} on this node "
+                            "(kernel.dmesg_restrict=1): collect as root, or add the user to adm or systemd-journal")
         commands.append(CommandEntry(name, tool, ("ok" if code == "0" else "failed") if present else "missing",
                                      int(code) if _COUNT.fullmatch(code) else None,
                                      node_path(node.name, command_path(name)) if present else "",

@@ -150,6 +150,12 @@ class HostSpec:
     # nameserver is the cluster's dead address (10.213.k.254, nothing answers): every other lookup stalls.
     # A files= entry for /etc/hosts or /etc/resolv.conf wins over either.
     resolver: str = "hosts"
+    # login users besides root (issue #29: a non-root user on the nodes): each gets a line in the host's own /etc/passwd
+    # (uid/gid NONROOT_UID + i, shell /bin/sh), a home /home/<name> of its own (0700), and root's authorized keys
+    users: tuple[str, ...] = ()
+
+
+NONROOT_UID = 4200  # uids of HostSpec.users: not in the machine's /etc/passwd, so no file outside the hosts is theirs
 
 
 @dataclass
@@ -1166,6 +1172,8 @@ def _sshd_config_text(c: Cluster, h: Host, faketime_lib: str | None) -> str:
              f"HostKey {h.host_key}",
              f"PidFile {h.workdir / 'sshd.pid'}",
              f"AuthorizedKeysFile {h.authorized_keys}",
+             # a non-root user cannot read the key file inside the test's private work dir: sshd reads it as root
+             *([f"AuthorizedKeysCommand /bin/cat {h.authorized_keys}", "AuthorizedKeysCommandUser root"] if spec.users else []),
              "PasswordAuthentication no",
              "KbdInteractiveAuthentication no",
              "PubkeyAuthentication yes",
@@ -1322,6 +1330,8 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
 
     for target in sorted({f for h in hosts for f in h.spec.files if overlay(h, f) is None}):
         _acquire_target(target, is_dir=False, owner=k)
+    for user in sorted({u for h in hosts for u in h.spec.users}):
+        _acquire_target(f"/home/{user}", is_dir=True, owner=k)
     etc_hosts = _etc_hosts_text(hosts)
 
     # ---- per-host files
@@ -1342,6 +1352,19 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
             for tool, script in h.spec.tools.items():
                 _write(h.bin_dir / tool, script, 0o755)
             m.append((str(h.bin_dir), TOOLS_DIR))
+        if h.spec.users:
+            passwd = Path("/etc/passwd").read_text(encoding="utf-8").rstrip("\n").split("\n")
+            for i, user in enumerate(h.spec.users):
+                uid = NONROOT_UID + i
+                passwd.append(f"{user}:*:{uid}:{uid}::/home/{user}:/bin/sh")
+                user_home = h.workdir / f"home-{user}"
+                user_home.mkdir()
+                os.chown(user_home, uid, uid)
+                os.chmod(user_home, 0o700)
+                m.append((str(user_home), f"/home/{user}"))
+            source = h.workdir / "etc_passwd"
+            _write(source, "\n".join(passwd) + "\n", 0o644)
+            m.append((str(source), "/etc/passwd"))
         resolver = {"/etc/hosts": etc_hosts}
         if h.spec.resolver == "stalled":
             resolver = {"/etc/hosts": _etc_hosts_text([h]), "/etc/resolv.conf": f"nameserver {c.dead_ip}\n"}

@@ -6,6 +6,7 @@ NPUs (`accelerator: ascend`), then they fail. Pure; must not import typer or ric
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from ascendctl.facts.devices import HCCN_CONF_SECTION, device_sections, devices_from_sections, ip_section, parse_hccn_conf
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from ascendctl.preflight.checks.model import NodeFacts, ProbeContext
 
 ABSENT = "@@absent"
+# a tool that refuses the node's user: the driver's device files are root's and its group's (HwHiAiUser by default)
+_DENIED_RX = re.compile(r"[Pp]ermission denied|[Oo]peration not permitted|\bEACCES\b|\bEPERM\b|[Nn]o permission|"
+                        r"(?:does not|doesn't) have (?:the )?permission|must be (?:run as )?root")
 
 
 def _npu_section(node: Node, ctx: ProbeContext) -> str | None:
@@ -60,6 +64,18 @@ def _absent(check: str, node: Node, tool: str) -> CheckResult:
     return result(check, Status.SKIP, f"no {tool} on this node (not an Ascend node; set accelerator: ascend to require it)")
 
 
+def _denied(check: str, node: Node, tool: str, output: str) -> CheckResult | None:
+    """A check the node's user may not run: skipped, saying so and why, instead of a driver fault."""
+    m = _DENIED_RX.search(output)
+    if m is None:
+        return None
+    line = next((ln.strip() for ln in output.splitlines() if _DENIED_RX.search(ln)), m.group(0))
+    who = node.user or "the login user"
+    return result(check, Status.SKIP, f"needs root: {tool} refused user {who} ({line[:120]})",
+                  f"run this check as root (`user: root` for the node) or add {who} to the driver's group "
+                  "(HwHiAiUser by default, see /dev/davinci*)")
+
+
 def _read_npu(check: str, node: Node, sections: Mapping[str, Section]) -> NpuInfo | CheckResult:
     section = sections.get("npu")
     if node.accelerator == "none" or section is None:
@@ -67,6 +83,9 @@ def _read_npu(check: str, node: Node, sections: Mapping[str, Section]) -> NpuInf
     if section.output.strip() == ABSENT:
         return _absent(check, node, "npu-smi")
     if section.exit_code != 0:
+        denied = _denied(check, node, "npu-smi", section.output)
+        if denied is not None:
+            return denied
         return result(check, Status.FAIL, f"`npu-smi info` failed (exit {section.exit_code}): {section.output.strip()[-120:]}",
                       "the driver may be down: check `dmesg` for davinci/driver errors and reload the driver or reboot")
     try:
@@ -135,6 +154,9 @@ def _hccn_evaluate(node: Node, sections: Mapping[str, Section], ctx: ProbeContex
         return result("hccn_link", Status.SKIP, "accelerator: none")
     if section.output.strip() == ABSENT:
         return _absent("hccn_link", node, "hccn_tool")
+    denied = _denied("hccn_link", node, "hccn_tool", section.output)
+    if denied is not None:
+        return denied
     problems: list[str] = []
     first_bad: int | None = None
     for chunk in section.output.split("--dev ")[1:]:
