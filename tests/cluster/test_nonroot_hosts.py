@@ -10,8 +10,12 @@ The kernel log is really refused: this machine's kernel.dmesg_restrict decides, 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import sys
 import tarfile
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +23,11 @@ from typer.testing import CliRunner
 
 from ascendctl.cli import app
 from tests.cluster.harness import Cluster, HostSpec
+from tests.cluster.test_launch_hosts import job_processes, last_job
 from tests.sim.hccn_tool import hccn_tool_script
 from tests.sim.npu_smi import npu_smi_script
+
+JOBS = Path(__file__).resolve().parent.parent / "jobs"
 
 runner = CliRunner()
 USER = "train"
@@ -89,3 +96,59 @@ def test_a_non_root_user_runs_preflight_exec_and_collect_and_is_told_what_needs_
             assert "not readable as user train" in kernel[node["name"]], kernel
         else:
             assert "kernel log" not in said, node["warnings"]
+
+
+def user_python(base: Path) -> Path:
+    """An interpreter the user can run: the system's python3 with the test venv's packages (this machine's venv points
+    at a Python under /root, which only root may enter), and torchrun beside it, as `launch` looks for it."""
+    site = next(Path(sys.prefix).glob("lib/python3*/site-packages"))
+    bin_dir = base / "bin"
+    bin_dir.mkdir(parents=True)
+    for name, run in (("python", ""), ("torchrun", "-m torch.distributed.run ")):
+        path = bin_dir / name
+        path.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec /usr/bin/python3 {run}"$@"\n')
+        path.chmod(0o755)
+    return bin_dir / "python"
+
+
+def test_a_non_root_user_launches_a_job_and_its_failure_is_judged(cluster_factory: Any, tmp_path: Path) -> None:
+    base = Path(tempfile.mkdtemp(prefix="asct-nonroot-"))  # outside the test's private directory: the user must reach it
+    try:
+        base.chmod(0o755)
+        python = user_python(base)
+        logs = base / "logs"
+        logs.mkdir()
+        logs.chmod(0o1777)
+        cluster: Cluster = cluster_factory([HostSpec(f"h0{i}", users=(USER,)) for i in (1, 2)])
+        inv = cluster.write_inventory(tmp_path / "user.yaml", defaults={"user": USER, "slots": 2, "python": str(python),
+                                                                       "command_timeout": 60})
+        argv = [sys.executable, "-m", "ascendctl", "launch", "-i", str(inv), "--launcher", "torchrun", "--log-dir",
+                str(logs / "job"), "--grace", "3", "--cluster-timeout", "30", "--no-preflight", "--env=JOB_FAULT=raise",
+                "--env=JOB_FAULT_RANK=3", "--env=JOB_TIMEOUT=8", "--env=PYTHONUNBUFFERED=1", "--",
+                str(JOBS / "faults_torch.py")]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
+        assert done.returncode == 5, done.stdout[-2000:] + done.stderr[-2000:]  # the job ran and failed
+        assert "h02 (rank 3): failed first: EXCEPTION" in done.stderr, done.stderr[-2000:]
+        owners = subprocess.run(cluster.ssh_argv(cluster.hosts[1], f"stat -c %U {logs}/job/h02/launcher.log"),
+                                capture_output=True, text=True, timeout=30)
+        assert owners.stdout.strip() == USER, owners.stdout + owners.stderr  # the job ran as the user, not as root
+        # a job left running (detached), then stopped by `stop`: every process of it ends, as the user's processes do
+        detached = subprocess.run([*argv[:argv.index("--log-dir") + 1], str(logs / "job2"), "--grace", "3", "--no-preflight",
+                                   "--detach", "--no-stacks", "--env=JOB_FAULT=hang", "--env=JOB_FAULT_RANK=0",
+                                   "--env=JOB_TIMEOUT=120", "--", str(JOBS / "faults_torch.py")],
+                                  capture_output=True, text=True, timeout=120, start_new_session=True)
+        assert detached.returncode == 0, detached.stderr[-2000:]
+        job = last_job()
+        deadline = time.monotonic() + 60
+        while not all(f"rank {r}/4 started" in subprocess.run(
+                cluster.ssh_argv(cluster.hosts[r // 2], f"cat {logs}/job2/h0{r // 2 + 1}/launcher.log"),
+                capture_output=True, text=True, timeout=30).stdout for r in range(4)):
+            assert time.monotonic() < deadline, "the job did not start on every node"
+            time.sleep(0.5)
+        stop = subprocess.run([sys.executable, "-m", "ascendctl", "stop", job["id"]], capture_output=True, text=True,
+                              timeout=120)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert last_job()["status"] == "stopped"
+        assert job_processes(cluster, "faults_torch.py") == []
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
