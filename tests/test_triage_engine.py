@@ -465,3 +465,12 @@ def test_a_rank_in_the_name_of_a_folder_far_above_the_log_is_not_the_logs_rank(t
     assert attribute_path_full(far, bundle=True)[1] is None
     near = PurePosixPath("h02/files/data/exp/rank_3/plog/plog-123_456.log")
     assert attribute_path_full(near, bundle=True)[1] == 3
+
+
+def test_a_missing_module_names_the_node_whose_setup_lacks_it_not_the_rank_that_printed_it(tmp_path: Path) -> None:
+    write(tmp_path / "b" / "h02" / "launcher.log", [
+        stamp(1.0, "[default1]:[rank3]:ModuleNotFoundError: No module named 'tbe.common.repository_manager'"),
+    ])
+    report = triage([tmp_path / "b"])
+    assert report.category == Category.LAUNCH and report.rule == "own_error"
+    assert report.first_failure is not None and (report.culprit_node, report.culprit_rank) == ("h02", None)

@@ -411,6 +411,11 @@ def _step_of(f: Finding) -> int | None:
     return int(m.group(1)) if m else None
 
 
+# Launch failures of the node's (or job's) setup rather than of one rank: a missing package or module, a device
+# ordinal or visible-devices setting, a variable the launcher did not set, two ranks given one device
+SHARED_SETUP = frozenset({"python.module_not_found", "launch.device_ordinal", "launch.env_missing", "launch.duplicate_device"})
+
+
 def rule_own_error(facts: Facts) -> RuleVerdict | None:
     """A rank's own error (OOM, NaN, hardware, launch, exception), not preceded by a communication error of its own."""
     candidates = [a.own[0] for a in facts.actors.values() if a.own]
@@ -456,6 +461,14 @@ def rule_own_error(facts: Facts) -> RuleVerdict | None:
         return RuleVerdict("ranks_disagree", first.category, None,
                        f"{actor.label()} reported a conflict between ranks ({what}): every rank involved took part, "
                        f"the error names both sides: {first.text[:160]}", "medium")
+    if first.signature in SHARED_SETUP:
+        # a package, a device setting or a variable the whole node's (or job's) setup lacks: whichever rank said it
+        # first only printed first; the node is where it started when the log knows it, never one of its ranks
+        what = next((sig.meaning for sig in SIGNATURES if sig.id == first.signature), first.signature)
+        where = f"node {first.node}" if first.node else "the job"
+        return RuleVerdict("own_error", first.category, replace(first, rank=None, local_rank=None, device=None),
+                           f"{actor.label()} could not start ({what}): a setup every rank of {where} shares, so no single "
+                           "rank went first", "medium", facts.actor(first.node, None))
     comm_firsts = [a.comm[0] for a in facts.actors.values() if a.comm]
     earlier_comm = [c for c in comm_firsts if facts.before(c, first) and facts.of(c) is not actor]
     ambiguous = [f for f in others if not facts.before(first, f) and f.category != first.category]
