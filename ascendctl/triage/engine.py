@@ -414,7 +414,7 @@ def _step_of(f: Finding) -> int | None:
 # Launch failures of the node's (or job's) setup rather than of one rank: a missing package or module, a device
 # ordinal or visible-devices setting, a variable the launcher did not set, two ranks given one device
 SHARED_SETUP = frozenset({"python.module_not_found", "launch.device_ordinal", "launch.env_missing", "launch.duplicate_device",
-                          "exec.not_found"})
+                          "exec.not_found", "hccl.init_config"})
 
 
 def rule_own_error(facts: Facts) -> RuleVerdict | None:

@@ -380,6 +380,8 @@ class Extraction:
             device = device if device is not None else int(nccl["dev"])
         if "host" in named and groups["host"] and sig.id not in ("srun.task_exit", "mpirun.exit"):
             node = node or groups["host"]
+        if sig.id == "shell.killed":
+            signal = "SIGKILL"
         if sig.id == "srun.task_exit":
             node = node or groups["host"]
             task = groups["task"]

@@ -98,7 +98,7 @@ _NAN_ANCHORS = (": nan", "=nan", "is nan", "NaN", "NAN", ": inf", "=inf", ": Inf
 # Every signature pattern and every context line must contain one; tests/test_triage_signatures.py checks it.
 TRIGGERS: tuple[str, ...] = (
     "rror", r"E[A-Z]\d{4}", r"ERR\d", "imeout", "imed out", "ime out", "imes out", "timing out", "TIMEOUT", "emory",
-    "found Inf", r"is -?inf\b", "aicore", "Aicore", "CUDA error", "device-side assert", "CUBLAS_STATUS",
+    "found Inf", r"is -?inf\b", "aicore", "Aicore", "aivector error", "aicpu error", "aiv error", "aic error", "AICPU execution", "CUDA error", "device-side assert", "CUBLAS_STATUS",
     "cuDNN error", "Connection closed by peer", "Connection reset", "traceback :", r"[:=(\[] ?[-+]?nan\b",
     r"is [-+]?nan\b", "nan values", "nan iterations: *[1-9]", "NaN", "NAN", r"[:=] ?-?[Ii]nf\b", "finite",
     "xception", "ailed", "ailure", "oom[-_]", "verflow", "educing", "educed", "ecreas", "lready", "eartbeat",
@@ -111,7 +111,7 @@ TRIGGERS: tuple[str, ...] = (
     "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "occupying", "EADDRINUSE", "closing signal", "death signal",
     "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
     "srun: error", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
-    "rank id", "setting loss scale to", r"batch size: *\d+ [|] loss scale", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
+    "rank id", "setting loss scale to", "Killed", "已杀死", r"batch size: *\d+ [|] loss scale", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
     "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
     "out of memory", "total mem size", "Failed to CUDA", "running low on memory", "Memory on the node", "KeyError: ",
     "expected, but not set", "monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call",
@@ -327,12 +327,12 @@ SIGNATURES: tuple[Signature, ...] = (
               "the firmware reported a hardware error", _HINT_HW, ("[Hardware Error]",)),
     Signature("ascend.device_fault", _H,
               r"receive ts exception msg|device (?:heartbeat|heart beat) (?:lost|timeout)|DEVICE_DOWN|"
-              r"there is a sdma error|ProcessSdmaErrorInfo|hbm (?:multi-bit|ecc)|aicore (?:error|fault)|"
+              r"there is a sdma error|ProcessSdmaErrorInfo|hbm (?:multi-bit|ecc)|"
               r"Device\[\d+\] lost heartbeat|reason=lost heartbeat|GPU is lost|"
               r"Unable to determine the device handle for GPU|fallen off the bus",
               "the NPU reported a device-level fault", _HINT_HW,
               ("ts exception", "heartbeat lost", "heartbeat timeout", "heart beat", "DEVICE_DOWN", "sdma error", "SdmaErrorInfo",
-               "hbm ", "aicore", "lost heartbeat", "GPU is lost", "device handle for GPU", "fallen off the bus")),
+               "hbm ", "lost heartbeat", "GPU is lost", "device handle for GPU", "fallen off the bus")),
     Signature("nccl.ib_async_event", _H,
               r"NET/IB ?: (?:\S+ )?Got async (?:error )?event ?: (?:port error|local catastrophic error|device fatal)",
               "the node's InfiniBand/RoCE NIC raised a fatal event (port error, catastrophic error)", _HINT_FABRIC,
@@ -526,6 +526,12 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("deepspeed.exit", _U, r"exits with return code = (?P<code>-?\d+)|Killing subprocess (?P<pid>\d+)",
               "the DeepSpeed launcher saw a worker exit", "the first rank to exit is not always the cause: check the others' first errors",
               ("exits with return code", "Killing subprocess"), role="report"),
+    # a shell running the job reports a child the kernel killed (bash's job report, in English or a translation):
+    # "run.sh: line 30: 23195 Killed   python train.py", "run.sh: 行 30: 23195 已杀死"
+    Signature("shell.killed", _U, r"(?:\bline|行) \d+: +(?P<pid>\d+) +(?:Killed|已杀死)(?:\s|$)",
+              "the shell that ran the job reports it was killed (SIGKILL)",
+              "the first rank to exit is not always the cause: check the others' first errors",
+              ("Killed", "已杀死"), role="report"),
     Signature("srun.task_exit", _U, r"srun: error: (?P<host>[\w.-]+): tasks? (?P<task>[\d,-]+): (?:Exited with exit code (?P<code>\d+)|"
               r"(?P<signal>Killed|Terminated|Aborted|Segmentation fault))",
               "Slurm saw a task end badly", "the first task to end is not always the cause: check the others' first errors",
@@ -561,12 +567,17 @@ SIGNATURES: tuple[Signature, ...] = (
               "a C++ exception or a failed stream sync ended the process (usually how an earlier error, often a "
               "communication timeout, surfaced)", "read the lines before it on the same rank for the error it carries",
               ("terminate called", "stream synchroni", "aclrtSynchronizeStream"), role="generic"),
+    # the NPU runtime's words for a kernel that failed (AI Core, vector core, AI CPU): an operator's fault, as the
+    # aclError catalog files them (507015 aicore / 507018 aicpu exception), not the device's
     Signature("device.runtime_error", _E, r"CUDA error: (?!out of memory)[a-z]|illegal memory access|device-side assert triggered|"
-              r"CUBLAS_STATUS_[A-Z_]+|cuDNN error: CUDNN_STATUS|Aicore kernel execute failed",
+              r"CUBLAS_STATUS_[A-Z_]+|cuDNN error: CUDNN_STATUS|Aicore kernel execute failed|Kernel task happen error|"
+              r"there is an? (?:aicore|aivector|aicpu|aiv|aic) error|exception of fftsplus (?:aicore|aivector|aicpu|aiv|aic) error|"
+              r"exception occurred during AICPU execution",
               "a kernel failed on the device (a bug or bad input, not a network problem)",
               "rerun that rank with CUDA_LAUNCH_BLOCKING=1 / ASCEND_LAUNCH_BLOCKING=1 to find the failing operator",
               ("CUDA error: ", "illegal memory access", "device-side assert", "CUBLAS_STATUS_", "cuDNN error",
-               "Aicore kernel execute failed")),
+               "Aicore kernel execute failed", "Kernel task happen error", "aicore error", "aivector error", "aicpu error",
+               "aiv error", "aic error", "during AICPU execution")),
     Signature("collective.mismatch", _E, r"Detected mismatch between collectives on ranks|"
               r"(?:[Mm]ismatch|inconsistent) (?:between|across) ranks|collective.{0,40}(?:sequence|shape) mismatch",
               "ranks called different collectives (a program bug the others then wait on)",
@@ -577,6 +588,18 @@ SIGNATURES: tuple[Signature, ...] = (
               role="generic"),
     Signature("torch_npu.dist_error", _T, r"\bERR\d{5} DIST\b", "torch_npu's distributed layer failed (often a peer died)",
               _HINT_TIMEOUT, tuple(f"ERR{d}" for d in range(10))),
+    # HCCL's own result codes (HcclResult, include/hccl/hccl_types.h of hicann/hcomm), as torch_npu reports a failed
+    # call ("HCCL function error: <call>(...), error code is N"): 1 parameter, 2 empty pointer, 5 not supported,
+    # 6 not found, 10 cannot open a file, when the call sets up a communicator, are its configuration
+    Signature("hccl.init_config", _L, r"HCCL function error: (?:Hccl|hccl)(?:CommInit\w*|GetRootInfo\w*|CreateSubComm\w*)\(.*"
+              r"error code is (?:1|2|5|6|10)\b",
+              "HCCL could not set up a communicator with the configuration it was given (HcclResult: parameter error, "
+              "empty pointer, not supported, not found or a file it could not open)",
+              "check the job's HCCL setup: rank table or root info, world size and rank, the devices given to each rank, "
+              "HCCL_* variables, and whether the feature is supported on this chip", ("HCCL function error",)),
+    Signature("hccl.result_memory", _O, r"HCCL function error: .*error code is (?:3|24)\b",
+              "HCCL could not allocate memory (HcclResult 3 memory error / 24 out of memory)", _HINT_OOM,
+              ("HCCL function error",), kind="device"),
     Signature("hccl.op_failed", _T, r"function error: Hccl\w+|\bHccl\w+ failed|HCCL function error|"
               r"call hccl api failed",
               "an HCCL operation failed (a peer is gone, or a link broke)", _HINT_TIMEOUT,
