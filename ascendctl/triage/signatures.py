@@ -611,6 +611,12 @@ SIGNATURES: tuple[Signature, ...] = (
               "a serving/training framework reports that a worker raised (the traceback follows)",
               "read the traceback after this line", ("hit an exception", "method failed", "encountered a", "encountered an",
                                                      "hit a fatal"), role="generic"),
+    # torch_npu names the C++ function whose check failed before the file: "Initialize:" is the device's start-up
+    # (NpuSysCtrl::Initialize, reached through _npu_init), so the process never had a working NPU
+    Signature("torch_npu.init_failed", _L, r"\bInitialize:\S+ NPU function error\b",
+              "torch_npu could not initialise the NPU (the process never had a working device)",
+              "check the device and the CANN install the job sees: `npu-smi info`, ASCEND_RT_VISIBLE_DEVICES, that "
+              "set_env.sh was sourced, and the plog (~/ascend/log) for the call that failed", ("NPU function error",)),
     Signature("torch_npu.wrapper", _E, r"(?:Error|Exception): (?:\[ERROR\]|.*\b(?:NPU|ACL|HCCL|acl\w*) function error\b|"
               r".*HCCL error in:)",
               "torch_npu wrapped a CANN/HCCL error; the lines after it (ERRxxxxx, EIxxxx) say what failed",
