@@ -474,3 +474,24 @@ def test_a_missing_module_names_the_node_whose_setup_lacks_it_not_the_rank_that_
     report = triage([tmp_path / "b"])
     assert report.category == Category.LAUNCH and report.rule == "own_error"
     assert report.first_failure is not None and (report.culprit_node, report.culprit_rank) == ("h02", None)
+
+
+def test_torch_npus_error_header_after_an_exception_says_whose_exception_it_was(tmp_path: Path) -> None:
+    write(tmp_path / "out.log", [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 18, in step',
+        "    dist.all_reduce(input)",
+        '  File "/usr/lib/python3.8/site-packages/torch/distributed/distributed_c10d.py", line 2050, in all_reduce',
+        "    work = group.allreduce([tensor], opts)",
+        "RuntimeError: Tensors must be contiguous",
+        "[ERROR] 2024-08-18-22:15:47 (PID:23232, Device:0, RankID:3) ERR02002 DIST invalid type",
+    ])
+    report = triage([tmp_path / "out.log"])
+    assert report.category == Category.EXCEPTION and report.culprit_rank == 3, report.first_failure
+
+
+def test_the_store_wait_of_old_torch_names_the_rank_it_waited_for_despite_its_spelling(tmp_path: Path) -> None:
+    write(tmp_path / "out.log", ["RuntimeError: [1] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via "
+                                 "c10d key-value store by key '0', but store->get('0') got error: Socket Timeout"])
+    report = triage([tmp_path / "out.log"])
+    assert report.category == Category.COMM_TIMEOUT and report.culprit_rank == 0, report.first_failure

@@ -49,7 +49,7 @@ _DEVICE_RXS = (
 )
 _PID_RX = re.compile(r"^\[?[A-Z]+\]? ?[A-Z_]+\((\d+)[,:]|\[PID: ?(\d+)\]|\bPID:\s*(\d+)")
 _PEER_RANK_RXS = (
-    re.compile(r"retrieving ncclUniqueId from \[(\d+)\]"),
+    re.compile(r"retr(?:ie|ei)ving ncclUniqueId from \[(\d+)\]"),  # torch <= 1.13 spelled it "retreiving"
     re.compile(r"[Rr]ank (\d+) (?:failed to pass|did not call) (?:monitored)?[Bb]arrier"),
     re.compile(r"Cluster Exception Location\[IP/ID\]:\[[^/\]]*/(\d+)\]"),
     re.compile(r"crimer rank \[[^/\]]*/(\d+)\]"),
@@ -323,6 +323,7 @@ class Extraction:
             rank_id, device_id = int(block.group(3)), int(block.group(2))
             src.block = (number, rank_id if rank_id >= 0 else None, device_id if device_id >= 0 else None, int(block.group(1)),
                          BLOCK_LINES)
+            self._header_closes_message(src, number, src.block)
         sig = match_line(body)
         if sig is None or sig.role == "error" and sig.category == Category.COMM_TIMEOUT and _BENIGN_LEVEL_RX.match(body):
             if block is None:  # a block header set the file's state: not inert
@@ -416,6 +417,17 @@ class Extraction:
             self._scale(finding, text)
             return
         self.add(finding)
+
+    def _header_closes_message(self, src: Source, number: int, block: tuple[int, int | None, int | None, int | None, int]) -> None:
+        """torch_npu ends an exception's message with its header (`RuntimeError: Tensors must be contiguous` then
+        `[ERROR] ... (PID:23232, Device:0, RankID:0) ERR02002 DIST invalid type`): the finding of the line right above
+        the header, which said no rank, is that rank's."""
+        if not self.findings or block[1] is None:
+            return
+        last = self.findings[-1]
+        if last.file == src.file and 0 < number - last.line <= 2 and last.rank is None and last.local_rank is None:
+            self.findings[-1] = replace(last, rank=block[1], device=last.device if last.device is not None else block[2],
+                                        pid=last.pid if last.pid is not None else block[3])
 
     def _inert(self, raw: str) -> None:
         if len(self.inert) >= INERT_KEPT:

@@ -115,7 +115,7 @@ TRIGGERS: tuple[str, ...] = (
     "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
     "out of memory", "total mem size", "Failed to CUDA", "running low on memory", "Memory on the node", "KeyError: ",
     "expected, but not set", "monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call",
-    "didn't join collective", "didn't finish collective", "init failed", "init rdma failed", "EJ0002", "network port is down", "retrieving ncclUniqueId",
+    "didn't join collective", "didn't finish collective", "init failed", "init rdma failed", "EJ0002", "network port is down", "retrieving ncclUniqueId", "retreiving ncclUniqueId",
     "[A-Z][A-Za-z]*(Error|Exception) *$", "TimeoutError", "lost heartbeat", "GPU is lost", "device handle for GPU",
     "fallen off the bus", "Got async event", "stream synchroni", "aclrtSynchronizeStream", "Socket Timeout",
     "is killed by signal", "hit an exception", "method failed", "encountered an?", "hit a fatal", "Got async error event",
@@ -458,11 +458,11 @@ SIGNATURES: tuple[Signature, ...] = (
               r"The server socket on \S+ has timed out, will retry|"
               # torch's NCCL init: any store error while fetching the unique id from rank 0 ("Broken pipe", "Connection
               # reset"): the store or rank 0 went away ("may indicate a possible application crash on rank 0")
-              r"retrieving ncclUniqueId from \[\d+\] via c10d key-value store.{0,200}got error|"
+              r"retr(?:ie|ei)ving ncclUniqueId from \[\d+\] via c10d key-value store.{0,200}got error|"
               r"Stream synchronize timeout|stream sync timeout",
               "ranks did not all join the rendezvous in time", _HINT_TIMEOUT,
               ("Rendezvous", "endezvous", "Timed out initializing", "DistStoreError", "socket timed out", "RendezvousClosedError",
-               "socket has timed out", "retrieving ncclUniqueId")),
+               "socket has timed out", "retrieving ncclUniqueId", "retreiving ncclUniqueId")),
     Signature("nccl.system_error", _T, r"unhandled system error|NCCL error.*remote process exited|ncclRemoteError|"
               r"unhandled cuda error|NCCL communicator was aborted",
               "NCCL lost a peer or hit a system error", _HINT_TIMEOUT,
