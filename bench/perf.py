@@ -4,7 +4,8 @@ Each trace has the shape of tests/data/perf/straggler (torch.profiler on CPU: Pr
 `gloo:all_reduce` ranges) with STEPS steps of OPS collectives each; rank SLOW computes 30% more, so it waits least.
 Prints the files' size, the wall and CPU time, peak RSS, and the verdict. The temp dir is deleted.
 
-Run from the repository root:  .venv/bin/python bench/perf.py [--ranks 64] [--steps 50] [--ops 20] [--slow 5]
+Without arguments: 64 ranks x 50 steps x 20 ops, then 1,024 ranks x 10 steps x 20 ops (issue #31: < 10 s, < 500 MB).
+Run from the repository root:  .venv/bin/python bench/perf.py [--ranks N [--steps 50] [--ops 20]] [--slow 5]
 """
 
 from __future__ import annotations
@@ -16,22 +17,38 @@ import random
 import resource
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from common import ASCENDCTL, timed
 
 
-def trace(rank: int, ranks: int, steps: int, ops: int, slow: int, rng: random.Random) -> dict[str, object]:
+Draws = list[list[tuple[list[float], float]]]
+
+
+def draws(ranks: int, steps: int, ops: int, slow: int) -> Draws:
+    """Every rank's compute time (us) of each op of each step, and the longest: drawn once, as they describe one run."""
+    rng = random.Random(31)
+    found = []
+    for _ in range(steps):
+        step = []
+        for _ in range(ops):
+            computes = [900.0 * (1.3 if r == slow else 1.0) * rng.uniform(0.97, 1.03) for r in range(ranks)]
+            step.append((computes, max(computes)))
+        found.append(step)
+    return found
+
+
+def trace(rank: int, ranks: int, computes_of: Draws) -> dict[str, object]:
     """One rank's trace; every rank starts each op's compute together and leaves the all_reduce together, 300 us after
     the last one (the slow rank, most of the time) arrives."""
     events: list[dict[str, object]] = []
     t = 1_000_000.0
-    for step in range(1, steps + 1):
+    for step, step_ops in enumerate(computes_of, start=1):
         start = t
-        for _ in range(ops):
-            computes = [900.0 * (1.3 if r == slow else 1.0) * rng.uniform(0.97, 1.03) for r in range(ranks)]
-            finish = t + max(computes) + 300.0
+        for computes, longest in step_ops:
+            finish = t + longest + 300.0
             events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t,
                            "dur": computes[rank]})
             events.append({"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1, "tid": 2,
@@ -42,33 +59,50 @@ def trace(rank: int, ranks: int, steps: int, ops: int, slow: int, rng: random.Ra
     return {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": ranks}, "traceEvents": events}
 
 
+# the runs made without arguments: issue #31's bound is 1,024 ranks in < 10 s and < 500 MB
+RUNS = ((64, 50, 20), (1024, 10, 20))
+TARGET_S, TARGET_MIB = 10.0, 500.0
+# runs its arguments as a child and prints the child's peak RSS (KiB) on stderr: each run's own, not this script's
+PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+
+
+def run(ranks: int, steps: int, ops: int, slow: int) -> None:
+    """Write the traces of one run, time `ascendctl perf` over them, print the figures."""
+    work = Path(tempfile.mkdtemp(prefix="ascendctl-bench-perf-"))
+    try:
+        size = 0
+        table = draws(ranks, steps, ops, slow)
+        for rank in range(ranks):
+            path = work / f"rank{rank}.pt.trace.json.gz"
+            path.write_bytes(gzip.compress(json.dumps(trace(rank, ranks, table)).encode(), 6))
+            size += path.stat().st_size
+        argv = [*ASCENDCTL, "perf", str(work), "--json"]
+        wall, cpu = timed(argv, ok_codes=(0, 3))
+        measured = subprocess.run([sys.executable, "-c", PEAK_RSS, *argv], capture_output=True, text=True)
+        document = json.loads(measured.stdout)
+        rss = int(measured.stderr.split()[-1]) / 1024
+        calls = ranks * steps * ops
+        met = "met" if wall < TARGET_S and rss < TARGET_MIB else "NOT met"
+        print(f"perf: {ranks} ranks x {steps} steps x {ops} all_reduce = {calls} calls, "
+              f"{size / 1e6:.1f} MB gzip; {wall:.2f} s wall, {cpu:.2f} s CPU, peak RSS {rss:.0f} MiB "
+              f"(target < {TARGET_S:g} s, < {TARGET_MIB:g} MiB: {met})")
+        print(f"verdict: {document['verdict']}")
+        named = (document["straggler"] or {}).get("rank")
+        print(f"slow rank {slow}: {'named' if named == slow else f'NOT named (named: {named})'}")
+    finally:
+        shutil.rmtree(work)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--ranks", type=int, default=64)
+    parser.add_argument("--ranks", type=int, help="one run of this many ranks (default: the runs of RUNS)")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--ops", type=int, default=20)
     parser.add_argument("--slow", type=int, default=5)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="ascendctl-bench-perf-"))
-    try:
-        size = 0
-        for rank in range(args.ranks):
-            rng = random.Random(31)  # the same draws on every rank: they describe one run
-            path = work / f"rank{rank}.pt.trace.json.gz"
-            path.write_bytes(gzip.compress(json.dumps(trace(rank, args.ranks, args.steps, args.ops, args.slow, rng)).encode(), 6))
-            size += path.stat().st_size
-        argv = [*ASCENDCTL, "perf", str(work), "--json"]
-        wall, cpu = timed(argv, ok_codes=(0, 3))
-        document = json.loads(subprocess.run(argv, capture_output=True, text=True).stdout)
-        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        calls = args.ranks * args.steps * args.ops
-        print(f"perf: {args.ranks} ranks x {args.steps} steps x {args.ops} all_reduce = {calls} calls, "
-              f"{size / 1e6:.1f} MB gzip; {wall:.2f} s wall, {cpu:.2f} s CPU, peak RSS {rss:.0f} MiB")
-        print(f"verdict: {document['verdict']}")
-        named = (document["straggler"] or {}).get("rank")
-        print(f"slow rank {args.slow}: {'named' if named == args.slow else f'NOT named (named: {named})'}")
-    finally:
-        shutil.rmtree(work)
+    for ranks, steps, ops in RUNS if args.ranks is None else ((args.ranks, args.steps, args.ops),):
+        run(ranks, steps, ops, args.slow)
 
 
 if __name__ == "__main__":

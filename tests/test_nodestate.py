@@ -335,7 +335,9 @@ def test_on_slurm_quarantine_drains_with_ascendctls_reason(tmp_path: Path, scont
     assert change.slurm_problems == [] and [c.action for c in change.slurm] == ["drain", "drain"]
 
 
-def test_on_slurm_release_resumes_only_nodes_drained_for_ascendctls_reason(tmp_path: Path, scontrol: Path) -> None:
+def test_on_slurm_release_resumes_only_nodes_drained_for_ascendctls_reason(tmp_path: Path, scontrol: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "c1")  # as Slurm sets it in a job (else `scontrol show config` is asked)
     inv = slurm_inventory(tmp_path)
     quarantine_nodes(inv, ["h01", "h02", "h03"], "x", by="a", command="t")
     (tmp_path / "nodes.txt").write_text(

@@ -244,3 +244,82 @@ def test_a_checkpoint_still_growing_during_the_scan_is_skipped(tmp_path: Path) -
         writer.kill()
         writer.wait()
     assert point.path == f"{d}/step-1" and dict(point.skipped)["step-2"].startswith("still being written"), point
+
+
+# --- a HANG whose suspect is stuck in a device call: the node's fault (DEVICE_CALLS) --------------------------------
+SITE = "/venv/lib/python3.11/site-packages"
+C10D_WAIT = (f"{SITE}/torch/distributed/distributed_c10d.py", 2501, "all_reduce")
+
+
+def hang_record(*stuck: tuple[str, int, str], nodes: tuple[str, ...] = ("n01", "n01", "n02", "n02"),
+                suspects: tuple[int, ...] = (2,)) -> JobRecord:
+    """A job torn down on a hang, its verdict the blame engine's from a stacks capture (jobs/hang.hang_failure): the
+    ranks in `suspects` are at `stuck` (outermost first), the others wait in all_reduce."""
+    from ascendctl.jobs.hang import hang_failure
+    from ascendctl.stacks.merge import build_classes, build_tree, judge
+    from ascendctl.stacks.model import NodeCapture, StacksReport
+    from tests.test_stacks import rank_at
+
+    ranks = tuple(rank_at(r, node, ("train.py", 10, "<module>"), *(stuck if r in suspects else (C10D_WAIT,)))
+                  for r, node in enumerate(nodes))
+    classes, verdict = judge(build_classes(ranks))
+    captured = tuple(NodeCapture(n, None, True, False, tuple(r for r in ranks if r.node == n)) for n in dict.fromkeys(nodes))
+    failure = hang_failure(StacksReport("j1", "20261126-230000Z", captured, build_tree(ranks), classes, verdict))
+    assert failure is not None and failure.category == "HANG" and failure.rule == "stacks"
+    return replace(record(JobState.FAILED, nodes=tuple(dict.fromkeys(nodes))), first_failure=failure)
+
+
+@pytest.mark.parametrize("stuck, decision, node", [
+    ((("train.py", 40, "step"), (f"{SITE}/torch/cuda/__init__.py", 954, "synchronize")), Decision.REPLACE, "n02"),
+    ((("train.py", 40, "step"), (f"{SITE}/torch_npu/npu/utils.py", 61, "synchronize")), Decision.REPLACE, "n02"),
+    ((("train.py", 40, "step"), (f"{SITE}/torch/cuda/streams.py", 90, "wait_event")), Decision.REPLACE, "n02"),
+    ((("train.py", 40, "step"), (f"{SITE}/mindspore/hal/stream.py", 120, "query")), Decision.REPLACE, "n02"),
+    ((("train.py", 40, "step"), ("/usr/local/Ascend/lib64/libascendcl.so", 0, "aclrtSynchronizeStream")),
+     Decision.REPLACE, "n02"),  # py-spy --native: AscendCL
+    ((("train.py", 40, "step"), ("/usr/lib/x86_64-linux-gnu/libcuda.so.1", 0, "cuStreamSynchronize")), Decision.REPLACE, "n02"),
+    ((("train.py", 40, "step"), ("/app/loader.py", 77, "next_batch")), Decision.RESTART, None),  # the dataloader: not a device
+    ((("train.py", 40, "step"), (f"{SITE}/torch/cuda/memory.py", 30, "memory_allocated")), Decision.RESTART, None),
+    ((("train.py", 40, "save"),), Decision.RESTART, None),
+])
+def test_a_hang_replaces_the_node_only_when_its_suspect_is_stuck_in_a_device_call(
+        stuck: tuple[tuple[str, int, str], ...], decision: Decision, node: str | None) -> None:
+    choice = decide(hang_record(*stuck))
+    assert (choice.decision, choice.node) == (decision, node), choice.why
+    if decision == Decision.REPLACE:
+        assert f"stuck in a device call ({stuck[-1][0]}:{stuck[-1][2]})" in choice.why
+
+
+def test_a_hang_stuck_in_a_device_call_on_ranks_of_two_nodes_names_no_node_and_restarts_in_place() -> None:
+    cuda = (f"{SITE}/torch/cuda/__init__.py", 954, "synchronize")
+    choice = decide(hang_record(("train.py", 40, "step"), cuda, suspects=(1, 2)))
+    assert choice.decision == Decision.RESTART and choice.node is None, choice.why
+
+
+def test_device_calls_and_the_suspect_frame_read_from_a_recorded_verdict() -> None:
+    from ascendctl.jobs.restart import device_call, suspect_frame
+
+    assert device_call("/x/libascendcl.so:aclrtSynchronizeDevice") and device_call("/x/libruntime.so:rtStreamSynchronize")
+    assert device_call("/x/app.so:cudaDeviceSynchronize") and not device_call("/app/train.py:cuda_ready")
+    assert not device_call(f"{C10D_WAIT[0]}:all_reduce") and not device_call("/app/train.py:synchronize")
+    assert device_call("/usr/local/Ascend/lib64/libhccl.so:TransportP2p::WaitDone")  # HCCL's own API calls are waits
+    failure = FirstFailure("why", node="n02", rank=2, category="HANG", rule="stacks", file="/a b/t.py", line=0,
+                           text="rank 2 at /a b/t.py in f, g, not in a collective (the others wait in all_reduce)")
+    assert suspect_frame(failure) == "/a b/t.py:f, g"
+    assert suspect_frame(replace(failure, rule="hang_progress")) is None  # a HANG from the logs: no frame to read
+    assert suspect_frame(replace(failure, text="something else")) is None
+
+
+def test_a_replaced_nodes_evidence_is_the_why_and_the_verdicts_own_line_on_one_plain_line() -> None:
+    from ascendctl.jobs.restart import EVIDENCE_CUT, Choice, evidence_of
+    from ascendctl.paths import hidden_char
+
+    failure = FirstFailure("why", node="n02", category="HARDWARE", headline="HARDWARE on node n02", file="/l/rank1.log",
+                           line=42, text="\x1b[31mRuntimeError: uncorrectable ECC error\x1b[0m\r" + "x" * 600)
+    rec = replace(record(JobState.FAILED), first_failure=failure)
+    choice = decide(rec)
+    evidence = evidence_of(choice, rec)
+    assert evidence.startswith("HARDWARE on node n02: a fault of the node; /l/rank1.log:42: ")
+    assert "RuntimeError: uncorrectable ECC error" in evidence and hidden_char(evidence) is None
+    assert evidence.endswith(" [...]") and len(evidence) < EVIDENCE_CUT + 120
+    lost = Choice(Decision.REPLACE, "node n01 was lost while the job ran", "n01")  # the verdict names another node
+    assert evidence_of(lost, rec) == lost.why

@@ -28,7 +28,8 @@ from ascendctl.bundle.archive import CHUNK, Refused, SafeUnpacker, UnpackResult
 # re-exported: `ascendctl.unpack_tar_stream` and the callers of collect's unpacker know them by this module
 from ascendctl.bundle.layout import (CMD_HCCN_IP, CMD_HCCN_LINK, CMD_HCCN_NET_HEALTH, CMD_KERNEL, CMD_NPU_HEALTH,
                                      CMD_NPU_INFO, CMD_NPU_TOPO, CMD_NVIDIA, CMD_NVIDIA_ECC, CMD_NVIDIA_TOPO, COMMANDS,
-                                     FACTS, FILES, JOB, JOB_DIR_ENTRIES, MANIFEST, REFUSED_LIST, REFUSED_MORE,
+                                     FACTS, FILES, JOB, JOB_DIR_ENTRIES, MANIFEST, PROFILE_LEFT, PROFILE_LEFT_MORE,
+                                     REFUSED_LIST, REFUSED_MORE,
                                      SELECTION_TSV, STAGING, STATUS_TSV, SUMMARY, bundle_directory,
                                      command_path, files_path, node_path, per_device)
 from ascendctl.remote.probe import TOOL_PATH, ask
@@ -56,6 +57,7 @@ DEFAULT_NODE_CAP = 200 * 1024**2
 DEFAULT_WINDOW = 24 * 3600.0  # without a job or --since: logs of the last day
 WINDOW_MARGIN = 60.0  # seconds added on both sides of a job's window (clock skew, buffered writes)
 MIN_TAIL = 64 * 1024  # a file that does not fit keeps its newest bytes when at least this much budget is left
+PROFILE_TASK_GAP = 300  # s: per-rank profiles written further apart than this are of different tasks (--profile)
 ENV_PREFIXES = ("HCCL_", "ASCEND_", "NCCL_", "GLOO_")
 
 
@@ -71,6 +73,7 @@ class CollectOptions:
     since: float | None = None  # epoch seconds; overrides the job's start
     until: float | None = None
     msprof_dir: str | None = None
+    profile_dir: str | None = None  # --profile: the newest profiling task's per-rank profiles under it
     max_node_size: int = DEFAULT_NODE_CAP
     max_total_size: int | None = None
     section_timeout: float = 30.0
@@ -92,6 +95,8 @@ class NodeCollectPlan:
     budget: int  # bytes the node may send (commands + files)
     section_timeout: float = 30.0
     silence: float = 60.0  # seconds the node may send nothing (its command_timeout): then it is lost, and its tar stopped
+    profile_dir: str | None = None
+    task_gap: int = PROFILE_TASK_GAP
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +120,7 @@ class FileEntry:
     """One remote file: kept whole, truncated (newest bytes kept) or dropped by a cap."""
 
     path: str  # on the node
-    category: str  # plog | device_log | launcher | msprof
+    category: str  # plog | device_log | launcher | msprof | profile
     size: int  # on the node
     mtime: float
     bytes: int  # in the bundle
@@ -157,6 +162,8 @@ class NodeBundle:
     bytes: int = 0
     capped: bool = False
     warnings: tuple[str, ...] = ()
+    profiles_left_out: tuple[str, ...] = ()  # --profile: older tasks' profiles on the node, newest first
+    profiles_left_more: int = 0  # and how many more than listed
 
     @property
     def truncated(self) -> tuple[FileEntry, ...]:
@@ -173,6 +180,8 @@ class NodeBundle:
             "refused": [{"member": r.member, "reason": r.reason} for r in self.refused],
             "refused_files": [r.to_dict() for r in self.refused_files],
             "warnings": list(self.warnings),
+            "profiles_left_out": list(self.profiles_left_out),
+            "profiles_left_more": self.profiles_left_more,
         }
 
 
@@ -336,7 +345,7 @@ def collect_command(plan: NodeCollectPlan) -> tuple[str, bytes]:
     silence = max(1, math.ceil(plan.silence))  # whole seconds: the node's watchdog counts them
     args: list[object] = [plan.nonce, TOOL_PATH, f"{plan.section_timeout:g}", silence, plan.budget, MIN_TAIL,
                           "" if plan.since is None else int(plan.since), "" if plan.until is None else int(plan.until),
-                          plan.log_base.rstrip("/"), plan.msprof_dir or ""]
+                          plan.log_base.rstrip("/"), plan.msprof_dir or "", plan.profile_dir or "", plan.task_gap]
     for name, tool, command in command_sections(plan.npu_ids, plan.since):
         args += [name, tool, command]
     args += ["--", *plan.launcher_paths]
@@ -467,6 +476,16 @@ def _refused_files(meta: Path) -> tuple[tuple[RefusedFile, ...], int]:
     return tuple(refused), more
 
 
+def _profiles_left(meta: Path) -> tuple[tuple[str, ...], int]:
+    """The profiles of older tasks the node left out (`--profile`), newest first, and how many more it did not list."""
+    left = [line.partition("\t")[2] for line in _read_records(meta / PROFILE_LEFT, b"\n") if "\t" in line]
+    try:
+        more = int((meta / PROFILE_LEFT_MORE).read_text(encoding="ascii").strip() or 0)
+    except (OSError, ValueError):
+        more = 0
+    return tuple(left), more
+
+
 def collect_node(node: Node, transport: Transport, options: CollectOptions, directory: Path, *,
                  node_budget: int, total: _Budget, now: float, streams: threading.Semaphore | None = None) -> NodeBundle:
     """Collect one node into `directory/<node>/` and describe what arrived."""
@@ -512,7 +531,8 @@ def collect_node(node: Node, transport: Transport, options: CollectOptions, dire
         until = options.until
     plan = NodeCollectPlan(nonce=nonce, since=since, until=until, npu_ids=npu_ids, log_base=_absolute(log_base, home),
                     launcher_paths=launcher, msprof_dir=_absolute(options.msprof_dir, home) if options.msprof_dir else None,
-                    budget=node_budget, section_timeout=options.section_timeout, silence=node.command_timeout)
+                    budget=node_budget, section_timeout=options.section_timeout, silence=node.command_timeout,
+                    profile_dir=_absolute(options.profile_dir, home) if options.profile_dir else None)
     unpacker = SafeUnpacker(node_dir, rename=lambda name: member_target(name, nonce))
     lost: NodeError | None = None
     with streams or threading.Semaphore():
@@ -588,6 +608,10 @@ def _describe(node: Node, node_dir: Path, unpacked: UnpackResult, capped: bool, 
             files.append(FileEntry(path, category, size, mtime, have, False, None, rel))
     if odd:
         warnings.append(f"ignored {len(odd)} selection rows the collection script does not write (first: {odd[0]!r})")
+    left, left_more = _profiles_left(meta)
+    if left:
+        warnings.append(f"profiles: kept the newest profiling task only; left out {len(left) + left_more} older "
+                        f"profile(s): {', '.join(left[:3])}{' ...' if len(left) + left_more > 3 else ''}")
     refused_files, more = _refused_files(meta)
     if more:
         warnings.append(f"{more} more files refused on the node, not listed")
@@ -600,7 +624,8 @@ def _describe(node: Node, node_dir: Path, unpacked: UnpackResult, capped: bool, 
     return NodeBundle(node.name, node.host, lost.status if lost else NodeStatus.OK,
                       error=lost.message if lost else None, hint=lost.hint if lost else None,
                       commands=tuple(commands), files=tuple(files), refused=unpacked.refused, refused_files=refused_files,
-                      bytes=size, capped=capped, warnings=tuple(warnings))
+                      bytes=size, capped=capped, warnings=tuple(warnings), profiles_left_out=left,
+                      profiles_left_more=left_more)
 
 
 def collect_bundle(inventory: Inventory, options: CollectOptions, *, on_event: EventSink | None = None) -> CollectReport:

@@ -56,6 +56,8 @@ STATUS_TSV = "status.tsv"  # NAME<tab>exit status or "absent"<tab>TOOL, one line
 SELECTION_TSV = "selection.tsv"  # keep|tail|drop<tab>...<tab>PATH, one line per file chosen
 REFUSED_LIST = "refused"  # CATEGORY<tab>REASON<tab>PATH records, each ended by a NUL
 REFUSED_MORE = "refused.more"  # how many more files were refused than listed
+PROFILE_LEFT = "profile_left"  # MTIME<tab>PATH lines: the profiles of older tasks that `collect --profile` left out
+PROFILE_LEFT_MORE = "profile_left.more"  # how many more were left out than listed
 
 # command outputs: <node>/commands/<name>.txt; the per-device ones are named per_device(name, npu)
 CMD_NPU_INFO = "npu-smi.info"

@@ -291,13 +291,26 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
+def summarize_perf(directory: Path) -> dict[str, Any] | None:
+    """`ascendctl perf`'s verdict over the per-rank profiles a bundle holds (`collect --profile`), or None without any."""
+    from ascendctl.perf.analyse import analyse
+    from ascendctl.perf.model import MixedTasksError
+    from ascendctl.perf.read import read_profiles
+
+    try:
+        profiles, problems, found = read_profiles([directory])
+    except MixedTasksError as exc:  # refused, with the reason, in place of a verdict
+        return analyse([]).summary_dict() | {"verdict": f"not judged: {exc.message}"}
+    return analyse(profiles, problems).summary_dict() if found else None
+
+
 def summarize_bundle(directory: Path, nodes: Sequence[str], *, comm_limit: float = COMM_SHARE_LIMIT,
                      straggler_rule: Rule = STRAGGLER_RULE) -> dict[str, Any]:
-    """Topology and msprof summaries of a bundle directory, as the data `summary.json` holds.
+    """Topology, msprof and perf summaries of a bundle directory, as the data `summary.json` holds.
 
     Read through layout.py's reader: the nodes' topology outputs and the msprof summary CSVs under their files/,
     never through a link."""
-    summary: dict[str, Any] = {"topology": [], "msprof": None}
+    summary: dict[str, Any] = {"topology": [], "msprof": None, "perf": summarize_perf(directory)}
     names: dict[str, None] = {}  # the nodes, in order
     for node in nodes:
         try:

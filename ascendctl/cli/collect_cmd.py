@@ -14,7 +14,8 @@ from ascendctl.cli.common import JsonOpt, NodeOptions, argv_now, cli_errors, exa
 
 @app.command(epilog=examples(
     "ascendctl collect last -o bundle.tar.gz", "ascendctl collect --since 2h --msprof /data/prof",
-    "ascendctl collect -w 'n[01-08]' --max-node-size 50M", codes="0 ok, 1 error, 2 usage or bad inventory, 3 checks failed or not evaluated, 4 nodes unreachable, 130 interrupted"))
+    "ascendctl collect -w 'n[01-08]' --max-node-size 50M", "ascendctl collect last --profile /data/prof",
+    codes="0 ok, 1 error, 2 usage or bad inventory, 3 checks failed or not evaluated, 4 nodes unreachable, 130 interrupted"))
 @cli_errors
 @node_options("inventory", "connect_timeout", "command_timeout", "fanout", "accept_new_host_keys", "nodes", "exclude", "rerun_failed")
 def collect(
@@ -26,6 +27,8 @@ def collect(
                                                  show_default=False)] = None,
     msprof: Annotated[Optional[str], typer.Option("--msprof", help="Profiler output dir on the nodes; only its summary CSVs are taken.",
                                                   show_default=False)] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", help="Per-rank profiles dir on the nodes (torch_npu *_ascend_pt, torch.profiler traces); only the newest profiling task's files that `ascendctl perf` reads are taken.",
+                                                   show_default=False)] = None,
     max_node_size: Annotated[str, typer.Option("--max-node-size", help="Cap per node (newest files kept).")] = "200M",
     max_total_size: Annotated[Optional[str], typer.Option("--max-total-size", help="Cap for the whole bundle.",
                                                           show_default=False)] = None,
@@ -53,7 +56,7 @@ def collect(
     stamp = time.strftime("%Y%m%d-%H%M%S")
     options = CollectOptions(
         output=output or Path(f"ascendctl-collect-{record.id if record else stamp}.tar.gz"), job=record,
-        since=parse_since(since) if since else None, msprof_dir=msprof, max_node_size=parse_size(max_node_size),
+        since=parse_since(since) if since else None, msprof_dir=msprof, profile_dir=profile, max_node_size=parse_size(max_node_size),
         max_total_size=parse_size(max_total_size) if max_total_size else None, comm_limit=comm_limit)
     with progress("collect", as_json=as_json) as sink:
         report = collect_bundle(inv, options, on_event=sink)

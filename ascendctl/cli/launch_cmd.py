@@ -109,8 +109,15 @@ def launch(
         from ascendctl.jobs.service import submit_job
         from ascendctl.jobs.submit import render_submission, submit_options
 
-        # submit mode: -w/--nodes is how many nodes to ask sbatch for (else the inventory's slurm.nodes)
-        wanted = submit_options(whole, cluster.nodes, partition, time_limit, account)
+        from ascendctl.inventory.nodestate import submit_exclusions
+
+        # submit mode: -w/--nodes is how many nodes to ask sbatch for (else the inventory's slurm.nodes); the
+        # quarantined nodes (of the Slurm cluster, of the inventory) are sbatch --exclude, said once
+        held = () if cluster.include_quarantined else tuple(submit_exclusions(whole))
+        wanted = submit_options(whole, cluster.nodes, partition, time_limit, account, exclude=held,
+                                include_quarantined=bool(cluster.include_quarantined))
+        if held:
+            launch_view.notice(launch_view.excluded_text(held))
         if dry_run:
             if as_json:
                 raise UsageError("--dry-run of a submission prints its batch script, which is not JSON", hint="drop --json")

@@ -20,7 +20,8 @@ HtmlOutOpt = Annotated[Path, typer.Option("-o", "--output", help="The HTML file 
 @cli_errors
 def report_cmd(
     paths: Annotated[list[Path], typer.Argument(
-        help="Bundles from `ascendctl collect` (.tar.gz or directory), `triage --json` or `preflight --json` documents.",
+        help="Bundles from `ascendctl collect` (.tar.gz or directory), `triage --json` or `preflight --json` documents, "
+             "or a job id (its attempts under launch --restarts).",
         show_default=False)],
     output: HtmlOutOpt = Path("report.html"),
     open_page: Annotated[bool, typer.Option("--open", help="Open the page in the default browser.")] = False,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from ascendctl.errors import AscendctlError, UsageError, parse_json
-from ascendctl.paths import hidden_char, state_dir, write_atomic
+from ascendctl.paths import hidden_char, name_problem, state_dir, write_atomic
 
 if TYPE_CHECKING:
     from ascendctl.inventory.load import Inventory
@@ -130,16 +130,38 @@ def inventory_key(inventory: Inventory) -> str:
     and every allocation is a new inventory), else the inventory file's resolved path (editing the file keeps the
     state; the built-in inventory is its own name)."""
     if inventory.allocation is not None:
-        return "slurm:" + (os.environ.get("SLURM_CLUSTER_NAME") or "default")
+        return slurm_state_key()
     if inventory.source.startswith("<"):
         return inventory.source
     return os.path.realpath(inventory.source)
 
 
+def slurm_state_key(environ: Mapping[str, str] | None = None) -> str:
+    """`slurm:<cluster>`: the key every allocation of one Slurm cluster shares. Inside a job Slurm sets
+    SLURM_CLUSTER_NAME; outside one (submit mode) the cluster's own ClusterName is asked of `scontrol show config`."""
+    env = os.environ if environ is None else environ
+    name = env.get("SLURM_CLUSTER_NAME")
+    if not name:
+        from ascendctl.slurm import run_tool
+
+        try:
+            config = run_tool(["scontrol", "show", "config"], environ=environ)
+        except AscendctlError:
+            config = ""
+        found = [line.split("=", 1)[1].strip() for line in config.splitlines()
+                 if line.split("=", 1)[0].strip() == "ClusterName" and "=" in line]
+        name = found[0] if found else ""
+    return "slurm:" + (name or "default")
+
+
+def _key_path(key: str) -> Path:
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return state_dir() / "nodes" / f"{digest}.json"
+
+
 def state_path(inventory: Inventory) -> Path:
     """The node state file of this inventory."""
-    digest = hashlib.sha256(inventory_key(inventory).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    return state_dir() / "nodes" / f"{digest}.json"
+    return _key_path(inventory_key(inventory))
 
 
 def _reset_hint(path: Path) -> str:
@@ -272,6 +294,16 @@ def named_nodes(inventory: Inventory, nodeset: str, *, stale: bool = False) -> l
             raise UsageError(f"{fold(missing)} in {nodeset!r}: no such node in {inventory.source}, nor a quarantined one",
                              hint=unknown.hint) from None
         return [name for name in inventory.names if name in known] + gone
+
+
+def submit_exclusions(inventory: Inventory, environ: Mapping[str, str] | None = None) -> dict[str, Quarantine]:
+    """Submit mode (`launch --backend slurm` outside an allocation): the nodes sbatch must not give the job, by name: those
+    quarantined for the Slurm cluster (what allocations on it recorded, and drained) and in the inventory file's own state."""
+    held = dict(_read(_key_path(inventory_key(inventory)), inventory_key(inventory)).quarantined)
+    key = slurm_state_key(environ)
+    held.update(_read(_key_path(key), key).quarantined)
+    # a name goes into the batch script: one that could not be a node name (a newline, a comma) is not taken from the file
+    return {name: why for name, why in sorted(held.items()) if name_problem(name) is None}
 
 
 def without_quarantined(inventory: Inventory) -> tuple[Inventory, list[str]]:

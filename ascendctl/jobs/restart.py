@@ -7,8 +7,9 @@ The decision table (docs/launch.md, "Restarts"), from the attempt's record and i
 | succeeded, or stopped by hand (stop, Ctrl-C, SIGTERM)               | done: no restart                           |
 | a node lost while the job ran                                       | replace that node (quarantine it, a spare) |
 | HARDWARE on a named node; host OOM on a named node, with evidence   | replace that node                          |
+| HANG whose suspect (stacks) is stuck in a device call, on one node  | replace that node (DEVICE_CALLS)           |
 | LAUNCH, EXCEPTION, NAN, device OOM: the job's own error             | no restart: exit 6, "do not requeue"       |
-| COMM_TIMEOUT, HANG, UNKNOWN, host OOM guessed from a bare SIGKILL   | restart in place (transient or unattributed) |
+| COMM_TIMEOUT, any other HANG, UNKNOWN, host OOM from a bare SIGKILL | restart in place (transient or unattributed) |
 | no verdict at all                                                   | restart in place                           |
 
 Replacing a node quarantines it (`inventory/nodestate.py`, reason `<category> in job <id>`) and takes the first spare
@@ -23,6 +24,7 @@ or rich.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from ascendctl.inventory.load import Inventory
     from ascendctl.jobs.checkpoints import ResumePoint
     from ascendctl.jobs.plan import LaunchOptions
-    from ascendctl.jobs.record import JobRecord
+    from ascendctl.jobs.record import FirstFailure, JobRecord
     from ascendctl.jobs.service import LaunchOutcome
 
 DEFAULT_BACKOFF = 10.0  # seconds before the first relaunch; doubled each time, at most MAX_BACKOFF
@@ -45,6 +47,23 @@ MAX_BACKOFF = 300.0
 DEFAULT_NO_PROGRESS = 3  # attempts in a row without a higher step: hopeless
 ATTEMPT_ENV = "ASCENDCTL_ATTEMPT"
 USER_ERRORS = ("LAUNCH", "EXCEPTION", "NAN")
+# Device calls (docs/launch.md, "Restarts"): regular expressions over `file:function` of the frame a HANG's suspect rank is
+# stuck in (the stacks verdict's innermost frame of the suspect, as the blame engine's rule `stacks` records it). A rank
+# that stays in one while the others wait in a collective has a device (NPU or GPU) or its driver that stopped
+# answering: a fault of its node. Python frames (faulthandler) and native ones (py-spy --native) alike.
+DEVICE_CALLS: tuple[str, ...] = (
+    # Ascend NPU: torch_npu's and MindSpore's synchronize/wait, AscendCL (acl*) and the runtime (rt*) underneath
+    r"torch_npu/npu/[\w/]*\.py:(synchronize|wait\w*|query)$",
+    r"mindspore/(runtime|hal)/(stream|event|device)\.py:(synchronize|wait\w*|query)$",
+    r":(acl(rt|op|nn)?[A-Z]\w*|rt(Stream|Event|Device|Model|Memcpy|Malloc)\w*)$",
+    r"(libascendcl|libruntime|libacl_op_compiler|libge_runner|libascend_hal)\.so[.\d]*:",
+    # NVIDIA CUDA: torch.cuda's synchronize/wait, the runtime (cuda*) and driver (cu*) APIs
+    r"torch/cuda/[\w/]*\.py:(synchronize|wait\w*|query)$",
+    r":(cuda[A-Z]\w*|cu[A-Z][a-z]\w*)$",
+    r"(libcuda|libcudart)\.so[.\d]*:",
+    # HCCL and NCCL inside the device library itself (their API calls are collective waits: stacks/merge.WAIT_PATTERNS)
+    r"(libhccl\w*|libnccl)\.so[.\d]*:",
+)
 
 
 class Decision(str, Enum):
@@ -134,7 +153,46 @@ def decide(record: JobRecord) -> Choice:
         return Choice(Decision.NO_RESTART, f"{headline}: the job's own error; a restart would fail the same way")
     if category == "HARDWARE" and node:
         return Choice(Decision.REPLACE, f"{headline}: a fault of the node", node)
+    stuck = suspect_frame(failure) if category == "HANG" else None
+    if stuck is not None and node and device_call(stuck):
+        return Choice(Decision.REPLACE, f"{headline}: its rank is stuck in a device call ({stuck}) while the others wait: "
+                                        "a fault of the node", node)
     return Choice(Decision.RESTART, f"{headline}: transient or unattributed: restarted in place")
+
+
+def device_call(frame: str) -> bool:
+    """Whether `file:function` of a frame is a device call (DEVICE_CALLS)."""
+    return any(re.search(pattern, frame) for pattern in DEVICE_CALLS)
+
+
+def suspect_frame(failure: FirstFailure) -> str | None:
+    """`file:function` of the frame a HANG's suspect rank is stuck in, from the verdict of the blame engine's rule
+    `stacks` (triage/engine.rule_stacks: the frame's file and line as the evidence, and the text `<ranks> at
+    <file>:<line> in <function>, not in a collective ...`); None for any other verdict."""
+    if failure.rule != "stacks" or not failure.file or not failure.text:
+        return None
+    where = f" at {failure.file}:{failure.line} in " if failure.line else f" at {failure.file} in "
+    start, end = failure.text.find(where), failure.text.rfind(", not in a collective")
+    if start < 0 or end < start + len(where):
+        return None
+    return f"{failure.file}:{failure.text[start + len(where):end]}"
+
+
+EVIDENCE_CUT = 400  # characters of the log line kept as a quarantine's evidence
+
+
+def evidence_of(choice: Choice, record: JobRecord) -> str:
+    """A replaced node's evidence, as `ascendctl nodes` shows it: the decision's why and the verdict's own line (its
+    file:line and text), on one line of plain text (a log line's control characters dropped)."""
+    from ascendctl.paths import hidden_char
+
+    failure = record.first_failure
+    if failure is None or not failure.text or failure.node != choice.node:
+        return choice.why
+    line = "".join(c if hidden_char(c) is None else " " for c in failure.text).strip()
+    where = f"{failure.file}:{failure.line}: " if failure.file and failure.line else ""
+    cut = line if len(line) <= EVIDENCE_CUT else line[:EVIDENCE_CUT] + " [...]"
+    return f"{choice.why}; {where}{cut}"
 
 
 def spare_names(inventory: Inventory, policy: RestartPolicy) -> tuple[str, ...]:
@@ -204,7 +262,7 @@ def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: Rest
                                                   "row: it would fail the same way again")
         if choice.decision == Decision.REPLACE and choice.node is not None:
             quarantine(choice.node, f"{(record.first_failure.category if record.first_failure else None) or 'LOST'} "
-                                    f"in job {record.id}", choice.why)
+                                    f"in job {record.id}", evidence_of(choice, record))
             active = [n for n in active if n != choice.node]
             free = [s for s in spares if s not in active and s != choice.node]
             if free:
@@ -241,5 +299,5 @@ def _highest_step(outcome: LaunchOutcome) -> int | None:
     return max(steps) if steps else None
 
 
-__all__ = ["ATTEMPT_ENV", "Attempt", "Choice", "Decision", "RestartOutcome", "RestartPolicy", "decide",
-           "run_with_restarts", "spare_names"]
+__all__ = ["ATTEMPT_ENV", "DEVICE_CALLS", "Attempt", "Choice", "Decision", "RestartOutcome", "RestartPolicy", "decide",
+           "device_call", "run_with_restarts", "spare_names", "suspect_frame"]

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from ascendctl.stacks.model import StacksReport
     from ascendctl.jobs.submit import SubmitOptions
     from ascendctl.errors import ExitCode
-    from ascendctl.inventory.load import Inventory
+    from ascendctl.inventory.load import Inventory, Node
+    from ascendctl.remote.transport.base import Transport
     from ascendctl.remote.transport.factory import TransportFactory
     from ascendctl.triage import TriageReport
     from ascendctl.jobs.plan import LaunchOptions, LaunchPlan, NodePlan, plan_to_dict, render_plan
@@ -136,6 +137,59 @@ def run_launch_preflight(inventory: Inventory, port: int, group: NodeGroup, opti
                         exit_code=report.exit_code)
 
 
+def run_relaunch_preflight(inventory: Inventory, port: int, group: NodeGroup, previous: JobRecord, *, grace: float,
+                           notice: NoticeSink) -> None:
+    """Before attempt k > 1 of `launch --restarts`, instead of the full launch preflight (its launcher, script and NPU
+    checks passed on attempt 1 and its master port test, a listener reached from every node, is most of its time):
+    every node about to be used is reached (ssh), the master says whether the port is free (`ss -Hltn`, judged as
+    preflight's master_port judges it), and the nodes attempt k-1 ran on are asked for its processes (its marker, as
+    `status` looks for leftovers); any found are stopped (TERM, KILL after `grace`) and looked for again.
+    LaunchRefused names every node that cannot be reached, a taken port, or a process that stays."""
+    from ascendctl.nodeset import fold
+    from ascendctl.preflight.checks.model import NodeFacts, ProbeContext
+    from ascendctl.preflight.checks.network import master_port_free, ports_section
+    from ascendctl.remote.probe import Section
+
+    ctx = ProbeContext(inventory, inventory.preflight)
+
+    def reach(node: Node, transport: Transport) -> tuple[bool | None, str] | None:
+        command = ports_section(node, ctx)  # on the master only
+        if command is None:
+            transport.run("true")
+            return None
+        answer = transport.run(command)
+        return master_port_free(NodeFacts(node, {"ports": Section(answer.stdout + answer.stderr, answer.exit_code)}), port)
+
+    problems, unreached = [], set()
+    for answer in group.run(reach).results:
+        if answer.error is not None:
+            unreached.add(answer.node)
+            problems.append(f"{answer.node}: unreachable: {answer.error.message}")
+        elif answer.value is not None and answer.value[0] is False:
+            problems.append(f"{answer.node}: port {port} is already in use on the master ({answer.value[1]})")
+        elif answer.value is not None and answer.value[0] is None:
+            problems.append(f"{answer.node}: cannot tell whether port {port} is free on the master: {answer.value[1]}")
+    ran = {n.name for n in previous.nodes}
+    again = [name for name in inventory.names if name in ran and name not in unreached]
+    runner = runner_for(inventory, group)
+    left = {r.node: r for r in runner.leftovers(previous, again).results} if again else {}
+    staying = [name for name, r in left.items() if r.value]
+    if staying:
+        notice(f"{fold(staying)}: processes of job {previous.id} (the previous attempt) still there: stopping them")
+        runner.stop(previous, staying, grace=grace)
+        left.update({r.node: r for r in runner.leftovers(previous, staying).results})
+    for name, r in left.items():
+        if r.error is not None:
+            problems.append(f"{name}: cannot look for the previous attempt's processes: {r.error.message}")
+        elif r.value:
+            problems.append(f"{name}: processes of job {previous.id} (the previous attempt) still running: pids "
+                            + " ".join(map(str, r.value)))
+    if problems:
+        raise LaunchRefused("relaunch preflight failed, nothing started:\n" + "\n".join(problems),
+                            hint=f"see `ascendctl status {previous.id}`; the nodes can be left out with -x NODESET, or the "
+                                 "checks with --no-preflight")
+
+
 def runner_for(inventory: Inventory, group: NodeGroup) -> SSHRunner:
     """The runner for these nodes: one srun step inside a Slurm allocation, else launchers over SSH."""
     if inventory.allocation is not None:
@@ -188,10 +242,12 @@ def launch_job(
     flags: Mapping[str, Any] | None = None,
     on_teardown: TeardownSink | None = None,
     stacks_on_stop: bool = True,
+    relaunch_of: JobRecord | None = None,
 ) -> LaunchOutcome:
     """Preflight, resolve endpoints, plan, start every node's launcher, then supervise it: here, or (`detach`) in a
     supervisor process left on this host (jobs/detached.py). `flags`: the command line's connection settings, which
-    the supervisor reloads the inventory with. `stacks_on_stop`: a stop signal first takes every rank's stack."""
+    the supervisor reloads the inventory with. `stacks_on_stop`: a stop signal first takes every rank's stack.
+    `relaunch_of`: the previous attempt of `launch --restarts`: the reduced relaunch preflight replaces the full one."""
     from ascendctl.launchers import master_port
 
     check_script_first(options)  # before any node is asked
@@ -200,7 +256,10 @@ def launch_job(
     options = with_allocation_port(inventory, options)
     group = NodeGroup(inventory, factory=factory)
     try:
-        if preflight:
+        if preflight and relaunch_of is not None:
+            run_relaunch_preflight(inventory, master_port(options.launcher, options.master_port), group, relaunch_of,
+                                   grace=options.grace, notice=notice)
+        elif preflight:
             run_launch_preflight(inventory, master_port(options.launcher, options.master_port), group, options, job_id)
         plan = build_plan(inventory, options, job_id=job_id, endpoints=resolve_endpoints(group))
         runner = runner_for(inventory, group)
@@ -249,9 +308,14 @@ def launch_with_restarts(inventory: Inventory, options: LaunchOptions, policy: R
 
     notice = on_notice or (lambda _msg: None)
 
+    previous: list[JobRecord] = []  # the last attempt's record: a relaunch's preflight is the reduced one
+
     def attempt(nodes: Inventory, attempt_options: LaunchOptions) -> LaunchOutcome:
-        return launch_job(nodes, attempt_options, preflight=preflight, on_line=on_line, on_notice=on_notice,
-                          factory=factory, flags=flags, on_teardown=on_teardown, stacks_on_stop=stacks_on_stop)
+        outcome = launch_job(nodes, attempt_options, preflight=preflight, on_line=on_line, on_notice=on_notice,
+                             factory=factory, flags=flags, on_teardown=on_teardown, stacks_on_stop=stacks_on_stop,
+                             relaunch_of=previous[-1] if previous else None)
+        previous.append(outcome.record)
+        return outcome
 
     def quarantine(node: str, reason: str, evidence: str) -> None:
         quarantine_nodes(inventory, [node], reason, by=current_user(), command="launch --restarts", evidence=evidence)

@@ -4,6 +4,8 @@ The batch script (templates/sbatch.tmpl, shown by --dry-run) runs the same `asce
 allocation, where the nodes come from the allocation and the job is one srun step (slurm_runner.py). The job
 id is chosen here and passed in, so this side follows the batch output file and the job's record (same
 state directory); --env values go into sbatch's environment (exported to the job), never into the script or argv.
+Quarantined nodes (of the Slurm cluster and of the inventory, inventory/nodestate.submit_exclusions) go into the script
+as `#SBATCH --exclude=...` unless --include-quarantined, which the launch inside is then given too.
 Job state while waiting: `squeue --json`, then `scontrol show job`. Must not import typer or rich.
 """
 
@@ -15,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ascendctl.jobs.environment import parse_env_assignments
 from ascendctl.errors import AscendctlError, UsageError
@@ -40,6 +42,8 @@ class SubmitOptions:
     time: str | None = None
     account: str | None = None
     inventory: str | None = None  # a `backend: slurm` inventory file: the launch inside the allocation reads its defaults
+    exclude: tuple[str, ...] = ()  # quarantined nodes (inventory/nodestate.submit_exclusions): sbatch --exclude
+    include_quarantined: bool = False  # --include-quarantined: nothing excluded, and the launch inside keeps them too
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +56,9 @@ class Submission:
 
 
 def submit_options(inventory: "Inventory", nodes: str | None, partition: str | None, time: str | None,
-                   account: str | None) -> SubmitOptions:
-    """What to ask sbatch for: the flags, else the inventory's `slurm:` section; a node count is required."""
+                   account: str | None, *, exclude: Sequence[str] = (), include_quarantined: bool = False) -> SubmitOptions:
+    """What to ask sbatch for: the flags, else the inventory's `slurm:` section; a node count is required. `exclude`:
+    the nodes sbatch must not give the job (the quarantined ones, unless `include_quarantined`)."""
     section = inventory.slurm or SubmitSettings()
     if nodes is not None and (not nodes.isdigit() or int(nodes) < 1):
         raise UsageError(f"-w/--nodes {nodes}: in submit mode this is a node count (an integer >= 1)",
@@ -63,10 +68,12 @@ def submit_options(inventory: "Inventory", nodes: str | None, partition: str | N
         raise UsageError("submit mode needs a node count: --nodes N, or `slurm: {nodes: N}` in the inventory",
                          hint="or run inside salloc/sbatch")
     return SubmitOptions(count, partition or section.partition, time or section.time, account or section.account,
-                         inventory=inventory.source if inventory.backend == "slurm" else None)
+                         inventory=inventory.source if inventory.backend == "slurm" else None,
+                         exclude=() if include_quarantined else tuple(exclude), include_quarantined=include_quarantined)
 
 
-def inner_launch_args(options: LaunchOptions, job_id: str, *, preflight: bool, inventory: str | None = None) -> list[str]:
+def inner_launch_args(options: LaunchOptions, job_id: str, *, preflight: bool, inventory: str | None = None,
+                      include_quarantined: bool = False) -> list[str]:
     """`ascendctl launch` arguments for inside the allocation (env names only: values come from the environment)."""
     args = ["-i", str(Path(inventory).absolute())] if inventory else []
     args += ["--launcher", options.launcher, "--job-id", job_id, "--cluster-timeout", str(options.cluster_timeout),
@@ -85,6 +92,8 @@ def inner_launch_args(options: LaunchOptions, job_id: str, *, preflight: bool, i
         args.append("--flight-recorder")
     if not preflight:
         args.append("--no-preflight")
+    if include_quarantined:
+        args.append("--include-quarantined")
     return args + ["--", *options.script]
 
 
@@ -93,10 +102,13 @@ def render_submission(options: LaunchOptions, submit: SubmitOptions, *, job_id: 
     """The batch script for this launch (pure: --dry-run prints it)."""
     extra = [f"#SBATCH --{key}={value}" for key, value in (("partition", submit.partition), ("time", submit.time),
                                                           ("account", submit.account)) if value]
+    if submit.exclude:  # node names, comma-separated: the hostlist form sbatch takes whatever the names look like
+        extra.append(f"#SBATCH --exclude={','.join(submit.exclude)}")
     values = {
         "job_name": f"ascendctl-{job_id}", "nodes": submit.nodes, "output": f"{state_dir()}/slurm/{job_id}.out",
         "sbatch_options": "\n".join(extra), "ascendctl": shlex.join([sys.executable, "-m", "ascendctl"]),
-        "launch_args": shlex.join(inner_launch_args(options, job_id, preflight=preflight, inventory=submit.inventory)),
+        "launch_args": shlex.join(inner_launch_args(options, job_id, preflight=preflight, inventory=submit.inventory,
+                                                    include_quarantined=submit.include_quarantined)),
     }
     script = render_template(load_template("sbatch.tmpl", templates), values)
     return Submission(job_id, script, dict(parse_env_assignments(options.env)))

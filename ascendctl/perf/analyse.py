@@ -10,8 +10,8 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
-from ascendctl.perf.model import (CommCall, DimensionSpread, LinkSample, LinkSummary, PerfProblem, PerfReport,
-                                  RankInput, RankMeans, Straggler, Vote)
+from ascendctl.perf.model import (CommCall, DimensionSpread, DroppedRank, LinkSample, LinkSummary, PerfProblem,
+                                  PerfReport, RankInput, RankMeans, Straggler, Vote)
 
 # Critical values of Dixon's Q (r10 = gap / range, the suspect at either end) at 95% confidence, by sample size n.
 # n = 3..30: Rorabacher, D. B. (1991), "Statistical treatment for rejection of deviant values: critical values of
@@ -74,6 +74,32 @@ def _summaries(profiles: Sequence[RankInput], votes: Counter[int]) -> list[RankM
                                  _mean(s.comm_ms for s in p.steps), noc, _mean(s.free_ms for s in p.steps), share,
                                  votes[p.rank]))
     return found
+
+
+def _op_counts(profile: RankInput, steps: set[int] | None) -> tuple[tuple[str, int], ...]:
+    """How many calls of each op the rank made (in `steps` only, when given: calls of no known step always count)."""
+    return tuple(sorted(Counter(c.op for c in profile.calls
+                                if steps is None or c.step is None or c.step in steps).items()))
+
+
+def odd_ranks(profiles: Sequence[RankInput]) -> list[DroppedRank]:
+    """The ranks whose collective calls (how many of each op) differ from those of most ranks: msprof-analyze leaves
+    such a rank out of its slow-rank analysis, as its calls cannot be matched to the others'. Counted over the steps
+    every rank profiled (traces may start at different steps); only when more than half of the ranks agree (else there
+    is no "the others" to differ from) and some rank has calls at all."""
+    stepped = [{s.step for s in p.steps} for p in profiles if p.steps]
+    common = set.intersection(*stepped) if stepped else None
+    counts = {p.rank: _op_counts(p, common) for p in profiles}
+    if len(counts) < 3 or not any(counts.values()):
+        return []
+    usual, agree = Counter(counts.values()).most_common(1)[0]
+    if 2 * agree <= len(counts):
+        return []
+
+    def said(ops: tuple[tuple[str, int], ...]) -> str:
+        return ", ".join(f"{op} {n}" for op, n in ops) or "no collective calls"
+    return [DroppedRank(rank, f"its collective calls ({said(ops)}) differ from the {agree} other ranks' ({said(usual)})")
+            for rank, ops in sorted(counts.items()) if ops != usual]
 
 
 def _compared(profiles: Sequence[RankInput]) -> tuple[str, dict[str, dict[int, tuple[str, float]]]]:
@@ -240,15 +266,20 @@ def verdict_line(straggler: Straggler | None, votes: list[Vote], compared: int, 
 
 def analyse(profiles: Sequence[RankInput], problems: Sequence[PerfProblem] = ()) -> PerfReport:
     """The verdict and its evidence from every rank's profile."""
-    vote_on, compared = _compared(profiles)
+    dropped = odd_ranks(profiles)
+    out = {d.rank for d in dropped}
+    vote_on, compared = _compared([p for p in profiles if p.rank not in out])
     votes = vote(compared)
     summaries = _summaries(profiles, Counter(v.rank for v in votes))
     straggler = _straggler(votes, compared, summaries)
     link_list = links(s for p in profiles for s in p.links)
-    line = verdict_line(straggler, votes, len(compared), len(profiles), vote_on, link_list)
+    line = verdict_line(straggler, votes, len(compared), len(profiles) - len(dropped), vote_on, link_list)
+    if dropped:  # said on the verdict's line: the vote did not hear these ranks
+        line += (f"; rank{'s' if len(dropped) > 1 else ''} {', '.join(str(d.rank) for d in dropped[:10])}"
+                 f"{' ...' if len(dropped) > 10 else ''} left out of the vote (collective calls unlike the others')")
     return PerfReport(line, tuple(summaries), {p.rank: p.sources for p in profiles},
                       tuple(sorted({p.kind for p in profiles})), len(compared), vote_on, tuple(votes), straggler,
-                      tuple(spreads(summaries)), COMM_SHARE_LIMIT, tuple(link_list), tuple(problems))
+                      tuple(spreads(summaries)), COMM_SHARE_LIMIT, tuple(link_list), tuple(problems), tuple(dropped))
 
 
 def perf(paths: Iterable[object]) -> PerfReport:

@@ -6,7 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascendctl.errors import ExitCode
+from ascendctl.errors import ExitCode, UsageError
+
+
+class MixedTasksError(UsageError):
+    """The profiles given are of more than one profiling task (one rank twice): refused, as msprof-analyze refuses
+    them (one task per analysis); the message names the rank and both places."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +170,17 @@ class Straggler:
 
 
 @dataclass(frozen=True, slots=True)
+class DroppedRank:
+    """A rank left out of the vote: its collective calls are not those of the other ranks (msprof-analyze's rule)."""
+
+    rank: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class PerfReport:
     """The verdict of `ascendctl perf` and its evidence."""
 
@@ -180,6 +196,7 @@ class PerfReport:
     comm_share_limit: float
     links: tuple[LinkSummary, ...]
     problems: tuple[PerfProblem, ...] = field(default=())
+    dropped: tuple[DroppedRank, ...] = field(default=())  # ranks left out of the vote, and why
 
     @property
     def slow_links(self) -> tuple[LinkSummary, ...]:
@@ -193,6 +210,20 @@ class PerfReport:
         if self.straggler is not None or self.slow_links:
             outcomes.append(Outcome.FAILED)
         return exit_code_for(outcomes)
+
+    def summary_dict(self) -> dict[str, Any]:
+        """What collect's summary.json keeps: the verdict and what it names, bounded at any rank count."""
+        flagged = [r.rank for r in self.ranks if r.comm_share is not None and r.comm_share > self.comm_share_limit]
+        return {
+            "verdict": self.verdict, "kinds": list(self.kinds), "ranks": len(self.ranks), "compared": self.compared,
+            "vote_on": self.vote_on, "straggler": None if self.straggler is None else self.straggler.to_dict(),
+            "slow_links": [link.to_dict() for link in self.slow_links], "links_measured": len(self.links),
+            "comm_share_limit": self.comm_share_limit, "comm_flagged": len(flagged),
+            "spreads_flagged": [s.dimension for s in self.spreads if s.flagged],
+            "dropped": [d.to_dict() for d in self.dropped],
+            "problems": [f"{p.path}: {p.message}" for p in self.problems[:20]],
+            "problems_more": max(0, len(self.problems) - 20),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -208,4 +239,5 @@ class PerfReport:
             "comm_share_limit": self.comm_share_limit,
             "links_measured": bool(self.links),
             "links": [link.to_dict() for link in self.links],
+            "dropped": [d.to_dict() for d in self.dropped],
         }

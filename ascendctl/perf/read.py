@@ -6,6 +6,7 @@ to a cap; a file that cannot be used becomes a PerfProblem naming it, never an e
 
 from __future__ import annotations
 
+import bisect
 import csv
 import gzip
 import io
@@ -17,7 +18,7 @@ from typing import IO, Any, Iterable, Iterator
 
 from ascendctl.bundle.layout import READ_ERRORS, iter_bundle
 from ascendctl.errors import parse_json
-from ascendctl.perf.model import CommCall, LinkSample, PerfProblem, RankInput, StepTimes
+from ascendctl.perf.model import CommCall, LinkSample, MixedTasksError, PerfProblem, RankInput, StepTimes
 
 TRACE_MAX_BYTES = 256 * 1024**2  # a Chrome trace (uncompressed) larger than this is refused: parsed, it would take gigabytes
 TEXT_MAX_BYTES = 64 * 1024**2  # a step_trace_time.csv or communication*.json larger than this is not a profiler's
@@ -37,6 +38,8 @@ KERNEL, RANGE, PARAM = 0, 1, 2  # where a collective was seen, best first: its G
 PARAM_COMMS = "record_param_comms"
 KERNEL_SPANS = "(gpu kernels)"
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+PLAIN_NUMBERS = frozenset((int, float))  # not bool (a subclass of int), which JSON's true and false become
+COLLECTIVE_HEADS = frozenset(("gloo", "nccl", "hccl", PARAM_COMMS[:4]))  # how every name _collective_op takes begins
 
 
 @dataclass(slots=True)
@@ -115,6 +118,14 @@ def gather(paths: Iterable[Path], problems: list[PerfProblem], found: list[int])
             problems.append(PerfProblem(str(path), f"cannot read it as a directory or archive: {exc}"))
 
 
+def holds_profiles(path: Path) -> bool:
+    """Whether a directory or archive holds a profile file of a kind `ascendctl perf` reads (none is parsed)."""
+    try:
+        return any(_kind(PurePosixPath(e.path).name) in ("trace", "ascend") for e in iter_bundle(path, want=_want))
+    except READ_ERRORS:
+        return False
+
+
 # --- PyTorch profiler Chrome traces ---------------------------------------------------------------------------------
 
 
@@ -146,6 +157,18 @@ def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> floa
         else:
             j += 1
     return total
+
+
+def _clip(merged: list[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:
+    """The parts of sorted, disjoint intervals inside [start, end)."""
+    first = bisect.bisect_right(merged, (start, float("inf"))) - 1  # the last interval starting at or before `start`
+    found = []
+    for s, e in merged[max(0, first):]:
+        if s >= end:
+            break
+        if e > start:
+            found.append((max(s, start), min(e, end)))
+    return found
 
 
 def _args(event: dict[str, Any]) -> dict[str, Any]:
@@ -207,15 +230,18 @@ def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
     for event in events:
         if not isinstance(event, dict) or event.get("ph") != "X":
             continue
-        start, dur = _number(event.get("ts")), _number(event.get("dur"))
-        if start is None or dur is None or dur < 0:
+        ts: Any = event.get("ts")  # _number, inline: this loop sees every event of every rank
+        length: Any = event.get("dur")
+        if type(ts) not in PLAIN_NUMBERS or type(length) not in PLAIN_NUMBERS or ts != ts or not length >= 0:
             continue
+        start, dur = float(ts), float(length)
         name = event.get("name")
-        step = STEP_NAME.match(name) if isinstance(name, str) else None
+        step = STEP_NAME.match(name) if isinstance(name, str) and name.startswith("ProfilerStep#") else None
         if step:
             steps.append((int(step.group(1)), start, start + dur, event.get("tid")))
             continue
-        found = _collective_op(event)
+        # most events are other ops: only a name that can be a collective's goes to the regular expressions
+        found = _collective_op(event) if isinstance(name, str) and name[:4].lower() in COLLECTIVE_HEADS else None
         if found is not None:
             seq = _args(event).get("Seq")
             collectives.append((start, start + dur, found[0], seq if isinstance(seq, int) and not isinstance(seq, bool)
@@ -235,8 +261,10 @@ def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
     calls: list[CommCall] = []
     comm_intervals = _union([(s, e) for s, e, *_ in collectives])
     steps.sort(key=lambda s: s[1])
+    step_starts = [s[1] for s in steps]  # ProfilerSteps do not overlap: the last one starting before a call owns it
     for start, end, op, seq, _ in collectives:
-        owner = next((n for n, s, e, _ in steps if s <= start < e), None)
+        at = bisect.bisect_right(step_starts, start) - 1
+        owner = steps[at][0] if at >= 0 and start < steps[at][2] else None
         if seq is not None:
             key = f"{op}#{seq}"
         else:  # the n-th call of this op in step N: the same call on every rank even when the traces start apart
@@ -245,10 +273,10 @@ def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
             key = f"{op}@step{owner}#{index}" if owner is not None else f"{op}#{index}"
         calls.append(CommCall(key, op, owner, (end - start) / 1000.0))
     step_times: list[StepTimes] = []
+    merged = {key: _union(found) for key, found in spans.items()}  # sorted, apart: a step's part is found by bisection
     for number, start, end, tid in steps:
-        inside = [(max(s, start), min(e, end)) for s, e in comm_intervals if s < end and e > start]
-        mine = spans.get(KERNEL_SPANS if on_gpu else tid, [])
-        busy = _union([(max(s, start), min(e, end)) for s, e in mine if s < end and e > start])
+        inside = _clip(comm_intervals, start, end)
+        busy = _clip(merged.get(KERNEL_SPANS if on_gpu else tid, []), start, end)
         comm = _length(inside)
         compute = _length(busy) - _overlap(busy, inside)
         free = max(0.0, (end - start) - _length(_union(busy + inside)))
@@ -407,14 +435,27 @@ def _ascend_rank(rel: str, infos: dict[str, int]) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def mixed_tasks(twice: list[tuple[int, str, str]]) -> MixedTasksError:
+    """The refusal of profiles of several tasks: the ranks met twice, where."""
+    shown = "; ".join(f"rank {rank} in {a} and in {b}" for rank, a, b in sorted(twice)[:3])
+    more = f" (and {len(twice) - 3} more)" if len(twice) > 3 else ""
+    return MixedTasksError(
+        f"profiles of more than one profiling task: {shown}{more}; not judged",
+        hint="give one run's profiles (msprof-analyze's rule: one task per analysis): move the older ones away, or "
+             "`ascendctl collect --profile DIR` (it takes the newest task only)")
+
+
 def read_profiles(paths: Iterable[Path]) -> tuple[list[RankInput], list[PerfProblem], int]:
     """Every rank's profile under `paths`, the problems met and how many profile files were found. Each file is parsed
-    as soon as it is read; an Ascend file's rank is settled at the end (its profiler_info may come later)."""
+    as soon as it is read; an Ascend file's rank is settled at the end (its profiler_info may come later). Profiles of
+    more than one task (a rank met twice: two traces, or two profile directories) raise MixedTasksError."""
     problems: list[PerfProblem] = []
     found = [0]
     infos: dict[str, int] = {}
     torch: dict[int, RankInput] = {}
     pending: list[tuple[_File, str, Any]] = []  # Ascend files parsed: (file without its bytes, name, records)
+    homes: dict[int, list[str]] = {}  # rank -> the profile directories (of profiler_info_<rank>.json) naming it
+    twice: list[tuple[int, str, str]] = []  # a rank met again: (rank, first place, second place)
     for f in gather(paths, problems, found):
         name = PurePosixPath(f.rel).name
         kind = _kind(name)
@@ -423,11 +464,11 @@ def read_profiles(paths: Iterable[Path]) -> tuple[list[RankInput], list[PerfProb
                 match = PROFILER_INFO.match(name)
                 if match:
                     infos[str(PurePosixPath(f.rel).parent)] = int(match.group(1))
+                    homes.setdefault(int(match.group(1)), []).append(str(PurePosixPath(f.path).parent))
             elif kind == "trace":
                 profile = parse_trace(f.data, f.rel, f.path)
                 if profile.rank in torch:
-                    problems.append(PerfProblem(f.path, f"rank {profile.rank} again (first: "
-                                                         f"{torch[profile.rank].sources[0]}): left out"))
+                    twice.append((profile.rank, torch[profile.rank].sources[0], f.path))
                 else:
                     torch[profile.rank] = profile
             else:
@@ -436,6 +477,9 @@ def read_profiles(paths: Iterable[Path]) -> tuple[list[RankInput], list[PerfProb
                 pending.append((_File(f.path, f.rel, b""), name, parsed))
         except ValueError as exc:
             problems.append(PerfProblem(f.path, str(exc)))
+    twice += [(rank, places[0], places[1]) for rank, places in sorted(homes.items()) if len(places) > 1]
+    if twice:
+        raise mixed_tasks(twice)
     ascend: dict[int, dict[str, list[Any]]] = {}
     for f, name, parsed in pending:
         by_rank = parsed if name == STEP_TRACE else {None: parsed}

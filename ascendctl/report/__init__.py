@@ -19,22 +19,25 @@ from ascendctl.bundle.layout import (CMD_HCCN_LINK, CMD_HCCN_NET_HEALTH, CMD_NPU
 from ascendctl.bundle.layout import is_bundle as is_bundle  # re-exported: `triage --html` tells bundles by it
 from ascendctl.errors import AscendctlError, UsageError, parse_json
 from ascendctl.outcome import Outcome, exit_code_for
+from ascendctl.perf.read import holds_profiles
 from ascendctl.preflight.result import PreflightReport
 from ascendctl.bundle.summaries import MsprofSummary
 from ascendctl.triage import TriageReport
 from ascendctl.report.views import (Report, StacksView, devices_view, network_view, performance_view, preflight_view,
-                                   stacks_view, timeline_view, verdict_view)
+                                   PerfView, perf_view, stacks_view, timeline_view, verdict_view)
 from ascendctl.paths import write_text_atomic
 
 if TYPE_CHECKING:
     from ascendctl.errors import ExitCode
+    from ascendctl.jobs.record import JobRecord
+    from ascendctl.report.attempts import AttemptsView
     from ascendctl.report.views import NetworkView
 
 MAX_DOCUMENT = 512 * 1024**2  # a --json document larger than this is not one ascendctl wrote
 # what the devices view reads: the outputs of these commands (name prefixes, the dot ending the command name)
 DEVICE_COMMANDS = tuple(f"{name}." for name in (CMD_NPU_INFO, CMD_HCCN_LINK, CMD_HCCN_NET_HEALTH))
 INPUT_HINT = ("pass a bundle from `ascendctl collect` (.tar.gz or directory), or `triage --json`, `preflight --json` or "
-              "`netcheck --json` output")
+              "`netcheck --json` output, or a directory or archive of per-rank profiles (`ascendctl perf` reads)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,19 +96,29 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
     triage_docs: list[TriageReport] = []
     preflight_docs: list[PreflightReport] = []
     network: NetworkView | None = None
+    profiled: list[Path] = []  # bundles and directories that may hold per-rank profiles (the perf section)
     sources: list[str] = []
+    jobs: list[JobRecord] = []  # job ids given: their attempts (report/attempts.py)
     for given in paths:
         path = Path(given)
         sources.append(str(path))
         if not path.exists():
-            raise UsageError(f"{path}: no such file or directory", hint=INPUT_HINT)
+            named = _job_named(str(given))  # `ascendctl report JOB`: its attempts, from the job records
+            if named is None:
+                raise UsageError(f"{path}: no such file or directory, nor a job id", hint=INPUT_HINT)
+            jobs.append(named)
+            continue
         if path.is_dir() or is_archive_name(path.name):
             found = read_bundle_meta(path, commands=DEVICE_COMMANDS)
             if MANIFEST not in found:
+                if holds_profiles(path):  # a directory or archive of per-rank profiles: the perf section only
+                    profiled.append(path)
+                    continue
                 if triage is not None:  # `triage --html` over an archive of logs: its lines are in the verdict already
                     continue
                 raise _bad(path, f"not a collect bundle (no {MANIFEST} at its top)")
             bundles.append(path)
+            profiled.append(path)
             meta.update(found)
             continue
         data = _document(path)
@@ -130,6 +143,7 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
         verdict = run_triage(bundles)
     checks = preflight or (preflight_docs[0] if preflight_docs else None)
     job = _json_of(meta.get(JOB))
+    attempts = _attempts_of(jobs, job if isinstance(job, Mapping) and bundles else None)
     summary = _json_of(meta.get(SUMMARY))
     msprof = None
     if isinstance(summary, Mapping) and isinstance(summary.get("msprof"), Mapping):
@@ -138,7 +152,7 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
         except (KeyError, TypeError, ValueError) as exc:
             raise _bad(bundles[0], f"{SUMMARY}: msprof summary with bad content ({exc})") from None
     return Report(
-        _title(verdict, checks), tuple(sources),
+        _title(verdict, checks, attempts), tuple(sources),
         verdict_view(verdict) if verdict else None,
         timeline_view(verdict, job if isinstance(job, Mapping) else None) if verdict else None,
         preflight_view(checks) if checks else None,
@@ -146,7 +160,49 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
         performance_view(msprof) if msprof else None,
         network,
         _stacks_of(verdict, sources),
+        attempts=attempts,
+        perf=_perf_of(profiled),
     )
+
+
+def _perf_of(paths: list[Path]) -> PerfView | None:
+    """`ascendctl perf`'s verdict and maps over the per-rank profiles these bundles or directories hold, if any."""
+    from ascendctl.perf.analyse import analyse
+    from ascendctl.perf.model import MixedTasksError
+    from ascendctl.perf.read import read_profiles
+
+    if not paths:
+        return None
+    try:
+        profiles, problems, found = read_profiles(paths)
+    except MixedTasksError as exc:  # the section says why there is no verdict
+        return PerfView(f"not judged: {exc.message}", (exc.hint or "",), "", (), "", None, None, ())
+    return perf_view(analyse(profiles, problems), profiles) if found else None
+
+
+def _job_named(text: str) -> JobRecord | None:
+    """The job record `text` names (an id, a unique prefix, or `last`); None when it names none. An unreadable record
+    is an error naming its file."""
+    from ascendctl.jobs.record import JobError, JobRecordError, load_job
+
+    if not text or "/" in text:
+        return None
+    try:
+        return load_job(None if text == "last" else text)
+    except JobRecordError:
+        raise
+    except JobError:
+        return None
+
+
+def _attempts_of(jobs: list[JobRecord], bundled: Mapping[str, Any] | None) -> AttemptsView | None:
+    """The attempts section: of the job id given, else of the job a bundle was collected for (when it was restarted)."""
+    from ascendctl.report.attempts import attempts_view, record_of
+
+    if len({r.restart_of or r.id for r in jobs}) > 1:
+        raise UsageError("give the attempts of one job at most: " + ", ".join(r.id for r in jobs))
+    record = jobs[-1] if jobs else record_of(bundled)
+    return attempts_view(record) if record is not None else None
 
 
 def _stacks_of(verdict: TriageReport | None, sources: list[str]) -> StacksView | None:
@@ -167,11 +223,14 @@ def _json_of(data: bytes | None) -> Any:
         return None
 
 
-def _title(verdict: TriageReport | None, checks: PreflightReport | None) -> str:
+def _title(verdict: TriageReport | None, checks: PreflightReport | None, attempts: AttemptsView | None = None) -> str:
     if verdict is not None:
         return f"ascendctl report: {verdict.headline()}"
     if checks is not None:
         return f"ascendctl report: preflight of {len(checks.nodes)} node(s), " + ("ready" if checks.ok else "not ready")
+    if attempts is not None and attempts.rows:
+        last = attempts.rows[-1]
+        return f"ascendctl report: job {attempts.first}, {len(attempts.rows)} attempt(s), the last {last.status}"
     return "ascendctl report"
 
 
@@ -182,7 +241,7 @@ def write_report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathL
 
     report = build_report(paths, triage=triage, preflight=preflight)
     if not report.views:
-        raise UsageError("nothing to show: no verdict, timeline, preflight, devices or performance data", hint=INPUT_HINT)
+        raise UsageError("nothing to show: no verdict, timeline, preflight, devices, performance or profile data", hint=INPUT_HINT)
     page = render_html(report)
     target = Path(output)
     write_text_atomic(target, page)

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from ascendctl.preflight.checks.model import CheckResult
     from ascendctl.preflight.result import PreflightReport
     from ascendctl.bundle.summaries import MsprofSummary
+    from ascendctl.perf.model import LinkSummary, PerfReport, RankInput
+    from ascendctl.report.attempts import AttemptsView
     from ascendctl.triage import Finding, RankSummary, TriageReport
 
 # lane geometry (px): the SVG of every lane has the same width, so marks line up across lanes and the axis
@@ -283,23 +285,27 @@ class Report:
     performance: PerformanceView | None
     network: NetworkView | None = None
     stacks: StacksView | None = None
+    perf: PerfView | None = None  # every rank's profile, judged by `ascendctl perf`
+    attempts: AttemptsView | None = None  # launch --restarts: a row per attempt (report/attempts.py)
 
     @property
     def views(self) -> tuple[str, ...]:
-        return tuple(name for name in ("verdict", "timeline", "stacks", "preflight", "devices", "performance", "network")
+        return tuple(name for name in ("verdict", "attempts", "timeline", "stacks", "preflight", "devices", "performance",
+                                       "perf", "network")
                      if getattr(self, name) is not None)
 
     @property
     def sections(self) -> tuple[str, ...]:
         """The page's sections in order (the verdict's evidence and per-rank table follow the timeline, then the stacks)."""
-        return tuple(name for name in ("verdict", "timeline", "evidence", "stacks", "preflight", "devices", "performance",
-                                       "network")
+        return tuple(name for name in ("verdict", "attempts", "timeline", "evidence", "stacks", "preflight", "devices",
+                                       "performance", "perf", "network")
                      if getattr(self, "verdict" if name == "evidence" else name) is not None)
 
     @property
     def notes(self) -> tuple[str, ...]:
         """What was folded or left out, over every view."""
-        return tuple(n for v in (self.timeline, self.stacks, self.preflight, self.devices, self.performance, self.network)
+        return tuple(n for v in (self.attempts, self.timeline, self.stacks, self.preflight, self.devices, self.performance,
+                               self.perf, self.network)
                      if v is not None for n in v.notes)
 
 
@@ -837,3 +843,150 @@ def stacks_view(data: Mapping[str, Any]) -> StacksView:
     verdict = data["verdict"]
     return StacksView(str(data["capture"]), str(verdict["kind"]), str(verdict["message"]), tuple(rows),
                       tuple(tree[:MAX_TREE_LINES]), tuple(notes))
+
+
+# --- perf (every rank's profile: `ascendctl perf`) -----------------------------------------------------
+
+MAX_PERF_HEAT_RANKS = 64  # rows of the rank x step map and of the link matrix
+MAX_PERF_HEAT_STEPS = 60  # columns of the rank x step map
+
+
+@dataclass(frozen=True, slots=True)
+class HeatGrid:
+    """A labelled grid of coloured cells (templates/report.html.j2's `heat` macro draws it, as it draws netcheck's)."""
+
+    rows: tuple[str, ...]
+    cols: tuple[str, ...]
+    cells: tuple[HeatCell, ...]
+    cell: int  # px per cell
+    marked: tuple[str, ...]  # row and column labels drawn as named slow
+
+
+@dataclass(frozen=True, slots=True)
+class PerfView:
+    """`ascendctl perf`'s verdict over the profiles given, its evidence, the rank x step map of communication share and
+    the source x destination bandwidth matrix; only what the verdict names is marked."""
+
+    verdict: str
+    evidence: tuple[str, ...]
+    straggler: str  # "rank 5", or "" when the verdict names none
+    slow_links: tuple[str, ...]
+    limit: str
+    steps: HeatGrid | None
+    links: HeatGrid | None
+    notes: tuple[str, ...]
+
+
+def _sample(items: Sequence[int], marked: Iterable[int], limit: int) -> tuple[list[int], int]:
+    """At most `limit` of `items` in their order: every marked one (up to half), then every k-th other; and k."""
+    if len(items) <= limit:
+        return list(items), 1
+    wanted = set(marked)
+    chosen = [i for i in items if i in wanted][:limit // 2]
+    rest = [i for i in items if i not in wanted]
+    step = max(1, -(-len(rest) // max(1, limit - len(chosen))))
+    keep = set(chosen) | set(rest[::step][:limit - len(chosen)])
+    return [i for i in items if i in keep], step
+
+
+def _share_fill(share: float | None, limit: float) -> str:
+    """Green for no communication, red at twice the limit or more: netcheck's colours, read the other way."""
+    return _heat_fill(None if share is None else 1.0 - min(1.0, share / (2 * limit)))
+
+
+def _perf_steps(report: PerfReport, profiles: Sequence[RankInput], named: set[int]) -> tuple[HeatGrid | None, list[str]]:
+    """Rank x step: communication not overlapped / step time of each rank in each step."""
+    ranks = [p.rank for p in profiles if p.steps]
+    if not ranks:
+        return None, []
+    notes = []
+    kept, every = _sample(ranks, named, MAX_PERF_HEAT_RANKS)
+    if every > 1:
+        notes.append(f"perf: {len(ranks)} ranks; the rank x step map draws the named ones and every {every}th other, "
+                     f"{len(kept)} in all (`ascendctl perf --json` has every rank's means)")
+    numbers = sorted({s.step for p in profiles for s in p.steps})
+    steps, every = _sample(numbers, (), MAX_PERF_HEAT_STEPS)
+    if every > 1:
+        notes.append(f"perf: {len(numbers)} steps; the map draws every {every}th, {len(steps)} in all")
+    rows, cols = {r: i for i, r in enumerate(kept)}, {n: i for i, n in enumerate(steps)}
+    size = max(6, min(20, 720 // max(1, len(steps)), 900 // max(1, len(kept))))  # 64 ranks: 14 px, room for a label
+    cells = []
+    for p in profiles:
+        if p.rank not in rows:
+            continue
+        for s in p.steps:
+            if s.step not in cols:
+                continue
+            share = (s.comm_not_overlapped_ms / s.step_ms if s.comm_not_overlapped_ms is not None and s.step_ms
+                     else None)
+            what = ("not measured" if share is None else
+                    f"communication {s.comm_not_overlapped_ms:.2f} ms of a {s.step_ms:.2f} ms step = {share:.1%}"
+                    + (f", compute {s.compute_ms:.2f} ms" if s.compute_ms is not None else ""))
+            status = "unmeasured" if share is None else "slow" if p.rank in named else "ok"
+            cells.append(HeatCell(cols[s.step] * size, rows[p.rank] * size, _share_fill(share, report.comm_share_limit),
+                                  f"rank {p.rank}, step {s.step}: {what}", status))
+    return HeatGrid(tuple(f"rank {r}" for r in kept), tuple(str(n) for n in steps), tuple(cells), size,
+                    tuple(f"rank {r}" for r in kept if r in named)), notes
+
+
+def _perf_links(report: PerfReport) -> tuple[HeatGrid | None, list[str]]:
+    """Source x destination: each link's bandwidth against the median of its transport; the slowest transport of a
+    pair colours its cell."""
+    if not report.links:
+        return None, []
+    ranks = sorted({link.src for link in report.links} | {link.dst for link in report.links})
+    slow = {r for link in report.slow_links for r in (link.src, link.dst)}
+    kept, every = _sample(ranks, slow, MAX_PERF_HEAT_RANKS)
+    notes = [f"perf: {len(ranks)} ranks in the link matrix; drawn: the ends of slow links and every {every}th other, "
+             f"{len(kept)} in all"] if every > 1 else []
+    index = {r: i for i, r in enumerate(kept)}
+    size = max(6, min(28, 900 // max(1, len(kept))))
+    by_pair: dict[tuple[int, int], list[LinkSummary]] = {}
+    for link in report.links:
+        if link.src in index and link.dst in index:
+            by_pair.setdefault((link.src, link.dst), []).append(link)
+    cells = []
+    for (src, dst), found in sorted(by_pair.items()):
+        ratios = [(link.bandwidth_gbps / link.median_gbps if link.bandwidth_gbps is not None and link.median_gbps
+                   else None, link) for link in found]
+        measured = [r for r, _ in ratios if r is not None]
+        title = "; ".join(f"{link.name}: " + ("not measured" if link.bandwidth_gbps is None else
+                                               f"{link.bandwidth_gbps:.2f} GB/s, median of {link.transport} "
+                                               f"{link.median_gbps or 0:.2f}") + ("; slow" if link.slow else "")
+                          for _, link in ratios)
+        status = ("slow" if any(link.slow for link in found) else "unmeasured" if not measured else "ok")
+        cells.append(HeatCell(index[dst] * size, index[src] * size, _heat_fill(min(measured) if measured else None),
+                              title, status))
+    return HeatGrid(tuple(f"rank {r}" for r in kept), tuple(f"rank {r}" for r in kept), tuple(cells), size,
+                    tuple(f"rank {r}" for r in kept if r in slow)), notes
+
+
+def perf_view(report: PerfReport, profiles: Sequence[RankInput]) -> PerfView | None:
+    """The perf section: the verdict line, its evidence, the two maps (bounded: what is not drawn is in the notes)."""
+    if not profiles:
+        return None
+    named = {report.straggler.rank} if report.straggler else set()
+    evidence = [f"read: {len(report.ranks)} rank(s) ({', '.join(report.kinds)}); {report.compared} call(s) compared "
+                f"by {report.vote_on}; {len(report.votes)} vote(s)"]
+    evidence += [f"left out of the vote: rank {d.rank}: {d.reason}" for d in report.dropped[:10]]
+    if report.straggler:
+        s = report.straggler
+        evidence.append(f"votes for rank {s.rank}: " + ", ".join(f"{op} {n}" for op, n in s.ops.items())
+                        + f" ({s.votes} of {s.compared})")
+    above = [r.rank for r in report.ranks if r.comm_share is not None and r.comm_share > report.comm_share_limit]
+    if above:
+        evidence.append(f"communication above {report.comm_share_limit:.0%} of the step: {len(above)} rank(s): "
+                        + ", ".join(str(r) for r in above[:20]) + (" ..." if len(above) > 20 else ""))
+    for spread in report.spreads:
+        if spread.flagged:
+            evidence.append(f"{spread.dimension} spread {spread.spread:.1%} of the mean step (rank {spread.min_rank} "
+                            f"{spread.min_ms:.2f} ms to rank {spread.max_rank} {spread.max_ms:.2f} ms)")
+    slow = tuple(f"{link.name} {link.bandwidth_gbps or 0:.2f} GB/s (median {link.median_gbps or 0:.2f})"
+                 for link in report.slow_links)
+    steps, step_notes = _perf_steps(report, profiles, named)
+    links, link_notes = _perf_links(report)
+    problems = [f"perf: {p.path}: {p.message}" for p in report.problems[:10]]
+    if len(report.problems) > 10:
+        problems.append(f"perf: {len(report.problems) - 10} more unreadable profile file(s) (`ascendctl perf` names them)")
+    return PerfView(report.verdict, tuple(evidence), f"rank {report.straggler.rank}" if report.straggler else "", slow,
+                    f"{report.comm_share_limit:.0%}", steps, links, tuple(step_notes + link_notes + problems))

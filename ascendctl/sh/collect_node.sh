@@ -5,19 +5,22 @@
 # and write one tar stream to stdout.
 #
 # usage: sh -s -- NONCE TOOL_PATH SECTION_TIMEOUT SILENCE BUDGET MIN_TAIL SINCE UNTIL LOG_BASE MSPROF_DIR \
-#                  [NAME TOOL COMMAND]... -- [LAUNCHER_PATH]...
+#                  PROFILE_DIR TASK_GAP [NAME TOOL COMMAND]... -- [LAUNCHER_PATH]...
 #   SILENCE        whole seconds the node may send nothing (ascendctl's command_timeout): ascendctl calls a node
 #                  that sends nothing for that long lost, so this script says it is alive (a NUL byte on stderr)
 #                  while it works, and stops tar when tar could write nothing for that long (its reader is gone)
 #   SINCE, UNTIL   epoch seconds of the log window, or empty for none
 #   LOG_BASE       $ASCEND_PROCESS_LOG_PATH (or ~/ascend/log) without a trailing slash ("" for /)
 #   MSPROF_DIR     msprof output directory, or empty
+#   PROFILE_DIR    per-rank profiles (torch_npu *_ascend_pt directories, torch.profiler traces), or empty: only the
+#                  newest task's files that `ascendctl perf` reads are taken (see profile_task below)
+#   TASK_GAP       seconds: profiles written further apart than this belong to different tasks
 #   NAME TOOL COMMAND  one command: its output goes to commands/NAME.txt; skipped when TOOL is missing
 #   LAUNCHER_PATH  the job's files (launcher log, exit_code, pid) and its launcher's log directory
 #
 # Priority, highest first (lower ones never displace a file of a higher one): 1 the job's own files (each
 # LAUNCHER_PATH that is not a directory), 2 plogs, 3 the launcher's log directory (each rank's log), 4 device
-# logs, 5 msprof summaries; newest first within each.
+# logs, 5 msprof summaries, 6 profiles (a profile is taken whole or not at all); newest first within each.
 #
 # Tar members: NONCE/... is the staging directory (commands/, .meta/ with status.tsv, cand.tsv,
 # selection.tsv, roots and refused, files/ with the tails of truncated files); any other member is a
@@ -32,8 +35,8 @@
 # any more, or is not under a searched directory, or has a ".." component. tar adds exactly the listed
 # files: no recursion, each list line a name as it is (never an option, no backslash escapes).
 nonce=$1 tool_path=$2 section_timeout=$3 silence=$4 budget=$5 min_tail=$6 since=$7 until=$8 log_base=$9
-msprof_dir=${10}
-shift 10
+msprof_dir=${10} profile_dir=${11} task_gap=${12}
+shift 12
 PATH="$PATH:$tool_path"; LC_ALL=C; export PATH LC_ALL
 tab=$(printf '\t')
 max_refused=1000  # records of .meta/refused sent; the count of the others goes to .meta/refused.more
@@ -148,6 +151,34 @@ readable() {
     if [ -h "$1" ] || [ ! -f "$1" ]; then why="not a regular file when read"; return 1; fi
 }
 
+# profile_task DIR: the newest profiling task under DIR. A profile is a torch_npu *_ascend_pt directory (the one holding
+# a profiler_info_<rank>.json) or a torch.profiler trace file (*.pt.trace.json[.gz]), dated by that file's mtime; the
+# task is the newest profile and every profile written at most TASK_GAP seconds before the one after it (the ranks of
+# one run stop profiling together; runs are apart). Its files that ascendctl perf reads become candidates (priority 6);
+# the older profiles go to .meta/profile_left ("mtime<tab>path" lines, at most max_refused of them, then a count).
+profile_task() {
+    find "$1" \( -name 'profiler_info_*.json' -o -name '*.pt.trace.json' -o -name '*.pt.trace.json.gz' \) -type f \
+        ! -path '*[[:cntrl:]]*' -printf '%T@\t%p\n' 2>/dev/null | sort -t "$tab" -k1,1gr | awk -F "$tab" -v gap="$task_gap" '
+        BEGIN { OFS = "\t" }
+        { unit = $2; if (unit ~ /\/profiler_info_[0-9]+\.json$/) sub(/\/[^\/]*$/, "", unit) }
+        seen[unit]++ { next }
+        !cut && (n++ == 0 || last - $1 <= gap) { print "task", unit; last = $1; next }
+        { cut = 1; print "left", $1, unit }' > "$T/units"
+    while IFS="$tab" read -r what a b; do
+        if [ "$what" = left ]; then printf '%s\t%s\n' "$a" "$b"; continue; fi
+        if [ -d "$a" ]; then
+            cand 6 profile "$a" \( -name 'profiler_info_*.json' -o -path '*/ASCEND_PROFILER_OUTPUT/*' \( \
+                -name step_trace_time.csv -o -name communication.json -o -name communication_matrix.json \) \)
+        else
+            cand 6 profile "$a"
+        fi
+    done < "$T/units" > "$T/left"
+    left=$(wc -l < "$T/left")
+    head -n "$max_refused" "$T/left" > "$M/profile_left"
+    [ "$left" -le "$max_refused" ] || echo $((left - max_refused)) > "$M/profile_left.more"
+    alive
+}
+
 alive
 heartbeat > /dev/null &
 beating=$!
@@ -169,6 +200,9 @@ cand_in_window 4 device_log "$log_base"/run/device-* "$log_base"/debug/device-* 
 if [ -n "$msprof_dir" ]; then
     cand 5 msprof "$msprof_dir" -path '*/mindstudio_profiler_output/*' -name '*.csv'
 fi
+if [ -n "$profile_dir" ]; then
+    profile_task "$profile_dir"
+fi
 # a directory of a million hostile names must not take the budget of the logs
 refused=$(tr -cd '\000' < "$M/refused" | wc -c)
 if [ "$refused" -gt "$max_refused" ]; then
@@ -186,18 +220,18 @@ budget=$((budget - used * 1024))
 sort -t "$tab" -k1,1n -k2,2gr "$M/cand.tsv" | awk -F "$tab" -v budget="$budget" -v mintail="$min_tail" '
     BEGIN { OFS = "\t"; n = 0 }
     seen[$5]++ { next }
-    { n++; size[n] = $3 + 0; rest[n] = $3 OFS $2 OFS $4 OFS $5 }
+    { n++; size[n] = $3 + 0; rest[n] = $3 OFS $2 OFS $4 OFS $5; whole[n] = ($4 == "profile") }
     END {
         left = budget
         share = int(budget / 4); if (share < mintail) share = mintail
         for (i = 1; i <= n; i++) {
             want = size[i]; if (want > share) want = share; if (want > left) want = left
-            got[i] = (want == size[i] || want >= mintail) ? want : 0
+            got[i] = (want == size[i] || (want >= mintail && !whole[i])) ? want : 0
             left -= got[i]
         }
         for (i = 1; i <= n && left > 0; i++) {
             more = size[i] - got[i]; if (more > left) more = left
-            if (more > 0 && (got[i] + more == size[i] || got[i] + more >= mintail)) { got[i] += more; left -= more }
+            if (more > 0 && (got[i] + more == size[i] || (got[i] + more >= mintail && !whole[i]))) { got[i] += more; left -= more }
         }
         for (i = 1; i <= n; i++)
             print (got[i] == size[i] ? "keep" : got[i] > 0 ? "tail" : "drop"), got[i], rest[i]

@@ -153,3 +153,10 @@ def _show_summary(summary: dict[str, Any], *, many: bool = False) -> None:
             table.add_row(escape(r["rank"]), str(r["steps"]), f"{r['step_us'] / 1000:.2f}", f"{r['compute_us'] / 1000:.2f}",
                           f"{r['comm_us'] / 1000:.2f}", f"{100 * r['comm_share']:.1f}", flags or "-")
         out.print(table)
+    perf = summary.get("perf")
+    if perf:  # collect --profile: `ascendctl perf`'s verdict over the profiles taken
+        named = perf["straggler"] is not None or bool(perf["slow_links"])
+        out.print(f"perf: {perf['verdict']}", markup=False, style="red" if named else None)
+        if perf["problems"]:
+            out.print(f"  {len(perf['problems']) + perf['problems_more']} profile file(s) unreadable (first: "
+                      f"{perf['problems'][0]})", markup=False)

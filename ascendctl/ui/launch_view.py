@@ -99,6 +99,12 @@ def line_sink(names: list[str], *, to_stderr: bool = False) -> Callable[[str, st
     return sink
 
 
+def excluded_text(names: Sequence[str]) -> str:
+    """Submit mode: the quarantined nodes the batch script excludes (said once)."""
+    count = f"{len(names)} quarantined node{'s' if len(names) != 1 else ''}"
+    return f"leaving out {count}: {fold(list(names))} (sbatch --exclude; ascendctl nodes; --include-quarantined to use them)"
+
+
 def notice(message: str) -> None:
     """A one-line progress notice on stderr."""
     error(message, level="notice")
@@ -236,11 +242,20 @@ def show_jobs(listing: JobListing) -> None:
     for r in listing.records:
         f = r.first_failure
         verdict = f"  [{f.category or 'failed'}{f' on {f.node}' if f.node else ''}{f' rank {f.rank}' if f.rank is not None else ''}]" if f else ""
-        out.print(f"{r.id:<22} {_status(r):<12} {r.launcher:<9} {len(r.nodes):>5}  {_when(r.started):<19}  {' '.join(r.script)}{verdict}",
-                  markup=False)
+        out.print(f"{r.id:<22} {_status(r):<12} {r.launcher:<9} {len(r.nodes):>5}  {_when(r.started):<19}  {' '.join(r.script)}{verdict}"
+                  f"{_attempt_tag(r)}", markup=False)
     for i, bad in enumerate(listing.unreadable):
         warning(f"unreadable job record, not listed: {bad.problem}", subject=str(bad.path),
                 hint=bad.hint if i == len(listing.unreadable) - 1 else None)
+
+
+def _attempt_tag(record: JobRecord) -> str:
+    """`jobs`: an attempt of a job run with --restarts, and what was decided after it (`  (attempt 2 of J: done)`)."""
+    if not (record.restart_of or record.decision):
+        return ""
+    first = f" of {record.restart_of}" if record.restart_of else ""
+    decided = (record.decision or "").partition(":")[0]
+    return f"  (attempt {record.attempt}{first}{': ' + decided if decided else ''})"
 
 
 def show_unasked(unasked: tuple[tuple[str, str], ...]) -> None:
@@ -259,6 +274,10 @@ def show_status(record: JobRecord, leftovers: tuple[LeftoverCheck, ...] = (), *,
     supervision = supervisor_line(record, supervisor_alive)
     if supervision:
         out.print(supervision, markup=False)
+    if record.restart_of or record.decision:
+        first = f" of job {record.restart_of}" if record.restart_of else ""
+        out.print(f"attempt {record.attempt}{first} (launch --restarts); then: {record.decision or 'not decided yet'}",
+                  markup=False)
     for line in recorded_verdict_lines(record):
         out.print(line, markup=False)
     for check in leftovers:

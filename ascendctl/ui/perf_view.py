@@ -26,6 +26,8 @@ def evidence_lines(report: PerfReport) -> list[str]:
     """The evidence under the verdict, as plain lines (also what the tests read)."""
     lines = [f"read: {len(report.ranks)} rank(s) ({', '.join(report.kinds) or 'none'}); "
              f"{report.compared} call(s) compared by {report.vote_on}; {len(report.votes)} vote(s)"]
+    for dropped in report.dropped:
+        lines.append(f"left out of the vote: rank {dropped.rank}: {dropped.reason}")
     if report.straggler is not None:
         ops = ", ".join(f"{op} {count}" for op, count in report.straggler.ops.items())
         lines.append(f"votes for rank {report.straggler.rank}: {ops}")

@@ -180,3 +180,41 @@ def test_a_node_lost_mid_transfer_is_named_lost_within_the_command_timeout_and_l
             assert time.monotonic() < deadline, "h02 unreachable after its link came back"
             time.sleep(0.5)
     assert wait_until(lambda: not collect_processes(cluster, "h02", token), 15), collect_processes(cluster, "h02", token)
+
+
+# run by python3 on the host: each {"path", "content", "age"} of the JSON list on stdin, modified `age` seconds ago
+PLANT_AGED = """
+import json, os, sys, time
+for spec in json.load(sys.stdin):
+    os.makedirs(os.path.dirname(spec["path"]), exist_ok=True)
+    with open(spec["path"], "w") as f:
+        f.write(spec["content"])
+    os.utime(spec["path"], (time.time() - spec["age"],) * 2)
+"""
+
+
+def test_collect_profile_takes_each_hosts_newest_task_and_perf_names_the_slow_rank_and_link(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """collect --profile over SSH: h01 holds ranks 0-1 of the newest task and an older run's, h02 ranks 2-3; the
+    summary names rank 1 and link 2->3 (tests/data/perf/ascend), each host names the older profiles it left out."""
+    data = Path(__file__).resolve().parent.parent / "data" / "perf" / "ascend"
+    cluster: Cluster = cluster_factory([HostSpec("h01", chrony="none"), HostSpec("h02", chrony="none")])
+    inventory = cluster.write_inventory(tmp_path / "inv.yaml")
+    units = sorted(data.iterdir())
+    for host, mine in (("h01", units[:2]), ("h02", units[2:])):
+        specs = [{"path": f"/root/prof/{unit.name}/{f.relative_to(unit)}", "content": f.read_text(), "age": 30}
+                 for unit in mine for f in unit.rglob("*") if f.is_file()]
+        if host == "h01":  # an older run in the same directory
+            specs.append({"path": "/root/prof/node0_1_20261125_ascend_pt/profiler_info_0.json", "content": "{}",
+                          "age": 86400})
+        result = cluster.run_on(host, ["python3", "-c", PLANT_AGED], input=json.dumps(specs))
+        assert result.returncode == 0, result.stderr
+    result = runner.invoke(app, ["collect", "-i", str(inventory), "-o", str(tmp_path / "b"), "--json",
+                                 "--profile", "/root/prof"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    perf = doc["summary"]["perf"]
+    assert perf["verdict"].startswith("rank 1 is the straggler") and perf["ranks"] == 4
+    assert [(link["src"], link["dst"]) for link in perf["slow_links"]] == [(2, 3)]
+    left = {n["name"]: n["profiles_left_out"] for n in doc["manifest"]["nodes"]}
+    assert left == {"h01": ["/root/prof/node0_1_20261125_ascend_pt"], "h02": []}

@@ -1,7 +1,8 @@
 """`launch --restarts` (issue #28) with real torchrun jobs over real SSH on test hosts: a transient rank death is
 restarted in place and the job finishes; the job's own error (a missing module on every rank) is not restarted and
 exits 6; a node taken off the network is quarantined and the job finishes on the others plus a spare, at the same
-world size. The decision table itself: tests/test_restart.py."""
+world size. On real Slurm (slurmctld, a slurmd per host), submit mode leaves a quarantined node out with sbatch --exclude.
+The decision table itself: tests/test_restart.py; on local nodes: tests/test_restart_local.py."""
 
 from __future__ import annotations
 
@@ -101,3 +102,44 @@ def test_a_node_lost_is_quarantined_and_a_spare_takes_its_place(cluster_factory:
     assert states["h02"]["state"] == "quarantined" and first["id"] in states["h02"]["reason"], states["h02"]
     subprocess.run([*ASCENDCTL, "stop", first["id"], "--grace", "1"], capture_output=True, text=True, timeout=60)
     assert job_processes(cluster, SCRIPT) == []
+
+
+def test_submit_mode_on_real_slurm_excludes_a_quarantined_node_slurm_would_give(tmp_path: Path) -> None:
+    """Real Slurm (slurmctld, a slurmd per test host): h02 is quarantined inside an allocation (drained with ascendctl's
+    reason), then resumed by hand, as an operator might: sbatch would give it again. Submit mode passes it as
+    --exclude: the 2-node job runs on h01 and h03 (first fit would take h01 and h02), and says so once."""
+    from tests.cluster.harness import HostSpec, build_cluster
+    from tests.cluster.slurm_harness import start_slurm
+
+    cluster = build_cluster([HostSpec(f"h{i:02d}", private_home=False) for i in (1, 2, 3)], workdir=tmp_path / "c",
+                            wait_chrony=False)
+    try:
+        slurm = start_slurm(cluster)
+        try:
+            env = slurm.env()
+            hold = slurm.hold(3)
+            held = subprocess.run([*ASCENDCTL, "nodes", "quarantine", "h02", "--reason", "HARDWARE in job j0"],
+                                  capture_output=True, text=True, timeout=60, env=slurm.allocation_env(hold))
+            assert held.returncode == 0, held.stderr
+            slurm.cancel(hold)
+            slurm.run(["scontrol", "update", "nodename=h02", "state=resume"])
+            slurm.wait_idle()
+            bin_dir = tmp_path / "venv" / "bin"  # a stand-in torchrun: the job itself is not what is tested
+            bin_dir.mkdir(parents=True)
+            (bin_dir / "torchrun").write_text("#!/bin/sh\necho \"torchrun on $(hostname)\"\n")
+            (bin_dir / "torchrun").chmod(0o755)
+            inv = tmp_path / "inv.yaml"
+            inv.write_text(f"backend: slurm\nslurm: {{nodes: 2}}\ndefaults: {{slots: 1, python: {bin_dir}/python}}\n")
+            (tmp_path / "train.py").write_text("")
+            proc = subprocess.run([*ASCENDCTL, "launch", "-i", str(inv), "--launcher", "torchrun", "--no-preflight",
+                                   "--log-dir", str(tmp_path / "logs"), "--", str(tmp_path / "train.py")],
+                                  capture_output=True, text=True, timeout=120, env=env, cwd=slurm.workdir)
+            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+            [job] = records().values()
+            assert [n["name"] for n in job["nodes"]] == ["h01", "h03"] and job["slurm_submitted"] is True
+            assert proc.stderr.count("leaving out 1 quarantined node: h02 (sbatch --exclude;") == 1, proc.stderr[-3000:]
+            slurm.jobs.append(job["slurm_job"])
+        finally:
+            slurm.stop()
+    finally:
+        cluster.teardown()
