@@ -49,3 +49,21 @@ def ssh_tools(cluster: Any) -> tuple[dict[str, list[str]], dict[str, str]]:
         "pdsh": ["pdsh", "-f", "64", "-l", "root", "-w", ips, "true"],
     }
     return commands, env
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine has spent busy (all cores), from /proc/stat."""
+    with open("/proc/stat") as stat:
+        user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in stat.readline().split()[1:8])
+    # not steal (the hypervisor's) nor guest (already inside user)
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_machine(argv: list[str], env: dict[str, str], ok_codes: tuple[int, ...] = (0,)) -> tuple[float, float, float]:
+    """(wall, client CPU, whole-machine CPU) of one run. Whole-machine CPU also counts what the client's detached
+    children do (an ssh ControlPersist master is never waited for, so the client's own CPU misses it) and the test
+    hosts' sshd and commands, which share this machine's cores."""
+    before = machine_busy()
+    wall, cpu = timed(argv, env, ok_codes)
+    return wall, cpu, machine_busy() - before
+

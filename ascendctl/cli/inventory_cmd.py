@@ -26,10 +26,17 @@ def inventory_validate(as_json: JsonOpt = False, *, cluster: NodeOptions) -> Non
 @cli_errors
 @node_options("inventory", "nodes", "exclude")
 def inventory_show(as_json: JsonOpt = False, *, cluster: NodeOptions) -> None:
-    """Show nodes after range expansion, the groups, and each effective setting with its source."""
+    """Show nodes after range expansion, the groups, each effective setting with its source, and what the ssh config
+    decides for each node (file:line)."""
     from ascendctl.ui import inventory_view
 
-    inventory_view.show_inventory(cluster.select(), as_json=as_json, argv=argv_now())
+    inventory = cluster.select()
+    taken = {}
+    if any(node.transport == "ssh" for node in inventory.nodes):  # paramiko's config reader: only when a node uses it
+        from ascendctl.remote.transport.ssh import ssh_config_taken
+
+        taken = ssh_config_taken(inventory)
+    inventory_view.show_inventory(inventory, ssh_config=taken, as_json=as_json, argv=argv_now())
 
 
 @inventory_app.command("init", epilog=examples(

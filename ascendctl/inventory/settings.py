@@ -214,7 +214,7 @@ def _env_bool(text: str) -> bool:
 
 
 SETTINGS: tuple[SettingSpec, ...] = (
-    SettingSpec("transport", _choice("ssh", "local"), "ssh", "how to reach the node: ssh, or local (this machine, no SSH)", from_env=str),
+    SettingSpec("transport", _choice("ssh", "openssh", "local"), "ssh", "how to reach the node: ssh (Paramiko; the system ssh when the ssh config needs it), openssh (the system ssh client, multiplexed), or local (this machine, no SSH)", from_env=str),
     SettingSpec("user", _opt_str, None, "SSH user (default: ~/.ssh/config, else the current user)", from_env=str),
     SettingSpec("port", _int_range(1, 65535), 22, "SSH port", from_env=_env_int),
     SettingSpec("identity_file", _opt_str, None, "private key file (default: ~/.ssh/config, ssh-agent and ~/.ssh/id_*)", from_env=str),

@@ -17,7 +17,10 @@ from ascendctl.inventory.starter import STDOUT
 from ascendctl.ui import emit_json, err, error, out, print_columns, write_out
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from ascendctl.inventory.load import Inventory
+    from ascendctl.remote.transport.ssh_config import ConfigLine
     from ascendctl.inventory.starter import InitResult
 
 
@@ -31,10 +34,13 @@ def show_inventory_valid(inventory: Inventory, *, as_json: bool = False, argv: l
     out.print(f"{inventory.source}: ok, {len(inventory.nodes)} node(s) {names}, {slots} slot(s)", markup=False)
 
 
-def show_inventory(inventory: Inventory, *, as_json: bool, argv: list[str]) -> None:
-    """Nodes after range expansion, then each setting's value and source, folded across nodes."""
+def show_inventory(inventory: Inventory, *, as_json: bool, argv: list[str],
+                   ssh_config: Mapping[str, Sequence[ConfigLine]] | None = None) -> None:
+    """Nodes after range expansion, then each setting's value and source, folded across nodes; then what the ssh
+    config decides (`ssh_config`: node name -> the lines taken), each line with its file:line."""
+    ssh_config = ssh_config or {}
     if as_json:
-        emit_json(argv, ExitCode.OK, inventory_to_dict(inventory))
+        emit_json(argv, ExitCode.OK, inventory_to_dict(inventory, ssh_config))
         return
     if inventory.source == BUILTIN_SOURCE:
         err.print("ascendctl: note: no inventory file: using this machine only (pass -i FILE or create ./inventory.yaml)", markup=False)
@@ -78,9 +84,22 @@ def show_inventory(inventory: Inventory, *, as_json: bool, argv: list[str]) -> N
     for key in CLUSTER_SETTINGS:
         table.add_row(key, escape(_show(getattr(inventory, key))), inventory.sources.get(key, "default"), escape(everyone))
     out.print(table)
+    if any(ssh_config.values()):
+        out.print()
+        taken = Table(title=f"from the ssh config ({inventory.ssh_config})", title_justify="left", box=None, pad_edge=False)
+        for column in ("option", "value", "source", "nodes"):
+            taken.add_column(column)
+        rows: dict[tuple[str, str, str], list[str]] = {}
+        for node in inventory.nodes:
+            for line in ssh_config.get(node.name, ()):
+                rows.setdefault((line.option, line.value, line.where), []).append(node.name)
+        for (option, value, where), names in rows.items():
+            taken.add_row(option, escape(value), escape(where), escape(fold(names)))
+        out.print(taken)
 
 
-def inventory_to_dict(inventory: Inventory) -> dict[str, Any]:
+def inventory_to_dict(inventory: Inventory, ssh_config: Mapping[str, Sequence[ConfigLine]] | None = None) -> dict[str, Any]:
+    ssh_config = ssh_config or {}
     return {
         "source": inventory.source,
         "settings": {key: {"value": _jsonable(getattr(inventory, key)), "source": inventory.sources.get(key, "default")} for key in CLUSTER_SETTINGS},
@@ -92,6 +111,8 @@ def inventory_to_dict(inventory: Inventory) -> dict[str, Any]:
                 "index": node.index,
                 "sources": {key: node.sources[key] for key in ("name", "host") if key in node.sources},
                 "settings": {key: {"value": _jsonable(getattr(node, key)), "source": node.sources.get(key, "default")} for key in NODE_SETTINGS},
+                **({"ssh_config": [{"option": line.option, "value": line.value, "source": line.where}
+                                   for line in ssh_config[node.name]]} if node.name in ssh_config else {}),
             }
             for node in inventory.nodes
         ],

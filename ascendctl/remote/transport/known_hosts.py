@@ -299,11 +299,16 @@ def _file_list(value: object, option: str, tokens: Mapping[str, str]) -> tuple[s
     return tuple(expand_path(str(w), option, tokens) for w in words)
 
 
-def expand_path(value: str, option: str, tokens: Mapping[str, str]) -> str:
-    """`~`, `${VAR}` and %-tokens of a file option, as ssh expands them (tokens: letter -> value)."""
+def expand_path(value: str, option: str, tokens: Mapping[str, str], *, command: bool = False) -> str:
+    """`~`, `${VAR}` and %-tokens of a file option, as ssh expands them (tokens: letter -> value).
+
+    `command` (ProxyCommand): the %-tokens only; the shell that runs it expands the rest.
+    """
 
     def sub(match: re.Match[str]) -> str:
         letter, var = match.group(1), match.group(2)
+        if var is not None and command:
+            return match.group(0)
         if var is not None:
             if var not in os.environ:
                 raise ValueError(f"{option} {value}: environment variable {var} is not set")
@@ -315,7 +320,8 @@ def expand_path(value: str, option: str, tokens: Mapping[str, str]) -> str:
                              f"{' '.join('%' + t for t in sorted(tokens))})")
         return tokens[letter]
 
-    return os.path.expanduser(_TOKEN.sub(sub, value))
+    expanded = _TOKEN.sub(sub, value)
+    return expanded if command else os.path.expanduser(expanded)
 
 
 def path_tokens(*, alias: str, hostname: str, port: int, user: str, local_user: str,
@@ -364,6 +370,7 @@ class HostCertificate:
     ca_key: bytes  # the CA's public key blob
     signed: bytes  # the certificate up to its signature
     signature: bytes  # the CA's signature blob (algorithm name, signature)
+    public_key: bytes = b""  # the certified key as a plain public key blob (what a key file or agent holds)
 
     @property
     def signature_algorithm(self) -> str:
@@ -405,8 +412,11 @@ def parse_certificate(blob: bytes) -> HostCertificate:
     if not cert_type.endswith(CERT_SUFFIX) or key_type not in _CERT_KEY_FIELDS:
         raise ValueError(f"not a certificate type this client knows: {cert_type}")
     reader.string()  # nonce
+    start = reader.at
     for _ in range(_CERT_KEY_FIELDS[key_type]):
         reader.string()
+    name = key_type.encode("ascii")
+    public_key = len(name).to_bytes(4, "big") + name + blob[start:reader.at]
     serial, kind, key_id = reader.uint(8), reader.uint(4), reader.text()
     principals = reader.strings()
     valid_after, valid_before = reader.uint(8), reader.uint(8)
@@ -421,7 +431,7 @@ def parse_certificate(blob: bytes) -> HostCertificate:
     signed = blob[:reader.at]
     signature = reader.string()
     return HostCertificate(key_type, serial, kind, key_id, principals, valid_after, valid_before, tuple(options), ca_key,
-                           signed, signature)
+                           signed, signature, public_key)
 
 
 def certificate_problem(cert: HostCertificate, names: Sequence[str], now: float) -> str | None:

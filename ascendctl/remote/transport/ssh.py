@@ -6,6 +6,8 @@ The only module that imports paramiko. Must not import typer or rich.
 
 from __future__ import annotations
 
+import base64
+import copy
 import dataclasses
 import fcntl
 import logging
@@ -13,14 +15,16 @@ import os
 import random
 import re
 import select
+import shlex
 import socket
 import stat
+import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 def _import_paramiko_without_invoke() -> None:
     """Import paramiko without `invoke`, which it loads only for `Match exec` in ssh config.
@@ -39,15 +43,18 @@ def _import_paramiko_without_invoke() -> None:
 
 _import_paramiko_without_invoke()
 import paramiko  # noqa: E402
+from paramiko.pkey import PublicBlob  # noqa: E402
 
 from ascendctl.errors import (AuthError, CommandTimeoutError, ConnectError, HostKeyError, NodeSilentError, SSHProtocolError,
                       TransientConnectError, TransportError)
 from ascendctl.models import CommandResult
 from ascendctl.remote.transport import ssh_config as config_files
+from ascendctl.remote.transport.ssh_config import ConfigLine
 from ascendctl.remote.transport.base import ANSWER_SLACK, KILL_GRACE, node_bounded, stopped_at_limit
 from ascendctl.remote.transport.known_hosts import (CERT_SUFFIX, HostCertificate, HostKeyCheck, KnownHostsFile, KnownHostsFiles,
-                                                    Verdict, certificate_problem, check_host_key, hash_host, host_key_names,
-                                                    known_hosts_files, known_key_types, parse_certificate, path_tokens,
+                                                    Verdict, certificate_problem, check_host_key, expand_path,
+                                                    hash_host, host_key_names, known_hosts_files, known_key_types,
+                                                    parse_certificate, path_tokens,
                                                     read_known_hosts, revoked_blobs, trusted_authorities)
 from ascendctl.paths import current_user
 
@@ -71,6 +78,8 @@ PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 # nothing: an idle connection keeps its state in NATs and firewalls, and a dead link under a quiet command shows up
 # as unacknowledged data, so the kernel ends the connection (tcp_retries2) instead of waiting on it for ever.
 KEEPALIVE = 15
+SERVER_ALIVE_COUNT = 3  # OpenSSH's default ServerAliveCountMax
+PROXY_TOKENS = "hnpr"  # the %-tokens ssh expands in ProxyCommand (and %%)
 SILENT_HINT = ("is the node (or its network) down? a node that is only slow needs a larger command_timeout "
                "(--command-timeout); `ascendctl preflight -i ... --only ssh`")
 
@@ -87,6 +96,20 @@ class SSHEndpoint:
     proxy_jump: str | None
     connect_timeout: float
     host_key_alias: str | None = None  # ssh config HostKeyAlias
+    proxy_command: str | None = None  # ssh config ProxyCommand, %-tokens expanded (run by /bin/sh)
+    identities_only: bool = False  # ssh config IdentitiesOnly: agent keys only where an identity or certificate holds them
+    identity_agent: str | None = None  # the agent's socket (ssh config IdentityAgent, else SSH_AUTH_SOCK); None: no agent
+    certificate_files: tuple[tuple[str, str], ...] = ()  # ssh config CertificateFile, expanded, and its file:line
+    accept_new: bool = False  # record unknown host keys: the inventory's accept_new_host_keys, else StrictHostKeyChecking
+    keepalive: int = KEEPALIVE  # seconds of quiet before a keepalive (ServerAliveInterval; 0: none)
+    alive_count: int = 0  # unanswered keepalives that end the connection (ServerAliveCountMax; 0: never)
+    problem: TransportError | None = field(default=None, compare=False)  # an ssh config value that cannot be used
+    taken: Mapping[str, tuple[ConfigLine, ...]] = field(default_factory=dict, compare=False)  # what the ssh config decided
+
+    def where(self, keyword: str) -> str:
+        """`file:line` of the ssh config line that set `keyword` (lower case) for this host."""
+        lines = self.taken.get(keyword)
+        return lines[0].where if lines else "ssh config"
 
     @property
     def host_key_names(self) -> tuple[str, ...]:
@@ -107,12 +130,14 @@ class SSHConnector:
         self._lock = threading.Lock()
         self._host_keys: dict[str, KnownHostsFile] = {}  # by expanded path
         self._keys: dict[str, paramiko.PKey | Exception] = {}
-        self._agent_keys: list[Any] | None = None
+        self._agents: dict[str, list[Any] | str] = {}  # by socket path: its keys, or why it cannot be used
+        self._lookups: dict[str, tuple[dict[str, Any], dict[str, list[ConfigLine]]]] = {}
         self._jumps: dict[tuple[str, int, str], paramiko.Transport] = {}
         self._jump_locks: dict[tuple[str, int, str], threading.Lock] = {}
         # as `ssh` without -F: the user's config, then the system-wide one; a config the inventory names is alone (-F)
         system = config_files.SYSTEM_SSH_CONFIG if inventory.sources.get("ssh_config", "default") == "default" else None
-        self._ssh_config, self._ssh_config_files = _load_ssh_config(inventory.ssh_config, system=system)
+        self._ssh_config, self._ssh_config_text = _load_ssh_config(inventory.ssh_config, system=system)
+        self._ssh_config_files = self._ssh_config_text.files
 
     # -- public ---------------------------------------------------------------------------
     def connect(self, node: Node) -> "SSHTransport":
@@ -136,17 +161,49 @@ class SSHConnector:
         raise AssertionError("unreachable")
 
     def endpoint(self, node: Node) -> SSHEndpoint:
-        """Combine the node's settings with ~/.ssh/config; explicit inventory values win."""
-        cfg = self._lookup_config(node.host)
+        """Combine the node's settings with ~/.ssh/config; explicit inventory values win.
+
+        A config value that cannot be used is kept as `problem` (raised when the node is connected, naming the file,
+        line and option), so `inventory show` can still say what was read.
+        """
+        cfg, lines = self._lookup(node.host)
+        taken: dict[str, tuple[ConfigLine, ...]] = {}
+        problems: list[TransportError] = []
+
+        def inventory_sets(setting: str) -> bool:
+            return node.sources.get(setting, "default") != "default"
+
+        def first(keyword: str) -> ConfigLine | None:
+            """The line that decides `keyword`, recorded as taken."""
+            found = lines.get(keyword)
+            if not found:
+                return None
+            taken[keyword] = tuple(found) if keyword in ("identityfile", "certificatefile") else (found[0],)
+            return found[0]
 
         def pick(setting: str, cfg_key: str, fallback: Any) -> Any:
-            explicit = node.sources.get(setting, "default") != "default"
-            if explicit:
+            if inventory_sets(setting):
                 return getattr(node, setting)
             if cfg_key in cfg:
+                first(cfg_key)
                 return cfg[cfg_key]
             value = getattr(node, setting)
             return fallback if value is None else value
+
+        def number(keyword: str, minimum: float, what: str = "seconds") -> float | None:
+            line = first(keyword)
+            if line is None:
+                return None
+            try:
+                value = float(line.value)
+            except ValueError:
+                value = minimum - 1
+            if value < minimum or value != value:
+                problems.append(ConnectError(f"ssh config {line.where}: {line.option} {line.value!r} is not a number "
+                                             f"of {what}{' (0 or more)' if minimum == 0 else ''}",
+                                             hint=f"fix {line.option} in {line.path}"))
+                return None
+            return value
 
         user = pick("user", "user", None) or current_user()
         port = int(pick("port", "port", 22))
@@ -157,29 +214,110 @@ class SSHConnector:
             identity_files = tuple(identity)
         else:
             identity_files = ()
-        jump = pick("jump_host", "proxyjump", None)
-        if isinstance(jump, str) and jump.lower() == "none":
-            jump = None
+        hostname = str(cfg.get("hostname", node.host))
+        if "hostname" in cfg:
+            first("hostname")
         alias = cfg.get("hostkeyalias")
+        if alias:
+            first("hostkeyalias")
+        host_key_alias = str(alias) if alias and str(alias).lower() != "none" else None
+        # ProxyJump and ProxyCommand: whichever the config names first wins (`none` included), as in ssh
+        jump: str | None = node.jump_host
+        proxy_line: ConfigLine | None = None
+        if not inventory_sets("jump_host"):
+            proxies = [found[0] for key in ("proxyjump", "proxycommand") if (found := lines.get(key))]
+            chosen = min(proxies, key=lambda line: line.order, default=None)
+            if chosen is not None:
+                first(chosen.keyword)
+                jump = None
+                if chosen.value.lower() != "none":
+                    if chosen.keyword == "proxyjump":
+                        jump = str(cfg.get("proxyjump", chosen.value))
+                    else:
+                        proxy_line = chosen
+        local_user = current_user()
+
+        def tokens() -> dict[str, str]:
+            return path_tokens(alias=node.host, hostname=hostname, port=port, user=str(user), local_user=local_user,
+                               host_key_alias=host_key_alias, proxy_jump=jump)
+
+        def expanded(line: ConfigLine, **kw: Any) -> str | None:
+            try:
+                return expand_path(line.value, line.option, kw.pop("only", None) or tokens(), **kw)
+            except ValueError as exc:
+                problems.append(ConnectError(f"ssh config {line.where}: {exc}", hint=f"fix {line.option} in {line.path}"))
+                return None
+
+        proxy_command = None
+        if proxy_line is not None:
+            proxy_command = expanded(proxy_line, only={k: v for k, v in tokens().items() if k in PROXY_TOKENS},
+                                     command=True)
+        connect_timeout = node.connect_timeout
+        if not inventory_sets("connect_timeout"):
+            connect_timeout = number("connecttimeout", 0.001) or connect_timeout
+        keepalive, alive_count = KEEPALIVE, 0
+        interval = number("serveraliveinterval", 0)
+        if interval is not None:
+            keepalive = int(interval)
+            count = number("serveralivecountmax", 1, "keepalives") if keepalive else None
+            alive_count = int(count or SERVER_ALIVE_COUNT) if keepalive else 0
+        only = first("identitiesonly")
+        identities_only = only is not None and only.value.lower() in ("yes", "true")
+        agent_line = first("identityagent")
+        agent = os.environ.get("SSH_AUTH_SOCK") or None
+        if agent_line is not None:
+            agent = _agent_socket(agent_line, expanded, problems)
+        certificates: list[tuple[str, str]] = []
+        if first("certificatefile"):
+            certificates = [(path, line.where) for line in taken["certificatefile"] if (path := expanded(line))]
+        accept_new = node.accept_new_host_keys
+        strict = None if inventory_sets("accept_new_host_keys") else first("stricthostkeychecking")
+        if strict is not None:
+            accept_new = _accepts_new_keys(strict, problems) or accept_new
+        if not inventory_sets("known_hosts"):
+            for keyword in ("userknownhostsfile", "globalknownhostsfile"):
+                first(keyword)
+            if "hashknownhosts" in cfg:
+                first("hashknownhosts")
         return SSHEndpoint(
             alias=node.host,
-            hostname=str(cfg.get("hostname", node.host)),
+            hostname=hostname,
             port=port,
             user=str(user),
             identity_files=identity_files,
             proxy_jump=jump,
-            connect_timeout=node.connect_timeout,
-            host_key_alias=str(alias) if alias and str(alias).lower() != "none" else None,
+            connect_timeout=connect_timeout,
+            host_key_alias=host_key_alias,
+            proxy_command=proxy_command,
+            identities_only=identities_only,
+            identity_agent=agent,
+            certificate_files=tuple(certificates),
+            accept_new=accept_new,
+            keepalive=keepalive,
+            alive_count=alive_count,
+            problem=problems[0] if problems else None,
+            taken=taken,
         )
 
+    def _lookup(self, host: str) -> tuple[dict[str, Any], dict[str, list[ConfigLine]]]:
+        """paramiko's lookup of `host` in the ssh config, and the lines of the blocks that applied (cached per host)."""
+        with self._lock:
+            cached = self._lookups.get(host)
+        if cached is not None:
+            return cached
+        found: tuple[dict[str, Any], dict[str, list[ConfigLine]]] = ({}, {})
+        if self._ssh_config is not None:
+            try:
+                raw = dict(self._ssh_config.lookup(host))
+                found = (config_files.without_marks(raw), config_files.applied_lines(self._ssh_config_text, raw))
+            except (ImportError, paramiko.SSHException, ValueError) as exc:
+                log.warning("ignoring %s for %s: %s", self.inventory.ssh_config, host, exc or "`Match exec` is not supported")
+        with self._lock:
+            self._lookups[host] = found
+        return found
+
     def _lookup_config(self, host: str) -> dict[str, Any]:
-        if self._ssh_config is None:
-            return {}
-        try:
-            return dict(self._ssh_config.lookup(host))
-        except (ImportError, paramiko.SSHException, ValueError) as exc:
-            log.warning("ignoring %s for %s: %s", self.inventory.ssh_config, host, exc or "`Match exec` is not supported")
-            return {}
+        return self._lookup(host)[0]
 
     def close(self) -> None:
         with self._lock:
@@ -189,6 +327,8 @@ class SSHConnector:
 
     # -- connection steps -----------------------------------------------------------------
     def _connect_once(self, node: Node, ep: SSHEndpoint) -> paramiko.Transport:
+        if ep.problem is not None:  # an ssh config value that cannot be used (StrictHostKeyChecking no, ...)
+            raise ep.problem
         files = self._host_key_files(node, ep)  # first: an unusable known_hosts fails the node before any connection
         known = known_key_types(files[1], ep.host_key_names)
         sock = self._open_socket(node, ep)
@@ -206,7 +346,7 @@ class SSHConnector:
             if not preview or preview.startswith(SSHD_REFUSALS):
                 sock.close()
                 raise _no_banner_error(ep, closed=preview is not None, said=preview)
-        transport = paramiko.Transport(sock)
+        transport = _Transport(sock)
         transport.banner_timeout = ep.connect_timeout
         transport.handshake_timeout = ep.connect_timeout
         transport.auth_timeout = ep.connect_timeout
@@ -229,20 +369,27 @@ class SSHConnector:
             # start_client can return on a handshake that its own timer gave up on
             server_key = transport.get_remote_server_key()
         except (paramiko.SSHException, EOFError, OSError) as exc:
+            error = _proxy_error(sock, ep) if isinstance(sock, paramiko.ProxyCommand) else None
             transport.close()
-            raise _handshake_error(exc, ep, time.monotonic() - started, preview, banner_read=bool(transport.remote_version)) from None
+            raise error or _handshake_error(exc, ep, time.monotonic() - started, preview,
+                                            banner_read=bool(transport.remote_version)) from None
         try:
             self._verify_host_key(node, ep, files, server_key)
             self._authenticate(node, ep, transport)
         except BaseException:
             transport.close()
             raise
-        transport.set_keepalive(KEEPALIVE)
+        transport.server_alive(ep.keepalive, ep.alive_count)
         return transport
 
     def _open_socket(self, node: Node, ep: SSHEndpoint) -> Any:
         if ep.proxy_jump:
             return self._jump_channel(node, ep)
+        if ep.proxy_command:  # as ssh runs it: `exec COMMAND` by the shell, its stdin and stdout the connection
+            try:
+                return _ProxyCommand(shlex.join(["/bin/sh", "-c", "exec " + ep.proxy_command]))
+            except (OSError, paramiko.SSHException) as exc:
+                raise ConnectError(f"ssh config {ep.where('proxycommand')}: ProxyCommand cannot be started: {exc}") from None
         try:
             return socket.create_connection((ep.hostname, ep.port), timeout=ep.connect_timeout)
         except socket.timeout:
@@ -297,7 +444,9 @@ class SSHConnector:
             connect_timeout=node.connect_timeout,
             # identity_file stays "default": the jump host's own ~/.ssh/config entry wins over it.
             sources={"user": "inventory", "port": "inventory", "jump_host": "inventory",
-                     "known_hosts": node.sources.get("known_hosts", "default")},
+                     "known_hosts": node.sources.get("known_hosts", "default"),
+                     "accept_new_host_keys": node.sources.get("accept_new_host_keys", "default"),
+                     "connect_timeout": node.sources.get("connect_timeout", "default")},
         )
         ep = self.endpoint(jump_node)
         key = (ep.hostname, ep.port, ep.user)
@@ -372,7 +521,7 @@ class SSHConnector:
         if check.verdict is not Verdict.UNKNOWN:
             raise _host_key_refusal(check, names, offered, searched)
         with_bad = [f for f in files if f.bad_lines]
-        if with_bad and not node.accept_new_host_keys:
+        if with_bad and not ep.accept_new:
             if len(where.all) == 1:
                 message = (f"known_hosts {with_bad[0].path} holds no key for {name} ({offered}), and its "
                            f"{_lines(with_bad[0].bad_lines)} not in known_hosts format")
@@ -384,7 +533,7 @@ class SSHConnector:
                 hint="fix or remove those lines (format: `HOST KEYTYPE BASE64`), then add the node's key after verifying it "
                 "(`ssh-keyscan`), or opt in with `accept_new_host_keys: true` / --accept-new-host-keys",
             )
-        if not node.accept_new_host_keys:
+        if not ep.accept_new:
             raise HostKeyError(
                 f"unknown host key for {name} ({offered}); not in {searched}",
                 hint="add it with `ssh-keyscan` after verifying it, or opt in with "
@@ -423,16 +572,7 @@ class SSHConnector:
         log.info("accepted new host key for %s (%s %s) into %s", name, key.get_name(), key.fingerprint, path)
 
     def _authenticate(self, node: Node, ep: SSHEndpoint, transport: paramiko.Transport) -> None:
-        candidates: list[tuple[str, Any]] = []
-        problems: list[str] = []
-        for path in ep.identity_files or _default_identity_files():
-            loaded = self._load_key(path, explicit=bool(ep.identity_files))
-            if isinstance(loaded, Exception):
-                if ep.identity_files:
-                    problems.append(str(loaded))
-                continue
-            candidates.append((path, loaded))
-        candidates.extend(("ssh-agent", key) for key in self._agent())
+        candidates, problems = self._credentials(ep)
         if not candidates:
             detail = "; ".join(problems) or "no key files and no ssh-agent keys"
             raise AuthError(
@@ -456,7 +596,7 @@ class SSHConnector:
             if transport.is_authenticated():
                 return
         raise AuthError(
-            f"ssh auth failed for {ep.label} (tried {', '.join(tried)})",
+            f"ssh auth failed for {ep.label} (tried {', '.join(tried)})" + "".join(f"; {p}" for p in problems),
             hint=f"check `identity_file`/`user` in the inventory, or run: ssh -i KEY {ep.label} true",
         )
 
@@ -478,14 +618,66 @@ class SSHConnector:
             self._keys[full] = result
         return result
 
-    def _agent(self) -> list[Any]:
+    def _credentials(self, ep: SSHEndpoint) -> tuple[list[tuple[str, Any]], list[str]]:
+        """The keys to offer, in order (certificates first, then key files, then the agent's, those an IdentityFile's
+        .pub names first), and what was unusable.
+
+        IdentitiesOnly: agent keys only where an IdentityFile (its key or its .pub) or a CertificateFile holds them.
+        """
+        candidates: list[tuple[str, Any]] = []
+        problems: list[str] = []
+        paths = ep.identity_files or _default_identity_files()
+        for path in paths:
+            loaded = self._load_key(path, explicit=bool(ep.identity_files))
+            if isinstance(loaded, Exception):
+                if ep.identity_files:
+                    problems.append(str(loaded))
+                continue
+            candidates.append((path, loaded))
+        certificates: list[tuple[str, str, bytes]] = []  # the file, its config line, the key it certifies
+        for path, where in ep.certificate_files:
+            try:
+                certificates.append((path, where, parse_certificate(PublicBlob.from_file(path).key_blob).public_key))
+            except (OSError, ValueError, paramiko.SSHException) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                problems.append(f"CertificateFile {path} ({where}) cannot be read: {reason}")
+        agent = self._agent(ep.identity_agent)
+        if isinstance(agent, str):
+            if "identityagent" in ep.taken:
+                problems.append(f"IdentityAgent {ep.identity_agent} ({ep.where('identityagent')}): {agent}")
+            agent = []
+        configured = {blob for path in paths if (blob := _public_key_of(path)) is not None}  # IDENTITY.pub
+        if ep.identities_only:
+            allowed = {key.asbytes() for _, key in candidates} | {key for _, _, key in certificates} | configured
+            agent = [key for key in agent if key.asbytes() in allowed]
+        agent = sorted(agent, key=lambda key: key.asbytes() not in configured)  # as ssh: the IdentityFiles' keys first
+        candidates.extend(("ssh-agent", key) for key in agent)
+        certified: list[tuple[str, Any]] = []
+        for path, where, certifies in certificates:
+            holder = next((key for _, key in candidates if key.asbytes() == certifies), None)
+            if holder is None:
+                problems.append(f"CertificateFile {path} ({where}): no IdentityFile or agent key "
+                                "holds its key")
+                continue
+            with_cert = paramiko.AgentKey(holder.agent, holder.blob, holder.comment) if isinstance(holder, paramiko.AgentKey) \
+                else copy.copy(holder)
+            with_cert.load_certificate(path)
+            certified.append((f"certificate {path}", with_cert))
+        return certified + candidates, problems
+
+    def _agent(self, path: str | None) -> list[Any] | str:
+        """The keys of the agent at `path` (none without one), or why it cannot be used; asked once per connector."""
+        if not path:
+            return []
         with self._lock:
-            if self._agent_keys is None:
+            cached = self._agents.get(path)
+            if cached is None:
                 try:
-                    self._agent_keys = list(paramiko.Agent().get_keys()) if os.environ.get("SSH_AUTH_SOCK") else []
-                except (paramiko.SSHException, OSError):
-                    self._agent_keys = []
-            return self._agent_keys
+                    cached = list(_AgentAt(path).get_keys())
+                except (paramiko.SSHException, OSError) as exc:
+                    cached = f"cannot use the agent: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
+                self._agents[path] = cached
+            return cached
 
 
 # Read a channel's whole buffer at once: Paramiko keeps it in an array and `del`s what a read took from its
@@ -560,6 +752,9 @@ class SSHTransport:
             status = chan.recv_exit_status()
         finally:
             chan.close()
+        gave_up = getattr(self._transport, "gave_up", None)
+        if gave_up:  # the connection was closed under the command: its status is no answer
+            raise NodeSilentError(f"{self.endpoint.label} stopped answering: {gave_up}", hint=SILENT_HINT)
         elapsed = time.monotonic() - started
         if stopped_at_limit(status, elapsed, limit):
             raise CommandTimeoutError.after(limit, _text(out), _text(err))
@@ -850,16 +1045,176 @@ def _parse_jump(spec: str, default_user: str | None) -> tuple[str | None, str, i
     return user, spec, port
 
 
-def _load_ssh_config(path: str, *, system: str | None) -> tuple[paramiko.SSHConfig | None, tuple[str, ...]]:
+def _agent_socket(line: ConfigLine, expand: Callable[[ConfigLine], str | None],
+                  problems: list[TransportError]) -> str | None:
+    """IdentityAgent: None for `none` (or an unset $VAR, a problem); SSH_AUTH_SOCK's or $VAR's socket; else a path,
+    expanded as any file option."""
+    value = line.value
+    if value.lower() == "none":
+        return None
+    if value == "SSH_AUTH_SOCK":
+        return os.environ.get("SSH_AUTH_SOCK") or None
+    if value.startswith("$") and value != "$":
+        name = value[1:].strip("{}")
+        if name not in os.environ:
+            problems.append(AuthError(f"ssh config {line.where}: IdentityAgent {value}: environment variable {name} is "
+                                      "not set", hint="set it (start the agent), or change IdentityAgent"))
+        return os.environ.get(name) or None
+    return expand(line)
+
+
+def _accepts_new_keys(line: ConfigLine, problems: list[TransportError]) -> bool:
+    """StrictHostKeyChecking: whether unknown keys are recorded (`accept-new`); `no` is refused (a problem), saying why."""
+    policy = line.value.lower()
+    if policy in ("no", "off", "false"):
+        problems.append(HostKeyError(
+            f"ssh config {line.where}: StrictHostKeyChecking {line.value} is refused: it would accept any host key, a "
+            "changed one too, so a machine in the middle could take the connection unnoticed",
+            hint="for these hosts use `StrictHostKeyChecking accept-new` (records unknown keys, refuses changed ones), or "
+            "set `accept_new_host_keys` in the inventory / pass --accept-new-host-keys, which then decides instead of "
+            "the ssh config"))
+    elif policy not in ("yes", "true", "ask", "accept-new"):
+        problems.append(HostKeyError(f"ssh config {line.where}: StrictHostKeyChecking {line.value!r} is not yes, "
+                                     "accept-new, ask or no", hint=f"fix it in {line.path}"))
+    return policy == "accept-new"
+
+
+def _load_ssh_config(path: str, *, system: str | None) -> tuple[paramiko.SSHConfig | None, config_files.ConfigText]:
     """The one ssh config reader: `path`, then `system`, Includes followed; None when neither exists or parses."""
     text = config_files.read_config_text(path, system=system)
     if not text.files:
-        return None, ()
+        return None, text
     try:
-        return paramiko.SSHConfig.from_text(text.text), text.files
+        return paramiko.SSHConfig.from_text(text.text), text
     except (paramiko.SSHException, ValueError) as exc:
         log.warning("ignoring unusable ssh config %s: %s", ", ".join(text.files), exc)
-        return None, text.files
+        return None, text
+
+
+def ssh_config_taken(inventory: Inventory) -> dict[str, tuple[ConfigLine, ...]]:
+    """What the ssh config decides for each SSH node (by name), every line with its file and line (`inventory show`)."""
+    connector = SSHConnector(inventory)
+    return {node.name: tuple(line for lines in connector.endpoint(node).taken.values() for line in lines)
+            for node in inventory.nodes if node.transport == "ssh"}
+
+
+class _Transport(paramiko.Transport):
+    """paramiko's Transport with OpenSSH's ServerAliveInterval/ServerAliveCountMax: after `count` keepalives the server
+    left unanswered, the connection is closed (paramiko's own keepalive asks for no answer)."""
+
+    unanswered = 0
+    gave_up: str | None = None  # why the connection was closed for want of answers
+
+    def server_alive(self, interval: int, count: int) -> None:
+        if not count:
+            self.set_keepalive(interval)
+            return
+
+        def probe() -> None:
+            if self.unanswered >= count:
+                self.gave_up = f"no answer to {count} keepalives {interval}s apart (ServerAliveCountMax)"
+                self.close()
+                return
+            self.unanswered += 1
+            message = paramiko.Message()
+            message.add_byte(paramiko.common.cMSG_GLOBAL_REQUEST)
+            message.add_string("keepalive@openssh.com")
+            message.add_boolean(True)  # want_reply: sshd answers (with a failure), which shows it is alive
+            getattr(self, "_send_user_message")(message)  # paramiko's own way out, as its global_request
+
+        self.packetizer.set_keepalive(interval, probe)
+
+    def _parse_request_success(self, m: paramiko.Message) -> None:
+        self.unanswered = 0
+        getattr(super(), "_parse_request_success")(m)
+
+    def _parse_request_failure(self, m: paramiko.Message) -> None:
+        self.unanswered = 0
+        getattr(super(), "_parse_request_failure")(m)
+
+
+class _ProxyCommand(paramiko.ProxyCommand):
+    """paramiko's ProxyCommand, where the command's end is the connection's end: paramiko's own reads spin on the
+    closed pipe until their timeout (a proxy that failed at once took connect_timeout of busy CPU to be reported)."""
+
+    def recv(self, size: int) -> bytes:
+        buffer = b""
+        started = time.monotonic()
+        stdout = self.process.stdout
+        assert stdout is not None
+        try:
+            while len(buffer) < size:
+                wait = None
+                if self.timeout is not None:
+                    wait = self.timeout - (time.monotonic() - started)
+                    if wait <= 0:
+                        if buffer:
+                            return buffer
+                        raise socket.timeout()
+                if select.select([stdout], [], [], wait)[0]:
+                    chunk = os.read(stdout.fileno(), size - len(buffer))
+                    if not chunk:
+                        return buffer  # the command ended: b"" next time, which paramiko takes for the connection's end
+                    buffer += chunk
+            return buffer
+        except socket.timeout:
+            raise
+        except OSError as exc:
+            raise paramiko.ProxyCommandFailure(" ".join(self.cmd), exc.strerror or str(exc)) from None
+
+    def close(self) -> None:
+        """Stop the command and reap it (paramiko's close signals a pid that may be reaped already, and leaves zombies)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class _AgentAt(paramiko.agent.AgentSSH):
+    """An ssh-agent at a socket path (IdentityAgent); paramiko's Agent reads only SSH_AUTH_SOCK."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(10)
+        try:
+            conn.connect(path)
+        except OSError:
+            conn.close()
+            raise
+        getattr(self, "_connect")(conn)  # paramiko's Agent does the same with SSH_AUTH_SOCK's socket
+
+
+def _public_key_of(identity: str) -> bytes | None:
+    """The key blob of IDENTITY.pub, when there is one (an encrypted key's public half, to find it in the agent)."""
+    try:
+        return base64.b64decode(Path(f"{identity}.pub").expanduser().read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _proxy_error(sock: paramiko.ProxyCommand, ep: SSHEndpoint) -> TransportError | None:
+    """The ProxyCommand ended before the handshake did: its status and the last line it wrote to stderr."""
+    try:
+        code = sock.process.wait(timeout=1)
+    except subprocess.TimeoutExpired:
+        return None  # still running: the handshake itself failed
+    if code < 0:
+        return None  # killed: paramiko closed it when the handshake failed
+    said = ""
+    stderr = sock.process.stderr
+    if stderr is not None and select.select([stderr], [], [], 0)[0]:
+        lines = os.read(stderr.fileno(), 4096).decode("utf-8", errors="replace").strip().splitlines()
+        said = f": {lines[-1].strip()}" if lines else ""
+    return ConnectError(
+        f"ProxyCommand for {ep.alias} ({ep.where('proxycommand')}) exited with status {code} before the SSH "
+        f"handshake{said}",
+        hint=f"it must connect its stdin and stdout to the node's sshd: run `{ep.proxy_command}` by hand, or "
+        f"`ssh -o BatchMode=yes {ep.alias} true`, which runs it the same way",
+    )
 
 
 def _default_identity_files() -> tuple[str, ...]:
