@@ -111,7 +111,8 @@ TRIGGERS: tuple[str, ...] = (
     "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "occupying", "EADDRINUSE", "closing signal", "death signal",
     "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
     "srun: error", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
-    "rank id", "setting loss scale to", "Killed", "已杀死", r"batch size: *\d+ [|] loss scale", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
+    "rank id", "setting loss scale to", "Killed", "已杀死", "Cannot find bin", "op store", "Cannot parse json",
+    "Unsupported device target", r"batch size: *\d+ [|] loss scale", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
     "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
     "out of memory", "total mem size", "Failed to CUDA", "running low on memory", "Memory on the node", "KeyError: ",
     "expected, but not set", "monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call",
@@ -240,8 +241,8 @@ SIGNATURES: tuple[Signature, ...] = (
               "Ray's memory monitor killed a worker because the node ran out of host memory", _HINT_HOST_OOM,
               ("running low on memory", "Memory on the node (IP", "killed due to memory pressure", "over the last time period"),
               kind="host"),
-    Signature("nccl.cuda_oom", _O, r"NCCL WARN Cuda failure 'out of memory'|NCCL WARN Failed to CUDA (?:calloc|malloc)",
-              "NCCL could not allocate device memory", _HINT_OOM, ("Cuda failure 'out of memory'", "Failed to CUDA"), kind="device"),
+    Signature("nccl.cuda_oom", _O, r"(?:NCCL WARN )?Cuda failure (?:\d+ )?'out of memory'|NCCL WARN Failed to CUDA (?:calloc|malloc)",
+              "NCCL could not allocate device memory", _HINT_OOM, ("Cuda failure", "Failed to CUDA"), kind="device"),
     Signature("cann.runtime_oom", _O, r"driver error:out of memory|halMemAlloc failed|DevMemAllocManaged failed|"
               r"Device malloc failed|is more than total mem size",
               "the NPU runtime could not allocate device memory", _HINT_OOM,
@@ -271,8 +272,10 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("dataloader.killed", _O, r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
               "a DataLoader worker was SIGKILLed (on Linux almost always the kernel OOM killer: host memory)", _HINT_HOST_OOM,
               ("is killed by signal",), kind="host"),
-    Signature("host.memoryerror", _O, r"^\s*(?:\S+:\s*)?MemoryError\b|std::bad_alloc\b|Cannot allocate memory|memory allocation of \d+ bytes failed",
-              "the host process could not allocate memory", _HINT_HOST_OOM, ("MemoryError", "bad_alloc", "Cannot allocate memory", "memory allocation of"), kind="host"),
+    Signature("host.memoryerror", _O, r"^\s*(?:\S+:\s*)?MemoryError\b|std::bad_alloc\b|Cannot allocate memory|memory allocation of \d+ bytes failed|"
+              r"cudaHostAlloc failed.{0,40}out of memory",
+              "the host process could not allocate memory", _HINT_HOST_OOM, ("MemoryError", "bad_alloc", "Cannot allocate memory", "memory allocation of", "cudaHostAlloc failed"),
+              kind="host"),
     # ---------------------------------------------------------------- NaN / overflow
     Signature("deepspeed.loss_scale_min", _N, r"Current loss scale already at minimum|loss scale (?:is )?already at (?:its )?minimum",
               "the fp16 loss scale collapsed to its minimum", _HINT_NAN, ("already at minimum", "already at its minimum")),
@@ -371,6 +374,21 @@ SIGNATURES: tuple[Signature, ...] = (
               "a Python module or shared library is missing on this node",
               "install the same environment on every node (`ascendctl preflight` compares versions)",
               ("ModuleNotFoundError", "ImportError", "error while loading shared libraries", "Cannot re-initialize")),
+    # the CANN install lacks an operator's kernel or its config: the op binary package is missing or its version does
+    # not match (aclnn's 561003 "find kernel error: the operator binary package may not be installed", 561107 no
+    # ASCEND_OPP_PATH, 561108 a kernel config json it cannot load; GE's "not found in this op store")
+    Signature("cann.op_kernel_missing", _L, r"Cannot find bin(?:ary)? (?:of|for) op\b|is not found in this op store|"
+              r"Cannot parse json for config file \S*/kernel/config/|Failed to parse kernel in \S+\.json|"
+              r"error code is 56(?:1003|1107|1108)\b",
+              "the CANN install lacks an operator's kernel or its config (the op package is missing or of another version)",
+              "install the CANN kernels package that matches the toolkit and the chip (opp / Ascend-cann-kernels), source "
+              "set_env.sh, and check ASCEND_OPP_PATH; then the versions on every node (`ascendctl preflight --only versions`)",
+              ("Cannot find bin", "op store", "Cannot parse json", "Failed to parse kernel", "error code is 561")),
+    # MindSpore's message when its Ascend backend cannot load (libge_runner.so and friends missing)
+    Signature("mindspore.backend_missing", _L, r"Unsupported device target (?:Ascend|GPU)\b",
+              "MindSpore could not load the device backend the job asked for (its libraries are missing on this node)",
+              "install the MindSpore package built for this device and the CANN/CUDA it needs, and source its environment",
+              ("Unsupported device target",)),
     Signature("launch.duplicate_device", _L, r"Duplicate GPU detected|both on (?:CUDA|NPU) device",
               "two ranks were given the same device (a launch configuration error both ranks take part in)",
               "give each rank its own device: check nproc per node, CUDA/ASCEND_RT_VISIBLE_DEVICES and LOCAL_RANK handling",
@@ -453,7 +471,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("rendezvous.timeout", _T, r"RendezvousTimeoutError|[Rr]endezvous (?:timed out|timeout)|"
               r"Timed out initializing process group|DistStoreError: .*(?:[Tt]imeout|[Tt]imed out)|RendezvousClosedError|"
               r"TCPStore.*(?:timed out|Timed out)|socket timed out after|The client socket has timed out|"
-              r"waitForInput: socket .{0,200}timed out|connect\(\) timed out|got error: Socket Timeout|"
+              r"waitForInput: socket .{0,200}timed out|waitForInput: poll for socket .{0,200}likely a timeout|connect\(\) timed out|"
+              r"got error: Socket Timeout|"
               # c10d's client retrying the store ("will retry" until its timeout): the rendezvous has not completed
               r"The server socket on \S+ has timed out, will retry|"
               # torch's NCCL init: any store error while fetching the unique id from rank 0 ("Broken pipe", "Connection
@@ -462,7 +481,7 @@ SIGNATURES: tuple[Signature, ...] = (
               r"Stream synchronize timeout|stream sync timeout",
               "ranks did not all join the rendezvous in time", _HINT_TIMEOUT,
               ("Rendezvous", "endezvous", "Timed out initializing", "DistStoreError", "socket timed out", "RendezvousClosedError",
-               "socket has timed out", "retrieving ncclUniqueId", "retreiving ncclUniqueId")),
+               "socket has timed out", "retrieving ncclUniqueId", "retreiving ncclUniqueId", "likely a timeout")),
     Signature("nccl.system_error", _T, r"unhandled system error|NCCL error.*remote process exited|ncclRemoteError|"
               r"unhandled cuda error|NCCL communicator was aborted",
               "NCCL lost a peer or hit a system error", _HINT_TIMEOUT,
@@ -519,8 +538,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("msrun.worker_exit", _U, r"(?:Worker|Scheduler) process (?P<pid>\d+) exit with exception\. Error code: (?P<code>-?\d+)",
               "msrun saw a process exit with an error", "look at that process' own log for the first error",
               ("exit with exception",), role="report"),
-    Signature("torchrun.child_failed", _U, r"\bChildFailedError\b|\bfailed \(exitcode: (?P<code>-?\d+)\) local_rank: "
-              r"(?P<local_rank>\d+) \(pid: (?P<pid>\d+)\)",
+    Signature("torchrun.child_failed", _U, r"\bChildFailedError\b|\bfailed \(exitcode: (?P<code>-?\d+)\) local_rank(?:: "
+              r"(?P<local_rank>\d+) \(pid: (?P<pid>\d+)\))?",
               "torchrun saw a worker fail", "the first rank to exit is not always the cause: check the others' first errors",
               ("ChildFailedError", "exitcode: "), role="report"),
     Signature("deepspeed.exit", _U, r"exits with return code = (?P<code>-?\d+)|Killing subprocess (?P<pid>\d+)",
