@@ -1,10 +1,11 @@
 """The records of `ascendctl perf`: what one rank's profile holds (steps, collective calls, links) and what the analysis
-concludes. Frozen dataclasses with `to_dict`; imports only the foundation."""
+concludes. Frozen dataclasses with `to_dict` (CommCall a NamedTuple: there are a million of them); imports only the
+foundation."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ascendctl.errors import ExitCode, UsageError
 
@@ -26,10 +27,11 @@ class StepTimes:
     free_ms: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class CommCall:
+class CommCall(NamedTuple):
     """One collective call of one rank: `key` is the same on every rank for the same call (op and sequence number, or
-    the op name msprof gives it); `ms` the time the rank spent in it; `wait_ms` its wait, where the profile says."""
+    the op name msprof gives it); `ms` the time the rank spent in it; `wait_ms` its wait, where the profile says.
+    A NamedTuple, not a frozen dataclass: 1,024 ranks of 1,000 calls are a million of them, and a frozen dataclass
+    takes ten times as long to make (bench/perf.py)."""
 
     key: str
     op: str

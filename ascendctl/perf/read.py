@@ -7,14 +7,23 @@ to a cap; a file that cannot be used becomes a PerfProblem naming it, never an e
 from __future__ import annotations
 
 import bisect
+import contextlib
 import csv
+import gc
 import gzip
 import io
+import multiprocessing
+import os
 import re
+import threading
 import zlib
-from dataclasses import dataclass
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from ascendctl.bundle.layout import READ_ERRORS, iter_bundle
 from ascendctl.errors import parse_json
@@ -40,6 +49,13 @@ KERNEL_SPANS = "(gpu kernels)"
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 PLAIN_NUMBERS = frozenset((int, float))  # not bool (a subclass of int), which JSON's true and false become
 COLLECTIVE_HEADS = frozenset(("gloo", "nccl", "hccl", PARAM_COMMS[:4]))  # how every name _collective_op takes begins
+_OTHER, _STEP, _MAYBE = 0, 1, 2  # what parse_trace makes of an event's name before it looks further
+# Files are parsed in reader processes, one per core (at most WORKERS_MAX), which send back each rank's steps and calls,
+# never its events; the first POOL_AFTER files are parsed here (on a few files a pool costs more than it saves). At most
+# IN_FLIGHT_BYTES of file bytes wait for a reader (a larger file goes alone), and at most 2 x readers files.
+WORKERS_MAX = 8
+POOL_AFTER = 8
+IN_FLIGHT_BYTES = 64 * 1024**2
 
 
 @dataclass(slots=True)
@@ -47,6 +63,7 @@ class _File:
     path: str  # shown to the user: the PATH given, then the member inside it
     rel: str  # relative to the directory or archive given
     data: bytes
+    gz: bool = False  # data is still gzip: the reader decompresses it, to the cap
 
 
 class _Refused(Exception):
@@ -84,8 +101,9 @@ def _cap(name: str) -> int:
 
 
 def gather(paths: Iterable[Path], problems: list[PerfProblem], found: list[int]) -> Iterator[_File]:
-    """Every profile file under `paths` (files, directories, bundle archives), read to its cap, one at a time (only
-    one file's bytes are held); unreadable ones go to `problems`; `found[0]` counts the profile files met."""
+    """Every profile file under `paths` (files, directories, bundle archives), read to its cap, one at a time; a gzip
+    trace is read as it is (to the cap, compressed) and decompressed by its reader (_parse_file), to the cap again;
+    unreadable ones go to `problems`; `found[0]` counts the profile files met."""
     for path in paths:
         if not path.exists():
             problems.append(PerfProblem(str(path), "no such file or directory"))
@@ -94,11 +112,11 @@ def gather(paths: Iterable[Path], problems: list[PerfProblem], found: list[int])
             found[0] += 1
             try:
                 with open(path, "rb") as stream:
-                    data = _read_capped(stream, _cap(path.name), gz=path.name.endswith(".gz"))
+                    data = _read_capped(stream, _cap(path.name), gz=False)
             except (_Refused, OSError) as exc:
                 problems.append(PerfProblem(str(path), str(exc)))
                 continue
-            yield _File(str(path), path.name, data)
+            yield _File(str(path), path.name, data, path.name.endswith(".gz"))
             continue
         try:
             for entry in iter_bundle(path, want=_want):
@@ -109,11 +127,11 @@ def gather(paths: Iterable[Path], problems: list[PerfProblem], found: list[int])
                     continue
                 found[0] += 1
                 try:
-                    data = _read_capped(entry.stream, _cap(name), gz=name.endswith(".gz"))
+                    data = _read_capped(entry.stream, _cap(name), gz=False)
                 except _Refused as exc:
                     problems.append(PerfProblem(shown, str(exc)))
                     continue
-                yield _File(shown, entry.path, data)
+                yield _File(shown, entry.path, data, name.endswith(".gz"))
         except READ_ERRORS as exc:
             problems.append(PerfProblem(str(path), f"cannot read it as a directory or archive: {exc}"))
 
@@ -210,6 +228,28 @@ def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
     Per step: communication = the union of the collective ranges, compute = the union of the other ranges on the step's
     thread (on a GPU: of the other kernels), free = what neither covers. Raises ValueError with what is wrong.
     """
+    return _rank_input(shown, _trace_parts(data, rel))
+
+
+# what a reader process sends back of one trace: (rank, its steps as StepTimes fields, its calls as CommCall fields),
+# plain tuples (they pickle several times faster than the records), never the events
+StepRow = tuple[int, float, float, float, float, float]
+CallRow = tuple[str, str, "int | None", float, None]
+TraceParts = tuple[int, list[StepRow], list[CallRow]]
+
+
+def _rank_input(shown: str, parts: TraceParts, names: dict[str, str] | None = None) -> RankInput:
+    """The RankInput of a trace's parts; `names` shares one string per call key over all ranks (1,024 ranks name the
+    same 1,000 calls: 70 MB less)."""
+    rank, steps, calls = parts
+    same = names if names is not None else {}
+    make = CommCall._make
+    return RankInput(rank, "torch", (shown,), tuple([StepTimes(*row) for row in steps]),
+                     tuple([make((same.setdefault(key, key), op, step, ms, wait)) for key, op, step, ms, wait in calls]))
+
+
+def _trace_parts(data: bytes, rel: str) -> TraceParts:
+    """parse_trace's reading, as plain tuples."""
     try:
         document = parse_json(data)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -227,6 +267,8 @@ def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
     steps: list[tuple[int, float, float, Any]] = []
     collectives: list[tuple[float, float, str, int | None, int]] = []
     spans: dict[Any, list[tuple[float, float]]] = {}  # by thread; GPU kernels under the key KERNEL_SPANS
+    seen: dict[tuple[str, bool], tuple[str, int] | None] = {}  # _collective_op of a (name, is a kernel): it reads no more
+    heads: dict[str, int] = {}  # a name's _STEP, _MAYBE (it begins as a collective's name does) or _OTHER: once per name
     for event in events:
         if not isinstance(event, dict) or event.get("ph") != "X":
             continue
@@ -235,13 +277,25 @@ def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
         if type(ts) not in PLAIN_NUMBERS or type(length) not in PLAIN_NUMBERS or ts != ts or not length >= 0:
             continue
         start, dur = float(ts), float(length)
-        name = event.get("name")
-        step = STEP_NAME.match(name) if isinstance(name, str) and name.startswith("ProfilerStep#") else None
+        name: Any = event.get("name")
+        head = _OTHER
+        if isinstance(name, str):
+            head = heads.get(name, -1)
+            if head < 0:
+                head = heads[name] = (_STEP if name.startswith("ProfilerStep#") else
+                                      _MAYBE if name[:4].lower() in COLLECTIVE_HEADS else _OTHER)
+        step = STEP_NAME.match(name) if head == _STEP else None
         if step:
             steps.append((int(step.group(1)), start, start + dur, event.get("tid")))
             continue
-        # most events are other ops: only a name that can be a collective's goes to the regular expressions
-        found = _collective_op(event) if isinstance(name, str) and name[:4].lower() in COLLECTIVE_HEADS else None
+        # most events are other ops: only a name that can be a collective's goes to the regular expressions, once
+        found = None
+        if head == _MAYBE:
+            if name == PARAM_COMMS:  # its op is in its args
+                found = _collective_op(event)
+            else:
+                named = (name, event.get("cat") == "kernel")
+                found = seen[named] if named in seen else seen.setdefault(named, _collective_op(event))
         if found is not None:
             seq = _args(event).get("Seq")
             collectives.append((start, start + dur, found[0], seq if isinstance(seq, int) and not isinstance(seq, bool)
@@ -258,7 +312,7 @@ def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
     collectives = sorted(c for c in collectives if c[4] == best)
     on_gpu = best == KERNEL or KERNEL_SPANS in spans
     numbered: dict[tuple[str, int | None], int] = {}
-    calls: list[CommCall] = []
+    calls: list[CallRow] = []
     comm_intervals = _union([(s, e) for s, e, *_ in collectives])
     steps.sort(key=lambda s: s[1])
     step_starts = [s[1] for s in steps]  # ProfilerSteps do not overlap: the last one starting before a call owns it
@@ -271,8 +325,8 @@ def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
             index = numbered.get((op, owner), 0)
             numbered[(op, owner)] = index + 1
             key = f"{op}@step{owner}#{index}" if owner is not None else f"{op}#{index}"
-        calls.append(CommCall(key, op, owner, (end - start) / 1000.0))
-    step_times: list[StepTimes] = []
+        calls.append((key, op, owner, (end - start) / 1000.0, None))
+    step_times: list[StepRow] = []
     merged = {key: _union(found) for key, found in spans.items()}  # sorted, apart: a step's part is found by bisection
     for number, start, end, tid in steps:
         inside = _clip(comm_intervals, start, end)
@@ -280,9 +334,9 @@ def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
         comm = _length(inside)
         compute = _length(busy) - _overlap(busy, inside)
         free = max(0.0, (end - start) - _length(_union(busy + inside)))
-        step_times.append(StepTimes(number, (end - start) / 1000.0, compute / 1000.0, comm / 1000.0, comm / 1000.0,
-                                    free / 1000.0))
-    return RankInput(rank, "torch", (shown,), tuple(step_times), tuple(calls))
+        step_times.append((number, (end - start) / 1000.0, compute / 1000.0, comm / 1000.0, comm / 1000.0,
+                           free / 1000.0))
+    return rank, step_times, calls
 
 
 # --- Ascend profiler text output --------------------------------------------------------------------------------------
@@ -445,38 +499,159 @@ def mixed_tasks(twice: list[tuple[int, str, str]]) -> MixedTasksError:
              "`ascendctl collect --profile DIR` (it takes the newest task only)")
 
 
-def read_profiles(paths: Iterable[Path]) -> tuple[list[RankInput], list[PerfProblem], int]:
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic collector paused: reading builds millions of objects (JSON documents, records) and holds none in a
+    cycle, and each full collection would walk all of them again (a quarter of the time of 1,024 ranks)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _as_rows(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    return attrgetter(*(f.name for f in fields(cls)))
+
+
+STEP_ROW, LINK_ROW = _as_rows(StepTimes), _as_rows(LinkSample)
+
+
+def _parse_file(name: str, rel: str, shown: str, data: bytes, gz: bool, cap: int) -> tuple[str, Any]:
+    """One profile file parsed, in a reader process or in this one: ("trace", TraceParts), ("ascend", its records as
+    rows: {rank: [StepTimes fields]} for step_trace_time.csv, [CommCall fields], [LinkSample fields]) or ("problem",
+    what is wrong). A gzip file is decompressed here, to `cap` (given by the caller: its cap holds in the readers)."""
+    with _gc_paused():
+        try:
+            if gz:
+                data = _read_capped(io.BytesIO(data), cap, gz=True)
+            if _kind(name) == "trace":
+                return "trace", _trace_parts(data, rel)
+            if name == STEP_TRACE:
+                return "ascend", {rank: [STEP_ROW(s) for s in steps]
+                                  for rank, steps in parse_step_trace(data, shown).items()}
+            if name == COMM_JSON:
+                return "ascend", [tuple(c) for c in parse_communication(data)]
+            return "ascend", [LINK_ROW(link) for link in parse_matrix(data)]
+        except (_Refused, ValueError) as exc:
+            return "problem", str(exc)
+
+
+def _records(name: str, rows: Any) -> Any:
+    """_parse_file's rows of an Ascend file as records again."""
+    if name == STEP_TRACE:
+        return {rank: [StepTimes(*row) for row in found] for rank, found in rows.items()}
+    return [CommCall._make(row) if name == COMM_JSON else LinkSample(*row) for row in rows]
+
+
+def reader_count() -> int:
+    """How many reader processes: one per core this process may run on, at most WORKERS_MAX."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, WORKERS_MAX))
+
+
+Parsed = tuple[list[PerfProblem], "_File | None", Any]
+
+
+def _parsed_in_order(files: Iterator[_File], met: list[PerfProblem], readers: int) -> Iterator[Parsed]:
+    """Each file of `files` with its parse (None for a profiler_info file), in the order given, and before it the
+    problems `gather` met on the way to it (into `met`): the same answer, in the same order, however many readers.
+    Parsed in `readers` processes past the first POOL_AFTER files, where a fork is safe; a pool that breaks (a reader
+    killed) leaves the rest to this process."""
+    window: deque[tuple[list[PerfProblem], _File, Any]] = deque()  # Future, or the parse already made
+    pool: ProcessPoolExecutor | None = None
+    # forked, as spawned readers would run the caller's __main__ again (a script without its `if __name__` guard);
+    # only while this process has one thread: a fork copies the locks other threads hold (collect's SSH sessions)
+    forkable = "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+    broken, held, parsed = readers <= 1 or not forkable, 0, 0
+
+    def here(f: _File) -> tuple[str, Any]:
+        return _parse_file(PurePosixPath(f.rel).name, f.rel, f.path, f.data, f.gz, _cap(PurePosixPath(f.rel).name))
+
+    def first() -> Parsed:
+        nonlocal held, broken
+        before, f, result = window.popleft()
+        if isinstance(result, Future):
+            held -= len(f.data)
+            try:
+                result = result.result()
+            except BrokenProcessPool:
+                broken, result = True, here(f)
+        return before, f, result
+
+    try:
+        for f in files:
+            before = met[:]
+            met.clear()
+            name = PurePosixPath(f.rel).name
+            if _kind(name) == "info":
+                window.append((before, f, None))
+            elif broken or parsed < POOL_AFTER:
+                parsed += 1
+                window.append((before, f, here(f)))
+            else:
+                while window and (len(window) >= 2 * readers or held + len(f.data) > IN_FLIGHT_BYTES):
+                    yield first()
+                if pool is None:
+                    # a reader forks with the collector paused (read_profiles): it collects between files again
+                    pool = ProcessPoolExecutor(readers, multiprocessing.get_context("fork"), initializer=gc.enable)
+                held += len(f.data)
+                window.append((before, f, pool.submit(_parse_file, name, f.rel, f.path, f.data, f.gz, _cap(name))))
+            while window and not isinstance(window[0][2], Future):
+                yield first()
+        while window:
+            yield first()
+        yield met[:], None, None
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+def read_profiles(paths: Iterable[Path], readers: int | None = None) -> tuple[list[RankInput], list[PerfProblem], int]:
     """Every rank's profile under `paths`, the problems met and how many profile files were found. Each file is parsed
     as soon as it is read; an Ascend file's rank is settled at the end (its profiler_info may come later). Profiles of
-    more than one task (a rank met twice: two traces, or two profile directories) raise MixedTasksError."""
+    more than one task (a rank met twice: two traces, or two profile directories) raise MixedTasksError. `readers`:
+    how many processes parse the files (default reader_count(); 1: this one only), with the same answer."""
+    with _gc_paused():
+        return _read_profiles(paths, reader_count() if readers is None else readers)
+
+
+def _read_profiles(paths: Iterable[Path], readers: int) -> tuple[list[RankInput], list[PerfProblem], int]:
     problems: list[PerfProblem] = []
+    met: list[PerfProblem] = []  # what gather meets, put in order by _parsed_in_order
+    names: dict[str, str] = {}  # one string per call key, over every rank
     found = [0]
     infos: dict[str, int] = {}
     torch: dict[int, RankInput] = {}
     pending: list[tuple[_File, str, Any]] = []  # Ascend files parsed: (file without its bytes, name, records)
     homes: dict[int, list[str]] = {}  # rank -> the profile directories (of profiler_info_<rank>.json) naming it
     twice: list[tuple[int, str, str]] = []  # a rank met again: (rank, first place, second place)
-    for f in gather(paths, problems, found):
+    for before, f, result in _parsed_in_order(gather(paths, met, found), met, readers):
+        problems.extend(before)
+        if f is None:
+            continue
         name = PurePosixPath(f.rel).name
         kind = _kind(name)
-        try:
-            if kind == "info":
-                match = PROFILER_INFO.match(name)
-                if match:
-                    infos[str(PurePosixPath(f.rel).parent)] = int(match.group(1))
-                    homes.setdefault(int(match.group(1)), []).append(str(PurePosixPath(f.path).parent))
-            elif kind == "trace":
-                profile = parse_trace(f.data, f.rel, f.path)
-                if profile.rank in torch:
-                    twice.append((profile.rank, torch[profile.rank].sources[0], f.path))
-                else:
-                    torch[profile.rank] = profile
+        if kind == "info":
+            match = PROFILER_INFO.match(name)
+            if match:
+                infos[str(PurePosixPath(f.rel).parent)] = int(match.group(1))
+                homes.setdefault(int(match.group(1)), []).append(str(PurePosixPath(f.path).parent))
+        elif result[0] == "problem":
+            problems.append(PerfProblem(f.path, result[1]))
+        elif kind == "trace":
+            profile = _rank_input(f.path, result[1], names)
+            if profile.rank in torch:
+                twice.append((profile.rank, torch[profile.rank].sources[0], f.path))
             else:
-                parsed: Any = (parse_step_trace(f.data, f.path) if name == STEP_TRACE else
-                               parse_communication(f.data) if name == COMM_JSON else parse_matrix(f.data))
-                pending.append((_File(f.path, f.rel, b""), name, parsed))
-        except ValueError as exc:
-            problems.append(PerfProblem(f.path, str(exc)))
+                torch[profile.rank] = profile
+        else:
+            pending.append((_File(f.path, f.rel, b""), name, _records(name, result[1])))
     twice += [(rank, places[0], places[1]) for rank, places in sorted(homes.items()) if len(places) > 1]
     if twice:
         raise mixed_tasks(twice)
