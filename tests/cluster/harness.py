@@ -925,6 +925,8 @@ class Cluster:
             "connect_timeout": 5,
             "command_timeout": 30,
         }
+        if os.environ.get("ASCT_TRANSPORT"):  # run a real-host suite through another transport (tests/cluster/README.md)
+            d["transport"] = os.environ["ASCT_TRANSPORT"]
         d.update(plain(defaults or {}))
         if hosts is not None:
             for n in hosts:
