@@ -209,6 +209,18 @@ def test_an_unknown_host_key_names_every_file_ssh_searched(stand_in: Path, tmp_p
     assert "--accept-new-host-keys" in (info.value.hint or "")
 
 
+def test_an_unknown_host_key_s_message_carries_the_fingerprint_the_node_offered(stand_in: Path, tmp_path: Path) -> None:
+    # ssh names no key when it refuses one; asked again with -v it says which (`debug1: Server host key: ...`)
+    refuse = ('case " $* " in *" -v "*) echo "debug1: Server host key: ssh-ed25519 SHA256:AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg" >&2;; esac; '
+              'echo "Host key verification failed." >&2; exit 255')
+    stand_in.write_text(STAND_IN_SSH.replace('exec sh -c "$last"', refuse))
+    inv = inventory("defaults: {transport: openssh, connect_retries: 0}\nnodes: [n1]\n")
+    with pytest.raises(HostKeyError) as info:
+        OpenSSHConnector(inv, ssh=str(stand_in)).connect(inv.nodes[0])
+    assert info.value.message.startswith(
+        "unknown host key for n1 (ssh-ed25519 SHA256:AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg) (ssh: Host key verification")
+
+
 def test_ssh_failed_tells_ssh_s_last_words_from_a_command_s() -> None:
     assert ssh_failed("Connection to 10.0.0.1 closed by remote host.\r\n")
     assert ssh_failed("mux_client_request_session: read from master failed: Broken pipe\n")

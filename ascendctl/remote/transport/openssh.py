@@ -283,7 +283,26 @@ class OpenSSHTransport:
             raise ConnectError(f"connect to {self.label} timed out after {time.monotonic() - started:.0f}s (ssh)",
                                hint="is the node up and the address right? raise connect_timeout for slow networks") from None
         if proc.returncode != 0:
-            raise connect_error(self.label, proc.returncode, proc.stderr.decode("utf-8", "replace"), limit)
+            error = connect_error(self.label, proc.returncode, proc.stderr.decode("utf-8", "replace"), limit)
+            if isinstance(error, HostKeyError) and error.message.startswith("unknown host key"):
+                error = self._with_offered_key(error, argv, limit)
+            raise error
+
+    def _with_offered_key(self, error: HostKeyError, argv: list[str], limit: float) -> HostKeyError:
+        """ssh names no key when it refuses an unknown one: ask it again, verbosely, which key the node offered, so the
+        message carries the fingerprint to verify (as the Paramiko transport's does). One more refused connection."""
+        verbose = [argv[0], "-v", *argv[1:]]
+        try:
+            proc = subprocess.run(verbose, capture_output=True, timeout=limit * 2 + 5, stdin=subprocess.DEVNULL,
+                                  start_new_session=True, env=batch_env())
+        except (OSError, subprocess.TimeoutExpired):
+            return error
+        offered = _OFFERED_KEY_RX.search(proc.stderr.decode("utf-8", "replace"))
+        if offered is None:
+            return error
+        message = error.message.replace(f"unknown host key for {self.label}",
+                                        f"unknown host key for {self.label} ({offered['type']} {offered['fp']})", 1)
+        return HostKeyError(message, hint=error.hint)
 
     def run(self, command: str, *, timeout: float | None = None, stdin: bytes | None = None) -> CommandResult:
         return self.stream(command, timeout=timeout, stdin=stdin)
@@ -445,6 +464,10 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 def ssh_failed(stderr: str) -> bool:
     """Whether stderr's last line is ssh's own error (status 255 then means the connection, not the command)."""
     return bool(_SSH_FAILURE.match(_last_line(stderr)))
+
+
+# `ssh -v`: "debug1: Server host key: ssh-ed25519 SHA256:..." (the key the node offered, before it is refused)
+_OFFERED_KEY_RX = re.compile(r"Server host key: (?P<type>\S+) (?P<fp>SHA256:[A-Za-z0-9+/=]+)")
 
 
 def _last_line(text: str) -> str:
