@@ -196,3 +196,28 @@ def test_a_host_known_only_through_a_cert_authority_that_did_not_sign_its_key_is
         assert nodes[ip]["status"] == "host_key"
         assert nodes[ip]["error"].startswith(f"{ip} is known only through @cert-authority ({known} line 2), but it "
                                              "offered no host certificate signed by that CA (ssh-ed25519 SHA256:")
+
+
+def test_an_expired_host_certificate_is_refused_by_both_saying_when_it_expired(cluster: Cluster, tmp_path: Path,
+                                                                               hermetic_env: Path) -> None:
+    h03 = cluster.host("h03")
+    certificate = cluster.workdir / "hosts" / "h03" / "ssh_host_ed25519_key-cert.pub"
+    valid = certificate.read_bytes()
+    try:  # h03 offers a certificate from the trusted CA whose validity ended in 2020
+        subprocess.run(["ssh-keygen", "-q", "-s", str(cluster.workdir / "ca"), "-h", "-I", "h03", "-n", h03.ip,
+                        "-V", "20200101:20200102", str(h03.host_key_pub)], check=True)
+        cluster.stop_sshd(h03)
+        cluster.start_sshd(h03)
+        known = tmp_path / "known_hosts"
+        known.write_text(f"@cert-authority 10.213.* ssh-ed25519 {ca_key(cluster)}\n")
+        config, inventory = setup(cluster, tmp_path, f"Host *\n  UserKnownHostsFile {known}\n  GlobalKnownHostsFile /dev/null",
+                                  [h03.ip])
+        refused = ssh_ok(config, h03.ip)
+        assert refused.returncode != 0, refused.stderr
+        node = ascendctl(inventory)[h03.ip]
+        assert node["status"] == "host_key", node
+        assert "expired at 2020-01-02" in node["error"], node["error"]  # e.g. "... is refused: it expired at 2020-01-02 ..."
+    finally:
+        certificate.write_bytes(valid)
+        cluster.stop_sshd(h03)
+        cluster.start_sshd(h03)
