@@ -9,17 +9,16 @@ Must not import typer, rich or paramiko.
 from __future__ import annotations
 
 import difflib
-import gc
 import os
 import re
 import socket
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
+from ascendctl.collector import gc_paused
 from ascendctl.errors import InventoryError
 from ascendctl.inventory.hostfile import FORMS, is_hostfile, parse_hostfile
 from ascendctl.nodeset import list_size, range_size
@@ -232,23 +231,6 @@ def _too_big(source: str) -> str:
     return f"{source}: larger than {MAX_INVENTORY_BYTES // (1024 * 1024)} MiB (an inventory of {MAX_NODES:,} nodes fits in half of that)"
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic collector while building large acyclic trees.
-
-    Every few hundred new containers CPython runs a collection that walks all live objects; loading
-    100,000 nodes made 3x more time in gc than in parsing. Our trees hold no cycles worth collecting
-    (a recursive YAML alias is refused before composition), and the collector resumes afterwards.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def parse_inventory(
     text: str,
     *,
@@ -260,7 +242,7 @@ def parse_inventory(
     """Parse inventory YAML text, or a hostfile (hostfile.py); raise InventoryError listing every problem."""
     if is_hostfile(text):
         return _parse_hostfile(text, source=source, flags=flags, environ=environ)
-    with _gc_paused():
+    with gc_paused():
         return _parse(text, source=source, flags=flags, environ=environ, submit=submit)
 
 
@@ -279,7 +261,7 @@ def _parse_hostfile(text: str, *, source: str, flags: Mapping[str, Any] | None, 
     if not raw_nodes and not errors:
         errors.append(f"{source}: no hosts (expected lines like {FORMS})")
     try:
-        with _gc_paused():
+        with gc_paused():
             return _build(source, defaults={}, raw_nodes=raw_nodes, flags=flags, environ=environ, errors=errors, where=where)
     except InventoryError as exc:  # in file order: the syntax problems were found before the others
         line_of = {problem: int(m.group(1)) if (m := re.match(re.escape(source) + r":(\d+):", problem)) else 0

@@ -7,7 +7,6 @@ to a cap; a file that cannot be used becomes a PerfProblem naming it, never an e
 from __future__ import annotations
 
 import bisect
-import contextlib
 import csv
 import gc
 import gzip
@@ -25,6 +24,7 @@ from operator import attrgetter
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Iterable, Iterator
 
+from ascendctl.collector import gc_paused
 from ascendctl.bundle.layout import READ_ERRORS, iter_bundle
 from ascendctl.errors import parse_json
 from ascendctl.perf.model import CommCall, LinkSample, MixedTasksError, PerfProblem, RankInput, StepTimes
@@ -499,19 +499,6 @@ def mixed_tasks(twice: list[tuple[int, str, str]]) -> MixedTasksError:
              "`ascendctl collect --profile DIR` (it takes the newest task only)")
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic collector paused: reading builds millions of objects (JSON documents, records) and holds none in a
-    cycle, and each full collection would walk all of them again (a quarter of the time of 1,024 ranks)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _as_rows(cls: type) -> Callable[[Any], tuple[Any, ...]]:
     return attrgetter(*(f.name for f in fields(cls)))
 
@@ -523,7 +510,7 @@ def _parse_file(name: str, rel: str, shown: str, data: bytes, gz: bool, cap: int
     """One profile file parsed, in a reader process or in this one: ("trace", TraceParts), ("ascend", its records as
     rows: {rank: [StepTimes fields]} for step_trace_time.csv, [CommCall fields], [LinkSample fields]) or ("problem",
     what is wrong). A gzip file is decompressed here, to `cap` (given by the caller: its cap holds in the readers)."""
-    with _gc_paused():
+    with gc_paused():
         try:
             if gz:
                 data = _read_capped(io.BytesIO(data), cap, gz=True)
@@ -617,7 +604,7 @@ def read_profiles(paths: Iterable[Path], readers: int | None = None) -> tuple[li
     as soon as it is read; an Ascend file's rank is settled at the end (its profiler_info may come later). Profiles of
     more than one task (a rank met twice: two traces, or two profile directories) raise MixedTasksError. `readers`:
     how many processes parse the files (default reader_count(); 1: this one only), with the same answer."""
-    with _gc_paused():
+    with gc_paused():
         return _read_profiles(paths, reader_count() if readers is None else readers)
 
 
