@@ -150,7 +150,11 @@ def test_an_unknown_host_key_is_refused_with_the_file_named_until_accepting_is_a
     assert code == 4
     assert nodes["h01"]["status"] == "ok"
     assert nodes["h02"]["status"] == "host_key"
-    assert nodes["h02"]["error"] == f"unknown host key for root@{h02.ip} (ssh: Host key verification failed); searched {known}"
+    # the key h02 offered, by its fingerprint, to verify before accepting it (ssh named none; asked again with -v)
+    fingerprint = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(h02.host_key_pub)], capture_output=True,
+                                 text=True, check=True).stdout.split()[1]
+    assert nodes["h02"]["error"] == (f"unknown host key for root@{h02.ip} (ssh-ed25519 {fingerprint}) (ssh: Host key "
+                                     f"verification failed); searched {known}")
     assert "--accept-new-host-keys" in nodes["h02"]["hint"]
     assert h02.ip not in known.read_text()  # nothing written without the opt-in
 
