@@ -396,8 +396,10 @@ def test_a_killed_process_of_unknown_rank_is_the_silent_rank_the_others_point_at
 def test_the_rank_pointed_at_is_not_blamed_for_a_kill_when_it_logged_an_error_of_its_own(tmp_path: Path) -> None:
     write(tmp_path / "out.log", ["[rank0]: ValueError: bad shape in the tokenizer", STORE_BROKEN.format(r=6), DS_KILLED])
     report = triage([tmp_path / "out.log"])
-    assert not (report.rule == "bad_exit" and report.first_failure is not None and report.first_failure.rank == 0
-                and report.category == Category.OOM)
+    # rank 0 is blamed for what it said (the exception), not for a SIGKILL the launcher reported of another process
+    assert (report.rule, report.category) == ("own_error", Category.EXCEPTION)
+    assert report.first_failure is not None and report.first_failure.rank == 0
+    assert report.first_failure.signature == "python.exception"
 
 
 def test_megatron_iteration_lines_that_lose_their_loss_are_nan(tmp_path: Path) -> None:

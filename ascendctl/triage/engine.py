@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from ascendctl.triage.signatures import SIGNATURES, Category
+from ascendctl.triage.signatures import Category, hint_of, is_node_wide, meaning_of
 from ascendctl.triage.extract import HALVINGS_TO_COLLAPSE, PROGRESS_RX, device_scope
 from ascendctl.triage.model import STOP_SIGNALS, Finding, RankSummary, TriageReport, Victim, signal_of
 from ascendctl.triage.times import NO_YEAR, from_epoch, seconds, with_year
@@ -411,12 +411,6 @@ def _step_of(f: Finding) -> int | None:
     return int(m.group(1)) if m else None
 
 
-# Launch failures of the node's (or job's) setup rather than of one rank: a missing package or module, a device
-# ordinal or visible-devices setting, a variable the launcher did not set, two ranks given one device
-SHARED_SETUP = frozenset({"python.module_not_found", "launch.device_ordinal", "launch.env_missing", "launch.duplicate_device",
-                          "exec.not_found", "hccl.init_config"})
-
-
 def rule_own_error(facts: Facts) -> RuleVerdict | None:
     """A rank's own error (OOM, NaN, hardware, launch, exception), not preceded by a communication error of its own."""
     candidates = [a.own[0] for a in facts.actors.values() if a.own]
@@ -458,14 +452,14 @@ def rule_own_error(facts: Facts) -> RuleVerdict | None:
                        f"{listed} failed with the same error at the same moment: a shared cause (configuration, environment "
                        "or data), not one rank", "medium")
     if first.signature in DISAGREEMENTS:
-        what = next((sig.meaning for sig in SIGNATURES if sig.id == first.signature), first.signature)
+        what = meaning_of(first.signature)
         return RuleVerdict("ranks_disagree", first.category, None,
                        f"{actor.label()} reported a conflict between ranks ({what}): every rank involved took part, "
                        f"the error names both sides: {first.text[:160]}", "medium")
-    if first.signature in SHARED_SETUP:
+    if is_node_wide(first.signature):
         # a package, a device setting or a variable the whole node's (or job's) setup lacks: whichever rank said it
         # first only printed first; the node is where it started when the log knows it, never one of its ranks
-        what = next((sig.meaning for sig in SIGNATURES if sig.id == first.signature), first.signature)
+        what = meaning_of(first.signature)
         where = f"node {first.node}" if first.node else "the job"
         return RuleVerdict("own_error", first.category, replace(first, rank=None, local_rank=None, device=None),
                            f"{actor.label()} could not start ({what}): a setup every rank of {where} shares, so no single "
@@ -476,7 +470,7 @@ def rule_own_error(facts: Facts) -> RuleVerdict | None:
     confidence = "high"
     if earlier_comm or ambiguous or first.time is None and len(facts.order) > 1:
         confidence = "medium"
-    what = next((s.meaning for s in SIGNATURES if s.id == first.signature), first.signature)
+    what = meaning_of(first.signature)
     reason = f"{actor.label()} failed on its own first ({what})"
     if comm_firsts:
         reason += "; the communication errors of other ranks are its victims"
@@ -1106,7 +1100,7 @@ def report(ex: Extraction, *, capture: CaptureJudgement | None = None) -> Triage
                                                      verdict.confidence)
         hints = list(verdict.hints)
         if first is not None:
-            sig_hint = next((s.hint for s in SIGNATURES if s.id == first.signature), None)
+            sig_hint = hint_of(first.signature)
             if sig_hint and sig_hint not in hints:
                 hints.insert(0, sig_hint)
         for hint in HINTS[category]:
@@ -1114,7 +1108,7 @@ def report(ex: Extraction, *, capture: CaptureJudgement | None = None) -> Triage
                 hints.append(hint)
         evidence = _fabric_evidence(facts, first, category)
         if evidence is not None and evidence is not first:  # no culprit: say what the fabric lines mean all the same
-            fabric_hint = next((s.hint for s in SIGNATURES if s.id == evidence.signature), None)
+            fabric_hint = hint_of(evidence.signature)
             if fabric_hint and fabric_hint not in hints:
                 hints.insert(0, fabric_hint)
         link = _fabric_link(facts, evidence)

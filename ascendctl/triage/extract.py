@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Iterable
 
 from ascendctl.triage.signatures import SIGNATURES, Category
-from ascendctl.triage.model import Finding, signal_of
+from ascendctl.triage.model import SIGNAL_WORDS, Finding, signal_of
 from ascendctl.triage.times import parse_time, split_stamp
 
 if TYPE_CHECKING:
@@ -373,6 +373,8 @@ class Extraction:
             signal = signal_of(-int(groups["sig"]))
         elif "sig2" in named and groups["sig2"]:
             signal = signal_of(-int(groups["sig2"]))
+        elif "signal_word" in named and groups["signal_word"]:
+            signal = SIGNAL_WORDS[groups["signal_word"]]
         node = src.node or (self.addresses.get(prefixes.ip) if prefixes.ip else None) or prefixes.ip or prefixes.host
         nccl = _NCCL_PREFIX_RX.search(body)
         if nccl is not None:
@@ -381,15 +383,10 @@ class Extraction:
             device = device if device is not None else int(nccl["dev"])
         if "host" in named and groups["host"] and sig.id not in ("srun.task_exit", "mpirun.exit"):
             node = node or groups["host"]
-        if sig.id == "shell.killed":
-            signal = "SIGKILL"
         if sig.id == "srun.task_exit":
             node = node or groups["host"]
             task = groups["task"]
             rank = int(task) if task.isdigit() else None
-            if groups["signal"]:
-                signal = {"Killed": "SIGKILL", "Terminated": "SIGTERM", "Aborted": "SIGABRT",
-                          "Segmentation fault": "SIGSEGV"}[groups["signal"]]
         if sig.id == "mpirun.exit" and groups["rank"]:
             rank, node = int(groups["rank"]), node or groups["host"]
         if sig.id in ("torchrun.child_failed", "msrun.worker_exit", "deepspeed.exit") and sig_pid is not None:

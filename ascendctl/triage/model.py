@@ -17,6 +17,10 @@ from ascendctl.triage.signatures import Category
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
 # A process ended by one of these was stopped by someone else (its launcher, ascendctl, the scheduler, a user).
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+# The words a shell's job report or Slurm prints for the signal that ended a process (a signature's `signal_word`
+# group): bash's "Killed" (and its Chinese translation), "Terminated", "Aborted", "Segmentation fault".
+SIGNAL_WORDS = {"Killed": "SIGKILL", "已杀死": "SIGKILL", "Terminated": "SIGTERM", "Aborted": "SIGABRT",
+                "Segmentation fault": "SIGSEGV"}
 
 
 def signal_of(code: int | None) -> str | None:

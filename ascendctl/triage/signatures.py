@@ -54,6 +54,9 @@ class Signature:
     flags: int = 0
     role: str = "error"  # error | generic | report | stop (module docstring)
     kind: str = ""  # OOM: "device" or "host"; COMM_TIMEOUT/HARDWARE: "fabric" (a NIC, link or RDMA transport fault)
+    # a setup every rank of a node (or the job) shares (a missing module or program, a device setting, a variable the
+    # launcher did not set, two ranks on one device): the node is where it started, never the rank that printed first
+    node_wide: bool = False
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -367,13 +370,13 @@ SIGNATURES: tuple[Signature, ...] = (
               r"environment variable (?:RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT|LOCAL_RANK) expected, but not set",
               "the process was started without the distributed environment (RANK, WORLD_SIZE, MASTER_ADDR) a launcher sets",
               "start it with torchrun/msrun/deepspeed (or `ascendctl launch`), not with plain python",
-              ("KeyError: ", "expected, but not set")),
+              ("KeyError: ", "expected, but not set"), node_wide=True),
     Signature("python.module_not_found", _L, r"\bModuleNotFoundError: No module named|\bImportError: cannot import name|"
               r"\bImportError: \S+\.so[.\d]*: cannot open|Cannot re-initialize (?:CUDA|NPU) in forked subprocess|"
               r"error while loading shared libraries: \S+: cannot open shared object file",
               "a Python module or shared library is missing on this node",
               "install the same environment on every node (`ascendctl preflight` compares versions)",
-              ("ModuleNotFoundError", "ImportError", "error while loading shared libraries", "Cannot re-initialize")),
+              ("ModuleNotFoundError", "ImportError", "error while loading shared libraries", "Cannot re-initialize"), node_wide=True),
     # the CANN install lacks an operator's kernel or its config: the op binary package is missing or its version does
     # not match (aclnn's 561003 "find kernel error: the operator binary package may not be installed", 561107 no
     # ASCEND_OPP_PATH, 561108 a kernel config json it cannot load; GE's "not found in this op store")
@@ -392,7 +395,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("launch.duplicate_device", _L, r"Duplicate GPU detected|both on (?:CUDA|NPU) device",
               "two ranks were given the same device (a launch configuration error both ranks take part in)",
               "give each rank its own device: check nproc per node, CUDA/ASCEND_RT_VISIBLE_DEVICES and LOCAL_RANK handling",
-              ("Duplicate GPU", "both on")),
+              ("Duplicate GPU", "both on"), node_wide=True),
     Signature("launch.device_ordinal", _L,
               r"invalid device ordinal|No CUDA GPUs are available|"
               r"(?:CUDA|ASCEND_RT|ASCEND)_VISIBLE_DEVICES.{0,60}(?:invalid|out of range|not match|error)|"
@@ -405,7 +408,7 @@ SIGNATURES: tuple[Signature, ...] = (
               "(`ascendctl preflight --only npu_count,npu_stale_procs`)",
               ("device ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES", "nvalid device", "device id",
                "SetDevice", "set device", "is busy", "is occupied", "already in use", "already occupied", "occupied by",
-               "resource busy")),
+               "resource busy"), node_wide=True),
     Signature("hccp.init_failed", _L, r"Failed to initialize the HCCP process|Maybe the last training process is running|"
               r"tsd client wait response fail|[Dd]evice is occupied by (?:another|an? other) process",
               "the NPU is still held by an earlier process (HCCP could not start on it)",
@@ -424,7 +427,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("exec.not_found", _L, r": command not found$|: not found$|No such file or directory: '[^']*python|"
               r"can't open file '[^']*': \[Errno 2\]|\[Errno 2\] No such file or directory: '[^']*\.py'",
               "the launcher could not find the program", "check the script path and the interpreter on every node",
-              ("command not found", "not found", "No such file", "can't open file")),
+              ("command not found", "not found", "No such file", "can't open file"), node_wide=True),
     # ---------------------------------------------------------------- communication timeouts (symptoms)
     Signature("hccl.socket_timeout", _T, _code(r"EI0006") + r"|Getting socket times out|get socket timeout",
               "HCCL timed out building a socket to a peer", _HINT_TIMEOUT, ("EI0006", "socket times out", "get socket timeout")),
@@ -547,12 +550,12 @@ SIGNATURES: tuple[Signature, ...] = (
               ("exits with return code", "Killing subprocess"), role="report"),
     # a shell running the job reports a child the kernel killed (bash's job report, in English or a translation):
     # "run.sh: line 30: 23195 Killed   python train.py", "run.sh: 行 30: 23195 已杀死"
-    Signature("shell.killed", _U, r"(?:\bline|行) \d+: +(?P<pid>\d+) +(?:Killed|已杀死)(?:\s|$)",
+    Signature("shell.killed", _U, r"(?:\bline|行) \d+: +(?P<pid>\d+) +(?P<signal_word>Killed|已杀死)(?:\s|$)",
               "the shell that ran the job reports it was killed (SIGKILL)",
               "the first rank to exit is not always the cause: check the others' first errors",
               ("Killed", "已杀死"), role="report"),
     Signature("srun.task_exit", _U, r"srun: error: (?P<host>[\w.-]+): tasks? (?P<task>[\d,-]+): (?:Exited with exit code (?P<code>\d+)|"
-              r"(?P<signal>Killed|Terminated|Aborted|Segmentation fault))",
+              r"(?P<signal_word>Killed|Terminated|Aborted|Segmentation fault))",
               "Slurm saw a task end badly", "the first task to end is not always the cause: check the others' first errors",
               ("srun: error:",), role="report"),
     Signature("mpirun.exit", _U, r"(?:mpirun|prterun) noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node "
@@ -615,7 +618,7 @@ SIGNATURES: tuple[Signature, ...] = (
               "HCCL could not set up a communicator with the configuration it was given (HcclResult: parameter error, "
               "empty pointer, not supported, not found or a file it could not open)",
               "check the job's HCCL setup: rank table or root info, world size and rank, the devices given to each rank, "
-              "HCCL_* variables, and whether the feature is supported on this chip", ("HCCL function error",)),
+              "HCCL_* variables, and whether the feature is supported on this chip", ("HCCL function error",), node_wide=True),
     Signature("hccl.result_memory", _O, r"HCCL function error: .*error code is (?:3|24)\b",
               "HCCL could not allocate memory (HcclResult 3 memory error / 24 out of memory)", _HINT_OOM,
               ("HCCL function error",), kind="device"),
@@ -673,9 +676,27 @@ def all_anchors() -> tuple[str, ...]:
     return tuple(sorted(seen, key=len, reverse=True))
 
 
+_BY_ID: dict[str, Signature] = {sig.id: sig for sig in SIGNATURES}
+
+
 def by_id(signature_id: str) -> Signature:
     """Look one signature up by its id (KeyError when unknown)."""
-    for sig in SIGNATURES:
-        if sig.id == signature_id:
-            return sig
-    raise KeyError(signature_id)
+    return _BY_ID[signature_id]
+
+
+def meaning_of(signature_id: str) -> str:
+    """What a finding's signature means, in words; a finding the engine made itself (no table row) keeps its id."""
+    sig = _BY_ID.get(signature_id)
+    return sig.meaning if sig is not None else signature_id
+
+
+def hint_of(signature_id: str) -> str | None:
+    """The next step a signature suggests; None for a finding the engine made itself."""
+    sig = _BY_ID.get(signature_id)
+    return sig.hint if sig is not None else None
+
+
+def is_node_wide(signature_id: str) -> bool:
+    """Whether the signature is a setup every rank of a node shares (`Signature.node_wide`)."""
+    sig = _BY_ID.get(signature_id)
+    return sig is not None and sig.node_wide
