@@ -497,3 +497,21 @@ def test_the_store_wait_of_old_torch_names_the_rank_it_waited_for_despite_its_sp
                                  "c10d key-value store by key '0', but store->get('0') got error: Socket Timeout"])
     report = triage([tmp_path / "out.log"])
     assert report.category == Category.COMM_TIMEOUT and report.culprit_rank == 0, report.first_failure
+
+
+def test_a_cann_heading_is_refined_by_the_layer_its_traceback_names(tmp_path: Path) -> None:
+    heading = ("ERROR 02-11 11:32:58 engine.py:389] call aclnnPromptFlashAttentionV3 failed, detail:EZ1001: [PID: 312378] "
+               "2025-02-11-11:32:58.201.638 PromptFlashAttention LaunchAicore failed.")
+    below = ["ERROR 02-11 11:32:58 engine.py:389]         TraceBack (most recent call last):",
+             "ERROR 02-11 11:32:58 engine.py:389]         Cannot find bin of op PromptFlashAttention, integral key 0/1/|bf16/ND/.",
+             "ERROR 02-11 11:32:58 engine.py:389]         PromptFlashAttention LaunchAicore failed."]
+    write(tmp_path / "a.log", [heading, *below])
+    report = triage([tmp_path / "a.log"])
+    assert report.category == Category.LAUNCH
+    assert report.first_failure is not None and report.first_failure.signature == "cann.op_kernel_missing"
+    # the same heading alone is the program's error; a known line far below it is another report, not its traceback
+    write(tmp_path / "b.log", [heading])
+    assert triage([tmp_path / "b.log"]).category == Category.EXCEPTION
+    write(tmp_path / "c.log", [heading, *["INFO step done"] * 12, below[1]])
+    report = triage([tmp_path / "c.log"])
+    assert report.first_failure is not None and report.first_failure.line == 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Iterable
 
-from ascendctl.triage.signatures import SIGNATURES, Category
+from ascendctl.triage.signatures import CATALOG_IDS, SIGNATURES, Category
 from ascendctl.triage.model import SIGNAL_WORDS, Finding, signal_of
 from ascendctl.triage.times import parse_time, split_stamp
 
@@ -98,6 +98,7 @@ BLOCK_LINES = 30
 # torch.multiprocessing.spawn: "-- Process 1 terminated with the following error:" then that process's traceback
 _SPAWN_RX = re.compile(r"-- Process (\d+) terminated with the following error")
 SPAWN_LINES = 300
+CANN_TRACEBACK_LINES = 10  # lines under a CANN error heading that may still be its TraceBack (the layers below it)
 _MSRUN_START_RX = re.compile(r"Start worker process with rank id:(\d+), log file:(\S+?)\.")
 _TORCHRUN_FIELD_RX = re.compile(r"^\s*(time|host|rank|exitcode|traceback|error_file)\s*: (.*)$")
 _FILE_RANK_RX = re.compile(r"(?:^|[^a-z])(?:rank|worker|default)[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
@@ -413,7 +414,20 @@ class Extraction:
         if sig.id == "fp16.loss_scale_halving":
             self._scale(finding, text)
             return
+        self._refine_heading(finding)
         self.add(finding)
+
+    def _refine_heading(self, finding: Finding) -> None:
+        """CANN reports an error as a heading with its code (`EZ1001: ... LaunchAicore failed.`) then, under
+        `TraceBack (most recent call last):`, the messages of the layers below it (`Cannot find bin of op ...`): a
+        line there that a hand-written row knows says what the code only wraps, so the heading becomes generic
+        evidence (used when nothing more specific is found)."""
+        if not self.findings or finding.role != "error" or finding.signature in CATALOG_IDS:
+            return
+        last = self.findings[-1]
+        if (last.signature in CATALOG_IDS and last.role == "error" and last.file == finding.file
+                and 0 < finding.line - last.line <= CANN_TRACEBACK_LINES and last.category != finding.category):
+            self.findings[-1] = replace(last, role="generic")
 
     def _header_closes_message(self, src: Source, number: int, block: tuple[int, int | None, int | None, int | None, int]) -> None:
         """torch_npu ends an exception's message with its header (`RuntimeError: Tensors must be contiguous` then

@@ -222,6 +222,7 @@ _CATALOG = load_catalog()
 CATALOG_FIRST = _catalog_signatures(_CATALOG, "first")
 CATALOG_REST = _catalog_signatures(_CATALOG)
 CATALOG_SIGNATURES = CATALOG_FIRST + CATALOG_REST
+CATALOG_IDS = frozenset(sig.id for sig in CATALOG_SIGNATURES)
 
 
 # Order matters: the first signature whose pattern matches a line names it.
