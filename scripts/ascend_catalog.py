@@ -128,7 +128,8 @@ GROUPS: dict[str, dict[str, str]] = {
                 "(`ascendctl preflight --only npu_count,npu_stale_procs`)"},
     "acl.rt.kernel": {
         "category": "EXCEPTION", "role": "error", "kind": "", "form": "acl",
-        "meaning": "a kernel failed on the NPU (AI Core, vector core or AI CPU exception or trap): aclError catalog",
+        "meaning": "a kernel failed on the NPU (AI Core, vector core or AI CPU exception, trap or execution timeout): "
+                   "aclError catalog",
         "hint": "rerun that rank with ASCEND_LAUNCH_BLOCKING=1 to find the failing operator"},
     "ibv.wc_error": {
         "category": "COMM_TIMEOUT", "role": "error", "kind": "fabric", "form": "ibv_wc",
@@ -188,7 +189,10 @@ ACL_GROUP_OF: dict[str, str] = {
                      "ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR", "ACL_ERROR_RT_SUSPECT_DEVICE_MEM_ERROR", "ACL_ERROR_RT_LINK_ERROR",
                      "ACL_ERROR_RT_L3_PORT_ERROR"], "acl.rt.hardware"),
     **dict.fromkeys(["ACL_ERROR_RT_INVALID_DEVICEID", "ACL_ERROR_RT_DEV_SETUP_ERROR"], "acl.rt.device_id"),
-    **dict.fromkeys(["ACL_ERROR_RT_AICORE_EXCEPTION", "ACL_ERROR_RT_AICORE_TRAP_EXCEPTION", "ACL_ERROR_RT_AICPU_EXCEPTION",
+    # a kernel that faulted, trapped or never finished on its core (AI Core, AI CPU, vector core "execution timeout"): the
+    # kernel's own failure; a collective that waited too long for a peer is a task, stream, event or FFTS+ timeout above
+    **dict.fromkeys(["ACL_ERROR_RT_AICORE_TIMEOUT", "ACL_ERROR_RT_AICPU_TIMEOUT", "ACL_ERROR_RT_VECTOR_CORE_TIMEOUT",
+                     "ACL_ERROR_RT_AICORE_EXCEPTION", "ACL_ERROR_RT_AICORE_TRAP_EXCEPTION", "ACL_ERROR_RT_AICPU_EXCEPTION",
                      "ACL_ERROR_RT_VECTOR_CORE_EXCEPTION", "ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION",
                      "ACL_ERROR_RT_AICORE_TRAP_READ_OVERFLOW", "ACL_ERROR_RT_AICORE_TRAP_WRITE_OVERFLOW",
                      "ACL_ERROR_RT_VECTOR_CORE_TRAP_READ_OVERFLOW", "ACL_ERROR_RT_VECTOR_CORE_TRAP_WRITE_OVERFLOW"],

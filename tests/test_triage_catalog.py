@@ -188,3 +188,32 @@ def test_an_unattributed_cann_error_joins_the_one_rank_whose_only_line_wraps_it(
     report = triage([str(tmp_path)])
     assert report.category is Category.OOM
     assert report.first_failure is not None and report.first_failure.rank == 5
+
+
+def test_an_unattributed_cann_error_of_another_process_does_not_join_a_rank(tmp_path: Path) -> None:
+    # the rank's wrapper line and its header name pid 360; CANN's own lines name pid 359: another process's error
+    (tmp_path / "serve.log").write_text(
+        "EH9999[PID: 359] 2025-12-29-13:22:34.258.612 (EH9999):  wait for compute device to finish failed, runtime "
+        "result = 507014.[FUNC:ReportCallError][FILE:log_inner.cpp][LINE:162]\n"
+        "[rank1]:[E1229 13:22:34.496173985 compiler_depend.ts:444] operator():compiler_depend.ts:34 NPU function error: "
+        "call aclnnRmsNorm failed, error code is 507014\n"
+        "[ERROR] 2025-12-29-13:22:34 (PID:360, Device:1, RankID:-1) ERR00100 PTA call acl api failed\n", encoding="utf-8")
+    report = triage([str(tmp_path)])
+    assert report.category is Category.EXCEPTION
+    assert report.first_failure is not None and report.first_failure.rank is None
+    assert report.first_failure.signature == "acl.rt.kernel"
+
+
+@pytest.mark.parametrize("line", [
+    "EH9999[PID: 324] 2025-12-12-12:10:10.649.300 (EH9999):  wait for compute device to finish failed, runtime result = "
+    "507014.[FUNC:ReportCallError]",
+    "rtDeviceSynchronizeWithTimeout execute failed, reason=[aicore timeout][FUNC:FuncErrorReason]",
+    "rtStreamSynchronize execute failed, reason=[vector core timeout]",
+])
+def test_a_core_execution_timeout_is_the_kernels_failure_not_a_collectives(line: str) -> None:
+    # aclError: ACL_ERROR_RT_AICORE_TIMEOUT / VECTOR_CORE_TIMEOUT / AICPU_TIMEOUT: a kernel that never finished on its
+    # core; a collective waiting for a peer is a task, stream, event or FFTS+ timeout (107020, 507046-507048)
+    sig = match_line(line)
+    assert sig is not None and sig.id == "acl.rt.kernel" and sig.category is Category.EXCEPTION, (line, sig and sig.id)
+    task = match_line("rtStreamSynchronize execute failed, reason=[task timeout]")
+    assert task is not None and task.category is Category.COMM_TIMEOUT

@@ -346,15 +346,20 @@ def _ranks_from_devices(findings: list[Finding], paired: dict[tuple[tuple[str, s
 def _join_unattributed(facts: Facts) -> None:
     """An error that names no rank (a paste of a launcher's console) belongs to the one rank the launcher reports as
     having ended on its own (not stopped by it), when exactly one did: the report says who, the error says why. A rank
-    whose only line is a wrapper's report of an error (torch_npu's `error code is 207001`) is such a rank too."""
+    whose only line is a wrapper's report of an error (torch_npu's `error code is 207001`) is such a rank too. Lines
+    that name their processes, and name others than the rank's, are another process's, not that rank's."""
     for actor in list(facts.actors.values()):
         if actor.rank is not None or actor.local is not None or not actor.own:
             continue
+        pids = {f.pid for f in actor.own if f.pid is not None}
         candidates = []
         for other in facts.actors.values():
             if other.rank is None and other.local is None or other.own or other.comm:
                 continue
             if actor.node is not None and other.node != actor.node:
+                continue
+            theirs = {f.pid for f in other.generic if f.pid is not None}
+            if pids and theirs and not pids & theirs:
                 continue
             exit_ = other.first_exit()
             if exit_ is not None and exit_.signal not in STOP_SIGNALS and not _stopped_by_launcher(facts, other, exit_):

@@ -433,12 +433,17 @@ class Extraction:
         """torch_npu ends an exception's message with its header (`RuntimeError: Tensors must be contiguous` then
         `[ERROR] ... (PID:23232, Device:0, RankID:0) ERR02002 DIST invalid type`): the finding of the line right above
         the header, which said no rank, is that rank's."""
-        if not self.findings or block[1] is None:
+        if not self.findings:
             return
         last = self.findings[-1]
-        if last.file == src.file and 0 < number - last.line <= 2 and last.rank is None and last.local_rank is None:
+        if last.file != src.file or not 0 < number - last.line <= 2:
+            return
+        if last.rank is None and last.local_rank is None and block[1] is not None:
             self.findings[-1] = replace(last, rank=block[1], device=last.device if last.device is not None else block[2],
                                         pid=last.pid if last.pid is not None else block[3])
+        elif last.rank is not None and last.pid is None and (block[1] is None or block[1] == last.rank):
+            # `[rank1]: ... error code is 507014` then `(PID:360, Device:1, RankID:-1)`: the process is the rank's
+            self.findings[-1] = replace(last, device=last.device if last.device is not None else block[2], pid=block[3])
 
     def _inert(self, raw: str) -> None:
         if len(self.inert) >= INERT_KEPT:
