@@ -515,3 +515,52 @@ def test_a_cann_heading_is_refined_by_the_layer_its_traceback_names(tmp_path: Pa
     write(tmp_path / "c.log", [heading, *["INFO step done"] * 12, below[1]])
     report = triage([tmp_path / "c.log"])
     assert report.first_failure is not None and report.first_failure.line == 1
+
+
+def test_horovods_stall_inspector_names_the_missing_rank(tmp_path: Path) -> None:
+    # operations.cc (before 0.20): "<tensor> [missing ranks: 1]", printed by the coordinator (rank 0) under mpirun
+    write(tmp_path / "old.log", [
+        "[1,0]<stderr>:[2019-04-13 13:53:31.851506: W horovod/common/operations.cc:588] HorovodBroadcast_dense_1_bias_0 "
+        "[missing ranks: 1]",
+        "[1,0]<stderr>:[2019-04-13 13:54:31.854655: W horovod/common/operations.cc:588] One or more tensors were submitted "
+        "to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 "
+        "seconds."])
+    report = triage([tmp_path / "old.log"])
+    assert report.category == Category.COMM_TIMEOUT
+    assert report.first_failure is not None and report.first_failure.rank == 1
+    # stall_inspector.cc: "Missing ranks:" then one line per missing rank with the tensors it has not submitted
+    write(tmp_path / "new" / "rank1.log", [
+        "[2021-02-02 21:19:07.345988: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be "
+        "reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 10 "
+        "seconds. This may indicate that different ranks are trying to submit different tensors.",
+        "Missing ranks:",
+        "0: [cond_1/then/_10/DistributedSGD_Allreduce/cond/HorovodAllreduce_grads_0]"])
+    report = triage([tmp_path / "new"])
+    assert report.category == Category.COMM_TIMEOUT
+    assert report.first_failure is not None and report.first_failure.rank == 0
+
+
+def test_a_step_slurm_could_not_launch_on_a_node_is_a_launch_failure_of_that_node(tmp_path: Path) -> None:
+    write(tmp_path / "job.out", ["srun: error: Task launch for 36.0 failed on node cn131: Job credential expired",
+                                 "srun: error: Application launch failed: Job credential expired"])
+    report = triage([tmp_path / "job.out"])
+    assert report.category == Category.LAUNCH
+    assert report.first_failure is not None and report.first_failure.node == "cn131"
+
+
+def test_a_multi_host_runners_prefix_names_the_host_and_keeps_each_hosts_traceback_apart(tmp_path: Path) -> None:
+    # pdsh / DeepSpeed's runner: "host: line"; two hosts' tracebacks interleave in one file
+    write(tmp_path / "pdsh.log", [
+        "worker-2: Traceback (most recent call last):",
+        "worker-1: Traceback (most recent call last):",
+        'worker-2:   File "/w/train.py", line 10, in <module>',
+        "worker-2:     dist.all_reduce(t)",
+        'worker-1:   File "/w/data.py", line 5, in load',
+        "worker-1: FileNotFoundError: [Errno 2] No such file or directory: '/data/shard_7.bin'"])
+    report = triage([tmp_path / "pdsh.log"])
+    assert report.category == Category.EXCEPTION
+    assert report.first_failure is not None and report.first_failure.node == "worker-1"
+    # a CANN code is not a host: "EH9999: Inner Error!" stays the error line it is
+    write(tmp_path / "cann.log", ["EH9999: Inner Error!", "EL0004: [PID: 553] 2025-09-17-04:55:13.065.712 Failed to allocate memory."])
+    report = triage([tmp_path / "cann.log"])
+    assert report.category == Category.OOM and report.first_failure is not None and report.first_failure.node is None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Iterable
 
-from ascendctl.triage.signatures import CATALOG_IDS, SIGNATURES, Category
+from ascendctl.triage.signatures import CATALOG_IDS, HOROVOD_OPS, SIGNATURES, Category
 from ascendctl.triage.model import SIGNAL_WORDS, Finding, signal_of
 from ascendctl.triage.times import parse_time, split_stamp
 
@@ -65,7 +65,10 @@ _PEER_RANK_RXS = (
 # didn't join collective #183", "[3, 5] joined but didn't finish collective #40".
 _ABSENT_RX = re.compile(r"\bRanks? (\d+(?:\s*,\s*\d+)*) (?:failed to pass|did not call) (?:monitored)?[Bb]arrier|"
                         r"^\W*\[(\d+(?:\s*,\s*\d+)*)\] (?:finished collective #\d+, but didn't join|joined but didn't finish) "
-                        r"collective")
+                        r"collective|"
+                        # Horovod's stall inspector: "<tensor> [missing ranks: 1, 3]" (operations.cc), or under "Missing
+                        # ranks:" one line per rank, "0: [<tensor>, ...]" (stall_inspector.cc)
+                        r"\[missing ranks: (\d+(?:\s*,\s*\d+)*)\]|^\W*(\d+): \[[^\]]*\b" + HOROVOD_OPS)
 _MONITOR_RX = re.compile(r"waiting for send/recv from rank (\d+)")
 _ADDR = r"(?:\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*(?:\.[\w-]+)*)"
 _PEER_ADDR_RXS = (
@@ -144,6 +147,7 @@ class _Trace:
     rank: int | None
     local: int | None
     pid: int | None
+    host: str | None = None  # the machine a multi-host runner's prefix names (pdsh/clush `host: `)
     waiting: bool = False
     wait_line: int = 0
     wait_text: str = ""
@@ -263,7 +267,7 @@ class Extraction:
     # it matches, so a line seen again costs a lookup. A flood of one line (1 MB of gzip holds 50 million) stays cheap.
     inert: set[str] = field(default_factory=set)
     # tracebacks being read, per (file, rank prefix, local rank prefix)
-    traces: dict[tuple[str, int | None, int | None], _Trace] = field(default_factory=dict)
+    traces: dict[tuple[str, int | None, int | None, str | None], _Trace] = field(default_factory=dict)
 
     def cannot_read(self, what: str) -> None:
         """An input (file, archive, member) that could not be read: `path: why`."""
@@ -340,7 +344,7 @@ class Extraction:
             monitor = _first_int((_MONITOR_RX,), text)
             listed = _ABSENT_RX.search(text)
             if listed is not None:
-                absent = tuple(sorted({int(r) for r in re.findall(r"\d+", listed.group(1) or listed.group(2))}))
+                absent = tuple(sorted({int(r) for r in re.findall(r"\d+", next(g for g in listed.groups() if g))}))
             peer_rank = _first_int(_PEER_RANK_RXS, text)
             if peer_rank is not None and peer_rank >= 4294967295:
                 peer_rank = None
@@ -484,17 +488,17 @@ class Extraction:
         stamp, text = split_stamp(raw)
         prefixes = strip_prefixes(text)
         body = prefixes.body
-        key = (src.file, prefixes.rank, prefixes.local)
+        key = (src.file, prefixes.rank, prefixes.local, prefixes.host)
         frame = _FRAME_RX.match(body)
         if frame is not None:
             trace = self.traces.get(key)
             if trace is None:  # a paste that starts inside a traceback
-                trace = self.traces[key] = _Trace(prefixes.rank, prefixes.local, prefixes.pid)
+                trace = self.traces[key] = _Trace(prefixes.rank, prefixes.local, prefixes.pid, prefixes.host)
             self._frame(trace, number, body, frame)
             return True
         if TRACEBACK_HEADER in body:
             self._end_trace(src, key, None, number, "", stamp)  # a new traceback: the one before it was cut
-            self.traces[key] = _Trace(prefixes.rank, prefixes.local, prefixes.pid)
+            self.traces[key] = _Trace(prefixes.rank, prefixes.local, prefixes.pid, prefixes.host)
             return False
         trace = self.traces.get(key)
         if trace is None:
@@ -522,7 +526,7 @@ class Extraction:
             trace.wait_line, trace.wait_text = number, body.strip()
         trace.prev_func = frame["func"]
 
-    def _end_trace(self, src: Source, key: tuple[str, int | None, int | None], sig: Signature | None, number: int,
+    def _end_trace(self, src: Source, key: tuple[str, int | None, int | None, str | None], sig: Signature | None, number: int,
                    body: str, stamp: str | None) -> bool:
         """A traceback ends (its exception line `body` matched `sig`, or it was cut). A rank whose innermost frames wait
         in a collective gets a communication finding, unless what it raised there is its own error."""
@@ -542,13 +546,14 @@ class Extraction:
         said = body.strip() if consumed else ""
         text = f"waiting in {trace.wait_text}" + (f": {said}" if said else "")
         rank, local, pid = trace.rank, trace.local if trace.local is not None else src.local_rank, trace.pid or src.pid
+        node = src.node or trace.host
         if rank is None and local is not None:
-            rank = self.local_ranks.get((src.node, local))
-        if rank is None and pid is not None and (src.node, pid) in self.pid_ranks:
-            rank = self.pid_ranks[(src.node, pid)][0]
+            rank = self.local_ranks.get((node, local))
+        if rank is None and pid is not None and (node, pid) in self.pid_ranks:
+            rank = self.pid_ranks[(node, pid)][0]
         signature = trace.main or "torch.collective_wait"
         time = (parse_time(said) or stamp) if consumed else None
-        self.add(Finding(Category.COMM_TIMEOUT, signature, src.node, rank if rank is not None else src.rank, src.device,
+        self.add(Finding(Category.COMM_TIMEOUT, signature, node, rank if rank is not None else src.rank, src.device,
                          time, src.file, number if consumed or not trace.wait_line else trace.wait_line, text[:MAX_TEXT],
                          pid=pid, role="error", local_rank=local, peer_rank=0 if signature == "main_first.wait" else None,
                          time_source="line" if time else "none"))
@@ -642,12 +647,18 @@ class Extraction:
 _PREFIX_RXS = (
     re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?: "),  # mpirun --timestamp-output
     re.compile(r"^\[\d+,(?P<mrank>\d+)\]<std(?:out|err)>:"),  # mpirun --tag-output: [job,rank]<stdout>:
-    re.compile(r"^(?P<task>\d{1,5}): (?=\[|\S+(?:Error|Exception)\b|\s)"),  # srun --label: "3: [rank3]: ..."
+    # srun --label: "3: [rank3]: ..." (not Horovod's "0: [<tensor>, ...]" under "Missing ranks:")
+    re.compile(r"^(?P<task>\d{1,5}): (?=\[(?![^\]]*\bHorovod[A-Z])|\S+(?:Error|Exception)\b|\s)"),
     re.compile(r"^\[default(?P<local>\d+)\]:"),  # torchrun --tee
     re.compile(r"^\[rank(?P<rank>\d+)\]:\s?"),  # torch's own rank prefix
     re.compile(r"^\((?:[\w.-]+?[ _](?:rank=(?P<arank>\d+) |TP(?P<tp>\d+) )?)?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s*"),  # Ray / vLLM actors
     re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\] "),  # vLLM logger
     re.compile(r"^[\w.-]+ \[std(?:out|err)\] "),  # multi-node runners: "<job>.<host> [stderr] "
+    # pdsh / clush / DeepSpeed's multi-node runner: "worker-1: Traceback ...", "c000001: FileNotFoundError: ...": a host
+    # name in lower case with a digit (or an address; never a code such as EH9999), then what a program prints (a bracket, an exception, a traceback, indentation)
+    re.compile(r"^(?!(?:rank|default|local_rank|worker_rank|device|cuda|npu|gpu)\d+:)"
+               r"(?P<host>[a-z][\w-]*\d[\w.-]*|\d{1,3}(?:\.\d{1,3}){3}): "
+               r"(?=\[|\s|Traceback |(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b)"),
     # syslog / journalctl (short and short-iso): "Aug 26 15:27:32 <host> kernel: ..." names the machine that logged it
     re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?\d\d|Z)?) "
                r"(?P<host>[A-Za-z0-9][\w.-]*) (?=kernel:|[\w.@/-]+\[\d+\]: )"),

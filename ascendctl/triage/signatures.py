@@ -79,6 +79,8 @@ _L = Category.LAUNCH
 _E = Category.EXCEPTION
 _U = Category.UNKNOWN
 
+# the op part of a Horovod tensor's name (HorovodAllreduce_grads_0): how a line names a Horovod collective
+HOROVOD_OPS = r"Horovod(?:Allreduce|Allgather|Broadcast|Alltoall|ReduceScatter|Reducescatter|Join)_"
 _HINT_TIMEOUT = ("a collective or connection timed out: look first at the rank that failed before it; then check MTU and "
                  "firewall between nodes, and raise HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT only if ranks are just slow")
 _HINT_OOM = "device memory ran out: enable recompute, lower micro_batch_num or the batch size, or shard more (ZeRO/TP)"
@@ -113,13 +115,13 @@ TRIGGERS: tuple[str, ...] = (
     "exitcode", "      :", "ParameterConflict", "between ranks", "ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES",
     "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "occupying", "EADDRINUSE", "closing signal", "death signal",
     "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
-    "srun: error", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
+    "srun: error", "Task launch for", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
     "rank id", "setting loss scale to", "Killed", "已杀死", "Cannot find bin", "op store", "Cannot parse json",
     "Unsupported device target", r"batch size: *\d+ [|] loss scale", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
     "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
     "out of memory", "total mem size", "Failed to CUDA", "running low on memory", "Memory on the node", "KeyError: ",
     "expected, but not set", "monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call",
-    "didn't join collective", "didn't finish collective", "init failed", "init rdma failed", "EJ0002", "network port is down", "retrieving ncclUniqueId", "retreiving ncclUniqueId",
+    "didn't join collective", "didn't finish collective", "missing ranks", "subset of ranks", "Horovod[A-Z]", "init failed", "init rdma failed", "EJ0002", "network port is down", "retrieving ncclUniqueId", "retreiving ncclUniqueId",
     "[A-Z][A-Za-z]*(Error|Exception) *$", "TimeoutError", "lost heartbeat", "GPU is lost", "device handle for GPU",
     "fallen off the bus", "Got async event", "stream synchroni", "aclrtSynchronizeStream", "Socket Timeout",
     "is killed by signal", "hit an exception", "method failed", "encountered an?", "hit a fatal", "Got async error event",
@@ -456,6 +458,13 @@ SIGNATURES: tuple[Signature, ...] = (
               r"rank \d+|[Rr]ank \d+ (?:failed to pass|did not call) (?:monitored)?[Bb]arrier",
               "a rank waited at a (monitored) barrier for a peer that never arrived; the line names it", _HINT_TIMEOUT,
               ("monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call")),
+    # Horovod's stall inspector (horovod/common/stall_inspector.cc, operations.cc before 0.20): a collective waited past
+    # HOROVOD_STALL_CHECK_TIME_SECONDS for ranks that never submitted their tensor, and names them
+    Signature("horovod.stall", _T, r"\[missing ranks: \d+(?:\s*,\s*\d+)*\]|submitted to be reduced, gathered or broadcasted by "
+              r"subset of ranks|^\W*\d+: \[[^\]]*\b" + HOROVOD_OPS,
+              "Horovod's stall inspector: a collective waited for ranks that never submitted their tensor; it names them",
+              _HINT_TIMEOUT, ("missing ranks", "subset of ranks", "HorovodAllreduce_", "HorovodAllgather_", "HorovodBroadcast_",
+                              "HorovodAlltoall_", "HorovodReduceScatter_", "HorovodReducescatter_", "HorovodJoin_")),
     Signature("torch.desync_report", _T, r"didn't join collective #\d+|joined but didn't finish collective #\d+",
               "torch's desync report (TORCH_NCCL_DESYNC_DEBUG) names the ranks that lagged behind the collective that timed out",
               _HINT_TIMEOUT, ("didn't join collective", "didn't finish collective")),
@@ -555,6 +564,12 @@ SIGNATURES: tuple[Signature, ...] = (
               "the shell that ran the job reports it was killed (SIGKILL)",
               "the first rank to exit is not always the cause: check the others' first errors",
               ("Killed", "已杀死"), role="report"),
+    # srun could not start the step's tasks on a node (src/api/step_launch.c: "Task launch for %ps failed on node %s: %s"):
+    # the job never ran there (credential expired, munge, prolog, node state)
+    Signature("srun.task_launch_failed", _L, r"Task launch for \S+ failed on node (?P<host>[\w.-]+): ",
+              "Slurm could not launch the job step's tasks on that node: the job never started there",
+              "check the node's slurmd and munge (clock skew expires credentials), its prolog and `scontrol show node`",
+              ("Task launch for",)),
     Signature("srun.task_exit", _U, r"srun: error: (?P<host>[\w.-]+): tasks? (?P<task>[\d,-]+): (?:Exited with exit code (?P<code>\d+)|"
               r"(?P<signal_word>Killed|Terminated|Aborted|Segmentation fault))",
               "Slurm saw a task end badly", "the first task to end is not always the cause: check the others' first errors",
