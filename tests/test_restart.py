@@ -323,3 +323,40 @@ def test_a_replaced_nodes_evidence_is_the_why_and_the_verdicts_own_line_on_one_p
     assert evidence.endswith(" [...]") and len(evidence) < EVIDENCE_CUT + 120
     lost = Choice(Decision.REPLACE, "node n01 was lost while the job ran", "n01")  # the verdict names another node
     assert evidence_of(lost, rec) == lost.why
+
+
+def test_a_detached_first_attempt_hands_the_loop_over_and_its_supervisor_follows_it_then_stops_on_a_stop(inv: Path) -> None:
+    """launch --detach --restarts: the launch's loop ends once attempt 1 runs detached (nothing decided, nothing saved);
+    the supervisor's loop follows that attempt instead of launching it, and a stop asked while it waits ends the loop."""
+    runs = Attempts((JobState.RUNNING, None, {}))
+    started = runs.launch
+    runs.launch = lambda nodes, options: replace(started(nodes, options), detached=True)  # type: ignore[method-assign]
+    handed = runs.run(inv, RestartPolicy(3))
+    assert handed.attempts == () and handed.last.detached and runs.saved == [] and runs.slept == []
+    assert runs.calls == [(("n01", "n02", "n03", "n04"), ("A=1", f"{ATTEMPT_ENV}=1"))]
+    runs = Attempts((JobState.FAILED, "COMM_TIMEOUT", {}))
+    asked: list[str] = []
+    outcome = run_with_restarts(load_inventory(str(inv)), LaunchOptions("torchrun", ("t.py",)), RestartPolicy(3, backoff=7),
+                                launch=runs.launch, quarantine=lambda *a: None, save=runs.saved.append,
+                                notice=runs.said.append, sleep=runs.slept.append,
+                                follow=lambda: runs.launch(load_inventory(str(inv)), LaunchOptions("torchrun", ("t.py",))),
+                                stopped=lambda first: (asked.append(first), "stopped by the user (`ascendctl stop`)"
+                                                       if runs.slept else None)[1])  # asked during the backoff
+    assert len(runs.calls) == 1 and runs.calls[0][1] == () and asked == ["j1", "j1"] and runs.slept == [7]  # followed
+    assert [r.restart_at is not None for r in runs.saved] == [True, False]  # due, then not due any more
+    assert runs.saved[-1].decision is not None and runs.saved[-1].decision.startswith(
+        "done: stopped by the user (`ascendctl stop`) while it waited to start attempt 2: not restarted (it had decided: "
+        "restart: COMM_TIMEOUT")
+    assert [a.choice.decision for a in outcome.attempts] == [Decision.DONE] and not outcome.last.interrupted
+
+
+def test_the_loop_spec_goes_to_the_supervisor_whole() -> None:
+    from ascendctl.jobs.restart import LoopSpec
+    from ascendctl.jobs.supervise import hang_policy
+
+    options = LaunchOptions("torchrun", ("t.py", "--x"), env=("A=1", "SECRET"), grace=2.0, hang=hang_policy("auto:20", "report"))
+    spec = LoopSpec("inv.yaml", ("n01", "n05"), {"connect_timeout": 3.0}, options, RestartPolicy(2, 1.5, "n05", True, 4, "/ckpt"),
+                    preflight=False, stacks=False)
+    assert LoopSpec.from_json(spec.to_json()) == spec
+    with pytest.raises(ValueError):
+        LoopSpec.from_json(b'{"inventory": "x"}')

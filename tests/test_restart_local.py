@@ -9,7 +9,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -17,18 +19,20 @@ from typer.testing import CliRunner
 from ascendctl.cli import app
 from ascendctl.inventory.load import load_inventory
 from ascendctl.inventory.nodestate import load_node_state
-from ascendctl.jobs.record import list_jobs
+from ascendctl.jobs.record import list_jobs, load_job
 from tests.conftest import REPO
+from tests.json_schemas import assert_valid
 from tests.html_dom import Element, parse
 
 runner = CliRunner()
 
 # A stand-in launcher: node rank $FAIL_RANK dies of a SIGKILL (a bare SIGKILL: maybe transient, restarted in place),
 # or with $ECC set logs an uncorrectable ECC error (HARDWARE: its node is replaced), while ASCENDCTL_ATTEMPT <=
-# $FAIL_UNTIL; every other rank, and later attempts, succeed.
+# $FAIL_UNTIL; every other rank, and later attempts, succeed. With $IMPORT_ERR every rank fails to import that module.
 LAUNCHER = """#!/bin/sh
 for a in "$@"; do case $a in --node-rank=*) rank=${a#--node-rank=};; esac; done
 echo "rank $rank attempt $ASCENDCTL_ATTEMPT"
+[ -n "$IMPORT_ERR" ] && { echo "ModuleNotFoundError: No module named '$IMPORT_ERR'"; exit 1; }
 if [ "$rank" = "${FAIL_RANK:--1}" ] && [ "${ASCENDCTL_ATTEMPT:-1}" -le "${FAIL_UNTIL:-0}" ]; then
   sleep 0.3; echo "rank $rank failing"
   [ -n "$ECC" ] && { echo "RuntimeError: uncorrectable ECC error detected on device 0"; exit 1; }
@@ -243,3 +247,142 @@ def test_the_relaunch_preflight_names_a_node_it_cannot_reach(tmp_path: Path) -> 
     with NodeGroup(inv) as group, pytest.raises(LaunchRefused) as refused:
         run_relaunch_preflight(inv, 29500, group, previous, grace=1, notice=lambda _m: None)
     assert refused.value.message.startswith("relaunch preflight failed, nothing started:\nd: unreachable: ")
+
+
+# --- launch --detach --restarts N: the job's supervisor runs the same restart loop -------------------------------------
+
+
+def detached(tmp_path: Path, *args: str) -> str:
+    """`launch --detach --restarts ...` of the stand-in on local nodes a, b, c: returns at once; attempt 1's id."""
+    result = runner.invoke(app, ["launch", "-i", str(local_inventory(tmp_path)), "--launcher", "torchrun", "--no-preflight",
+                                 "--detach", "--grace", "1", "--log-dir", str(tmp_path / "logs"), *args, "--", "train.py"],
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    [record] = list_jobs()
+    assert record.supervisor is not None and record.supervisor.loop and record.status == "running", record
+    assert f"restarts: on, up to " in result.stdout and f"pid {record.supervisor.pid}, runs the restart loop" in result.stdout
+    return record.id
+
+
+def until(what: Any, seconds: float = 60) -> Any:
+    """Poll `what()` until it is truthy (the supervisor works in its own process); its last value."""
+    deadline = time.monotonic() + seconds
+    while not (value := what()):
+        assert time.monotonic() < deadline, f"still not so after {seconds} s"
+        time.sleep(0.1)
+    return value
+
+
+def loop_ended(first: str) -> Any:
+    """The supervisor of `first` exited: every attempt's record, first to last."""
+    from tests.test_launch import process_alive
+
+    pid = load_job(first).supervisor.pid  # type: ignore[union-attr]
+    until(lambda: not process_alive(pid))
+    return sorted((r for r in list_jobs() if first in (r.id, r.restart_of)), key=lambda r: r.attempt)
+
+
+def status_of(job: str) -> tuple[int, str, dict[str, Any]]:
+    shown = runner.invoke(app, ["status", job], catch_exceptions=False)
+    document = runner.invoke(app, ["status", job, "--json"], catch_exceptions=False)
+    data = json.loads(document.stdout)
+    assert_valid("status", data)
+    return shown.exit_code, shown.stdout, data
+
+
+def test_a_detached_job_whose_rank_fails_once_is_relaunched_by_its_supervisor_and_finishes(tmp_path: Path) -> None:
+    first = detached(tmp_path, "--restarts", "2", "--restart-backoff", "0", "--env", "FAIL_RANK=1", "--env", "FAIL_UNTIL=1")
+    attempts = loop_ended(first)
+    assert [(r.attempt, r.status.value, (r.decision or "").split(":")[0]) for r in attempts] == [
+        (1, "failed", "restart"), (2, "succeeded", "done")]
+    assert attempts[1].restart_of == first and attempts[1].supervisor == attempts[0].supervisor  # the loop's own
+    said = Path(attempts[1].node("b").log).read_text()  # the same --log-dir: attempt 2's log now
+    assert "rank 1 attempt 2" in said and "rank 1 done" in said and "failing" not in said  # ASCENDCTL_ATTEMPT
+    code, text, data = status_of(attempts[1].id)
+    assert code == 0 and f"restart loop of job {first} (supervisor pid " in text and "ended after attempt 2" in text
+    assert data["restarts"]["state"] == "ended" and [a["decision"] for a in data["restarts"]["attempts"]] == ["restart", "done"]
+    supervisor_log = Path(attempts[0].supervisor.log).read_text()  # type: ignore[union-attr]
+    assert f"the restart loop of job {first} ends after 2 attempt(s): done: the job succeeded" in supervisor_log
+
+
+def test_a_detached_job_stopped_while_its_loop_waits_starts_no_attempt_after_the_stop(tmp_path: Path) -> None:
+    first = detached(tmp_path, "--restarts", "3", "--restart-backoff", "60", "--env", "FAIL_RANK=1", "--env", "FAIL_UNTIL=3")
+    until(lambda: load_job(first).restart_at)  # attempt 1 failed; the loop waits 60 s for attempt 2
+    code, text, data = status_of(first)
+    assert "waiting to start attempt 2 at " in text, text
+    assert data["restarts"]["state"] == "waiting" and data["restarts"]["next_attempt"] == 2
+    assert data["restarts"]["next_at"] == load_job(first).restart_at
+    stopped = runner.invoke(app, ["stop", first, "--grace", "1"], catch_exceptions=False)
+    assert stopped.exit_code == 0, stopped.output
+    assert f"job {first}: its restart loop is stopped: no attempt starts after attempt 1" in stopped.stderr
+    attempts = loop_ended(first)  # at once, not after the 60 s backoff
+    assert [r.id for r in attempts] == [first] and attempts[0].restart_at is None
+    assert attempts[0].decision is not None and attempts[0].decision.startswith(
+        "done: stopped by the user (`ascendctl stop`) while it waited to start attempt 2: not restarted (it had decided: restart: ")
+    code, text, data = status_of(first)
+    assert data["restarts"]["state"] == "ended" and "ended after attempt 1" in text
+
+
+def test_stop_of_the_first_attempt_stops_the_attempt_running_now_and_the_loop(tmp_path: Path) -> None:
+    from tests.test_launch import marked
+
+    first = detached(tmp_path, "--restarts", "3", "--restart-backoff", "0", "--env", "FAIL_RANK=1", "--env", "FAIL_UNTIL=1",
+                     "--env", "OK_SLEEP=60")
+    second = until(lambda: [r for r in list_jobs() if r.restart_of == first and r.status == "running" and
+                            all(n.pid for n in r.nodes)])[0]
+    until(lambda: len(marked(second.id)) >= 3)
+    stopped = runner.invoke(app, ["stop", first, "--grace", "1"], catch_exceptions=False)
+    assert stopped.exit_code == 0, stopped.output
+    assert f"no attempt starts after attempt 2 (job {second.id})" in stopped.stderr
+    attempts = loop_ended(first)
+    assert [(r.attempt, r.status.value) for r in attempts] == [(1, "failed"), (2, "stopped")]
+    assert attempts[1].decision == "done: stopped by the user (`ascendctl stop`): not restarted"
+    assert marked(second.id) == []
+
+
+def test_a_detached_job_that_cannot_import_its_module_runs_once_and_records_do_not_requeue(tmp_path: Path) -> None:
+    first = detached(tmp_path, "--restarts", "3", "--restart-backoff", "0", "--env", "IMPORT_ERR=a_module_that_is_not_here")
+    [only] = loop_ended(first)
+    assert only.status == "failed" and only.first_failure is not None and only.first_failure.category == "LAUNCH"
+    assert only.decision is not None and only.decision.startswith("no_restart: LAUNCH on node ")
+    assert only.decision.endswith("the job's own error; a restart would fail the same way")
+    code, text, data = status_of(first)
+    assert data["restarts"]["state"] == "ended" and data["restarts"]["attempts"][0]["decision"] == "no_restart"
+
+
+def test_a_loop_whose_supervisor_was_killed_is_gone_in_status_not_waiting(tmp_path: Path) -> None:
+    import signal
+
+    from tests.test_launch import process_alive
+
+    first = detached(tmp_path, "--restarts", "2", "--restart-backoff", "60", "--env", "FAIL_RANK=1", "--env", "FAIL_UNTIL=2")
+    until(lambda: load_job(first).restart_at)
+    pid = load_job(first).supervisor.pid  # type: ignore[union-attr]
+    os.kill(pid, signal.SIGKILL)
+    until(lambda: not process_alive(pid))
+    code, text, data = status_of(first)
+    assert f"gone: its supervisor (pid {pid}) is not running; no attempt after attempt 1 will start" in text, text
+    assert "waiting" not in text and data["restarts"]["state"] == "gone"
+
+
+def test_a_foreground_loop_whose_attempt_is_stopped_from_elsewhere_starts_no_other(tmp_path: Path) -> None:
+    """`stop` of a foreground `launch --restarts` attempt is the user's stop, not the job's failure: no restart."""
+    from tests.test_launch import marked
+
+    argv = [sys.executable, "-m", "ascendctl", "launch", "-i", str(local_inventory(tmp_path)), "--launcher", "torchrun",
+            "--no-preflight", "--grace", "1", "--restarts", "2", "--restart-backoff", "0", "--env", "OK_SLEEP=60",
+            "--log-dir", str(tmp_path / "logs"), "--", "train.py"]
+    proc = subprocess.Popen(argv, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        job = until(lambda: [r for r in list_jobs() if all(n.pid for n in r.nodes)])[0]
+        until(lambda: len(marked(job.id)) >= 3)
+        stopped = runner.invoke(app, ["stop", job.id, "--grace", "1", "--no-stacks"], catch_exceptions=False)
+        assert stopped.exit_code == 0, stopped.output
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    [only] = list_jobs()
+    assert only.status == "stopped" and only.decision == "done: stopped by the user (`ascendctl stop`): not restarted", err
+    assert proc.returncode == 0 and marked(job.id) == []

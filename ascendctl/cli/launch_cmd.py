@@ -141,9 +141,9 @@ def launch(
 
         if not restarts:
             raise UsageError("--spares, --allow-shrink and --checkpoint-dir need --restarts N")
-        if detach or inv.allocation is not None:
-            raise UsageError("--restarts runs in the foreground on SSH nodes only (not with --detach or inside a Slurm "
-                             "allocation yet)", hint="drop --detach; under Slurm, sbatch --requeue does the restarts")
+        if inv.allocation is not None:  # the allocation is the scheduler's: its requeue restarts (docs/launch.md)
+            raise UsageError("--restarts runs on SSH nodes, not inside a Slurm allocation",
+                             hint="under Slurm, sbatch --requeue does the restarts (launch --backend slurm excludes quarantined nodes)")
         policy = RestartPolicy(restarts, restart_backoff, spares, allow_shrink, no_progress_attempts, checkpoint_dir)
         held = spare_names(inv, policy)
         if dry_run and held:  # the first attempt runs without the spares
@@ -157,12 +157,12 @@ def launch(
         with stop_on_signals(launch_view.repeated_signal), launch_view.launch_output(inv.names, to_stderr=as_json) as output:
             restarted = launch_with_restarts(inv, options, policy, preflight=not no_preflight, on_line=output.line,
                                              on_notice=output.notice, flags=flags, on_teardown=output.teardown,
-                                             stacks_on_stop=not no_stacks)
+                                             stacks_on_stop=not no_stacks, detach=detach)
         if as_json:
-            launch_view.emit_record(restarted.last.record, restarted.exit_code, argv_now(), detached=False,
+            launch_view.emit_record(restarted.last.record, restarted.exit_code, argv_now(), detached=restarted.last.detached,
                                     attempts=[a.to_dict() for a in restarted.attempts])
         else:
-            launch_view.show_outcome(restarted.last)
+            launch_view.show_outcome(restarted.last, restarts=policy.restarts)
             launch_view.show_attempts(restarted.attempts, restarted.exit_code)
         raise typer.Exit(int(restarted.exit_code))
     # with --json, node output still streams ([node] lines) but to stderr; stdout holds only the document.
@@ -209,9 +209,10 @@ def status(job: JobArg = None, as_json: JsonOpt = False, *, cluster: NodeOptions
     code = exit_code_for(found.outcomes)
     if as_json:
         launch_view.emit_record(found.record, code, argv_now(), leftovers=launch_view.leftovers_to_dict(found.leftovers),
-                                unasked=[{"node": node, "message": why} for node, why in found.unasked])
+                                unasked=[{"node": node, "message": why} for node, why in found.unasked],
+                                restarts=found.loop.to_dict() if found.loop else None)
     else:
-        launch_view.show_status(found.record, found.leftovers, supervisor_alive=found.supervisor_alive)
+        launch_view.show_status(found.record, found.leftovers, supervisor_alive=found.supervisor_alive, loop=found.loop)
     launch_view.show_unasked(found.unasked)
     raise typer.Exit(int(code))
 
@@ -259,7 +260,7 @@ def stop(job: JobArg = None, grace: GraceOpt = 10.0, as_json: JsonOpt = False,
     *,
     cluster: NodeOptions,
 ) -> None:
-    """Stop a (detached) job on every node: every rank's stack first (a hang's culprit), then SIGTERM, SIGKILL after --grace."""
+    """Stop a (detached) job on every node: every rank's stack first (a hang's culprit), then SIGTERM, SIGKILL after --grace; with --restarts, its restart loop too."""
     from ascendctl.inventory.load import load_inventory
     from ascendctl.jobs.service import stop_job, stop_outcomes
     from ascendctl.outcome import exit_code_for
@@ -285,6 +286,7 @@ def supervise(
     hang_timeout: HangTimeoutOpt = None,
     on_hang: OnHangOpt = "stop",
     progress: ProgressOpt = None,
+    restart_loop: Annotated[bool, typer.Option("--restart-loop", help="Run the restart loop of `launch --detach --restarts N`, its spec on stdin.")] = False,
     *,
     cluster: NodeOptions,
 ) -> None:
@@ -293,4 +295,4 @@ def supervise(
     from ascendctl.jobs.supervise import hang_policy
 
     raise typer.Exit(supervise_detached(job, grace=grace, silence=silence_limit, flags=cluster.flags,
-                                        hang=hang_policy(hang_timeout, on_hang, progress)))
+                                        hang=hang_policy(hang_timeout, on_hang, progress), loop=restart_loop))

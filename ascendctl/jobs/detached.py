@@ -13,6 +13,10 @@ supervisor for a running job whose supervisor is gone); `status` and `jobs` read
 first (`stop_requested`): the supervisor then leaves the record to `stop`. SIGTERM or SIGINT relieve the supervisor
 (the job runs on, unsupervised: `status` says so); SIGHUP is ignored.
 
+With `launch --detach --restarts N` the supervisor (`--restart-loop`, the loop's spec on its stdin: restart.LoopSpec)
+also runs the restart loop (jobs/service.supervise_restarts: the foreground's launch_with_restarts), following each
+attempt with `watch_detached`; every attempt's record names it, and `status` says the loop is gone when it is.
+
 Must not import typer or rich.
 """
 
@@ -28,13 +32,13 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from ascendctl.errors import AscendctlError
 from ascendctl.jobs.record import JobState, Supervisor, load_job, save_job, state_dir
 
 if TYPE_CHECKING:
-    from ascendctl.jobs.supervise import HangPolicy
+    from ascendctl.jobs.supervise import HangPolicy, Supervised
     from ascendctl.remote.group import NodeGroup
 
     from typing import TypeAlias
@@ -43,6 +47,8 @@ if TYPE_CHECKING:
     from ascendctl.jobs.record import JobRecord
 
 
+LOOP_OPTION = "--restart-loop"  # `supervise`: read the restart loop's spec on stdin and run the loop
+MAX_SPEC = 1 << 20  # bytes of it read at most
 GO_WAIT = 60.0  # seconds a new supervisor waits for the launch to record it before it starts anyway
 PID_WAIT = 30.0  # seconds the launch waits for the supervisor to say its pid
 VERDICT_WAIT = 15.0  # seconds `logs -f` waits, beyond the grace, for the supervisor to record the end it saw
@@ -53,14 +59,17 @@ def supervisor_log(job_id: str) -> Path:
     return state_dir() / "supervisors" / f"{job_id}.log"
 
 
-def start_supervisor(record: JobRecord, options: Sequence[str]) -> JobRecord:
+def start_supervisor(record: JobRecord, options: Sequence[str], *, loop: bytes | None = None) -> JobRecord:
     """Start the supervisor of a running detached job; return the record naming it, saved.
 
     The supervisor waits until that record is saved (the launch closes its stdin), so it never reads or writes a
     record that does not know it yet. `options`: its command-line options (`--grace`, `--silence-limit`, timeouts).
+    `loop`: the restart loop's spec (restart.LoopSpec), written on its stdin before the go (`--restart-loop`): it then
+    runs the loop of `launch --detach --restarts N`.
     AscendctlError when it cannot be started: the job runs, unsupervised, and the caller says so.
     """
     path = supervisor_log(record.id)
+    options = [*options, *([LOOP_OPTION] if loop is not None else [])]
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(path, "ab") as sink:
@@ -79,8 +88,14 @@ def start_supervisor(record: JobRecord, options: Sequence[str]) -> JobRecord:
         if not said.isdigit():
             raise AscendctlError(f"the job's supervisor did not start (see {path})",
                                  hint=f"the job runs unsupervised; follow it with `ascendctl logs {record.id} -f`")
-        record = replace(record, supervisor=Supervisor(int(said), socket.gethostname(), time.time(), str(path), list(options)))
+        record = replace(record, supervisor=Supervisor(int(said), socket.gethostname(), time.time(), str(path), list(options),
+                                                       loop=loop is not None))
         save_job(record)
+        if loop is not None:
+            try:
+                proc.stdin.write(loop)
+            except OSError:  # gone already: `status` finds it so
+                pass
         return record
     finally:
         proc.stdout.close()
@@ -104,15 +119,17 @@ def supervisor_alive(record: JobRecord) -> bool | None:
             argv = cmdline.read().split(b"\0")
     except (OSError, IndexError):
         return False
-    # the pid may have been reused since: it is this job's supervisor only if its command line says so
-    return state not in (b"Z", b"X") and b"supervise" in argv and record.id.encode() in argv
+    # the pid may have been reused since: it is this job's supervisor only if its command line says so (a restart
+    # loop's supervisor is named for the first attempt, and named in every attempt's record)
+    return state not in (b"Z", b"X") and b"supervise" in argv and (record.restart_of or record.id).encode() in argv
 
 
 def ensure_supervisor(record: JobRecord) -> tuple[JobRecord, bool]:
     """A running SSH job whose supervisor is gone gets a new one (with the options of the last); (record, started)."""
     if record.status != JobState.RUNNING or record.runner != "ssh" or record.stop_requested or supervisor_alive(record) is not False:
         return record, False
-    options = record.supervisor.options if record.supervisor else []
+    # a plain supervisor: the restart loop's spec went with the one that is gone (status says the loop is gone)
+    options = [o for o in record.supervisor.options if o != LOOP_OPTION] if record.supervisor else []
     return start_supervisor(record, options), True
 
 
@@ -126,16 +143,19 @@ def await_recorded_end(job_id: str, timeout: float) -> JobRecord:
         time.sleep(0.2)
 
 
-def daemonize(job_id: str) -> None:
+def daemonize(job_id: str) -> bytes:
     """Become the supervisor of `job_id`: fork, say the child's pid on stdout, let the parent exit; in the child wait
-    for the go (EOF on stdin), then move stdio to the supervisor's log."""
+    for the go (EOF on stdin), then move stdio to the supervisor's log. What came on stdin before the go is returned
+    (a restart loop's spec; at most MAX_SPEC bytes)."""
     child = os.fork()
     if child:
         os.write(1, f"{child}\n".encode())
         os._exit(0)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    said = bytearray()
     ready, _, _ = select.select([0], [], [], GO_WAIT)
-    while ready and os.read(0, 4096):
+    while ready and (chunk := os.read(0, 65536)):
+        said += chunk[:max(0, MAX_SPEC - len(said))]
         ready, _, _ = select.select([0], [], [], GO_WAIT)
     path = supervisor_log(job_id)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -145,19 +165,15 @@ def daemonize(job_id: str) -> None:
     os.dup2(fd, 2)
     os.close(fd)
     os.close(null)
+    return bytes(said)
 
 
-def run_supervisor(job_id: str, *, grace: float, silence: float | None, flags: dict[str, object],
-                   hang: HangPolicy | None = None, stacks: StacksTaker | None = None) -> int:
-    """Look after a detached job until it ends (exit 0), or until SIGTERM/SIGINT relieve it; record what happened.
-    `hang`: as launch's; `stacks(record, group, notice)` takes every rank's stack (jobs/hang.with_stacks) over the
-    runner's own group before a hang's teardown."""
-    from ascendctl.jobs.reach import job_inventory, runner_for_record
-    from ascendctl.jobs.supervise import supervise
+class Relieved(Exception):
+    """SIGTERM or SIGINT told the supervisor to step aside: the job runs on, unsupervised."""
 
-    def say(message: str) -> None:
-        print(f"{_now()} {message}", flush=True)
 
+def relieving() -> threading.Event:
+    """Make SIGTERM and SIGINT set the returned event (how a supervisor is told to step aside) instead of killing it."""
     relieved = threading.Event()
 
     def relieve(signum: int, _frame: object) -> None:
@@ -165,10 +181,37 @@ def run_supervisor(job_id: str, *, grace: float, silence: float | None, flags: d
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, relieve)
+    return relieved
+
+
+def say(message: str) -> None:
+    """A line of the supervisor's log (its stdout is the log: daemonize)."""
+    print(f"{_now()} {message}", flush=True)
+
+
+def run_supervisor(job_id: str, *, grace: float, silence: float | None, flags: dict[str, object],
+                   hang: HangPolicy | None = None, stacks: StacksTaker | None = None) -> int:
+    """Look after a detached job until it ends (exit 0), or until SIGTERM/SIGINT relieve it; record what happened.
+    `hang`: as launch's; `stacks(record, group, notice)` takes every rank's stack (jobs/hang.with_stacks) over the
+    runner's own group before a hang's teardown."""
+    relieved = relieving()
     record = load_job(job_id)
     if record.status != JobState.RUNNING or record.stop_requested:
         say(f"job {job_id} is {record.status if not record.stop_requested else 'being stopped'}: nothing to look after")
         return 0
+    watch_detached(record, grace=grace, silence=silence, flags=flags, hang=hang, stacks=stacks, relieved=relieved)
+    return 0
+
+
+def watch_detached(record: JobRecord, *, grace: float, silence: float | None, flags: Mapping[str, object],
+                   hang: HangPolicy | None, stacks: StacksTaker | None, relieved: threading.Event) -> Supervised:
+    """Follow a running detached job to its end, tearing it down at its first failure, and save that end with its
+    verdict; `.relieved` when told to step aside (nothing saved); when `stop` was asked meanwhile, the record is
+    stop's to finish: the stored one is returned (perhaps still `running` while stop tears it down)."""
+    from ascendctl.jobs.reach import job_inventory, runner_for_record
+    from ascendctl.jobs.supervise import supervise
+
+    job_id = record.id
     inv = job_inventory(record, flags=flags)
     runner = runner_for_record(record, inv)
     say(f"following {len(record.nodes)} nodes of job {job_id} (pid {os.getpid()})")
@@ -180,15 +223,15 @@ def run_supervisor(job_id: str, *, grace: float, silence: float | None, flags: d
         runner.close()
     if result.relieved:
         say("relieved (SIGTERM/SIGINT): the job runs on without a supervisor")
-        return 0
+        return result
     now = load_job(job_id)
     if now.stop_requested or now.status != JobState.RUNNING:
         say(f"the job ended as `{now.status}` (stop asked): its record is stop's to finish")
-        return 0
+        return replace(result, record=now)
     final = replace(result.record, supervisor=now.supervisor or record.supervisor)
     save_job(final)
     say(f"job {job_id} {final.status}" + (f": {final.first_failure.headline}" if final.first_failure else ""))
-    return 0
+    return replace(result, record=final)
 
 
 def _now() -> str:

@@ -193,6 +193,7 @@ class Supervisor:
     started: float
     log: str  # its own messages (what it did, why it stopped), on the control host
     options: list[str] = field(default_factory=list)  # its command-line options (grace, silence limit, timeouts): a restart reuses them
+    loop: bool = False  # it runs the restart loop of `launch --detach --restarts N` (jobs/restart.py): attempts after this one
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +225,8 @@ class JobRecord:
     attempt: int = 1  # launch --restarts: which attempt of the job this record is (jobs/restart.py)
     restart_of: str | None = None  # launch --restarts: the first attempt's job id (None: this is the first)
     decision: str | None = None  # launch --restarts: what was decided after this attempt, and why
+    restart_at: float | None = None  # launch --restarts: when the next attempt was due (the loop waited in its backoff)
+    restarts: int = 0  # launch --restarts N: the budget of the job this is an attempt of (0: no restarts)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -261,7 +264,7 @@ class JobRecord:
 
 
 # -- reading records back: every field checked against its type, every problem named with its key path ----
-EPOCH_FIELDS = frozenset({"started", "ended", "teardown_started", "stop_requested"})  # epoch seconds, shown as dates
+EPOCH_FIELDS = frozenset({"started", "ended", "teardown_started", "stop_requested", "restart_at"})  # epoch seconds, shown as dates
 LAST_EPOCH = 253402300799  # 9999-12-31T23:59:59Z: later cannot be shown as a date
 
 
@@ -473,6 +476,31 @@ def save_job(record: JobRecord) -> Path:
     return path
 
 
+def _loop_stop_path(first_id: str) -> Path:
+    return jobs_dir() / f"{first_id}.stop"
+
+
+def request_loop_stop(first_id: str) -> None:
+    """Mark the restart loop of job `first_id` (its first attempt's id) stopped: `stop` writes it, the loop reads it
+    (before each relaunch, and while it waits) and starts no attempt after it. A file of its own, written by `stop`
+    only: the attempts' records are the loop's to write."""
+    path = _loop_stop_path(first_id)
+    try:
+        jobs_dir().mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            write_atomic(path, f"{time.time()}\n")
+    except OSError as exc:
+        raise StateWriteError(path, exc) from None
+
+
+def loop_stop_requested(first_id: str) -> float | None:
+    """When `stop` stopped the restart loop of job `first_id` (epoch seconds), or None."""
+    try:
+        return float(_loop_stop_path(first_id).read_text(encoding="utf-8").strip() or 0)
+    except (OSError, ValueError):
+        return None
+
+
 def load_job(job_id: str | None = None) -> JobRecord:
     """The record of `job_id` (a unique prefix is enough), or the newest job when None.
 
@@ -504,6 +532,20 @@ def read_jobs() -> JobListing:
         except JobRecordError as exc:
             unreadable.append(exc)
     return JobListing(tuple(records), tuple(unreadable))
+
+
+def loop_of(record: JobRecord) -> str | None:
+    """The first attempt's id when `record` is an attempt of a job run with `launch --restarts` (None: a plain job)."""
+    if record.restart_of:
+        return record.restart_of
+    looping = record.restarts > 0 or record.decision is not None or (record.supervisor is not None and record.supervisor.loop)
+    return record.id if looping else None
+
+
+def job_attempts(first_id: str) -> tuple[JobRecord, ...]:
+    """Every readable attempt of the job whose first attempt is `first_id`, first to last."""
+    found = [r for r in read_jobs().records if r.id == first_id or r.restart_of == first_id]
+    return tuple(sorted(found, key=lambda r: (r.attempt, r.started)))
 
 
 def list_jobs() -> list[JobRecord]:

@@ -24,11 +24,12 @@ or rich.
 
 from __future__ import annotations
 
+import json
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ascendctl.errors import ExitCode, UsageError, signal_name
 from ascendctl.jobs.checkpoints import RESUME_ENV
@@ -47,6 +48,7 @@ MAX_BACKOFF = 300.0
 DEFAULT_NO_PROGRESS = 3  # attempts in a row without a higher step: hopeless
 ATTEMPT_ENV = "ASCENDCTL_ATTEMPT"
 USER_ERRORS = ("LAUNCH", "EXCEPTION", "NAN")
+STOPPED_BY_USER = "stopped by the user (`ascendctl stop`)"
 # Device calls (docs/launch.md, "Restarts"): regular expressions over `file:function` of the frame a HANG's suspect rank is
 # stuck in (the stacks verdict's innermost frame of the suspect, as the blame engine's rule `stacks` records it). A rank
 # that stays in one while the others wait in a collective has a device (NPU or GPU) or its driver that stopped
@@ -129,11 +131,51 @@ class RestartOutcome:
         return self.last.exit_code
 
 
+@dataclass(frozen=True, slots=True)
+class LoopSpec:
+    """What the supervisor of `launch --detach --restarts N` needs to run the restart loop: the nodes allowed (spares
+    included), the command line's connection settings, the launch options as given (no attempt's variables yet), the
+    policy, and whether to preflight a relaunch and take the stacks before a stop. Handed to it on its stdin, never in
+    its command line or a file: `--env NAME=VALUE` may hold a secret."""
+
+    inventory: str  # the inventory's source, loaded again by the supervisor (jobs/reach.recorded_inventory)
+    nodes: tuple[str, ...]
+    flags: dict[str, Any]
+    options: LaunchOptions
+    policy: RestartPolicy
+    preflight: bool = True
+    stacks: bool = True
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "LoopSpec":
+        """The spec as `to_json` wrote it (a ValueError when it is not one)."""
+        from ascendctl.jobs.pace import HangTimeout
+        from ascendctl.jobs.plan import LaunchOptions
+        from ascendctl.jobs.supervise import HangPolicy
+
+        try:
+            raw = json.loads(data)
+            opts = dict(raw["options"])
+            hang = opts.pop("hang")
+            if hang is not None:
+                hang = HangPolicy(**{**hang, "timeout": HangTimeout(**hang["timeout"])})
+            options = LaunchOptions(**{**opts, "script": tuple(opts["script"]), "env": tuple(opts["env"]), "hang": hang})
+            return cls(raw["inventory"], tuple(raw["nodes"]), dict(raw["flags"]), options, RestartPolicy(**raw["policy"]),
+                       bool(raw["preflight"]), bool(raw["stacks"]))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"not a restart loop's spec: {exc}") from None
+
+
 def decide(record: JobRecord) -> Choice:
     """The decision table above, for one attempt's record (its status, nodes and verdict)."""
     if record.status == JobState.SUCCEEDED:
         return Choice(Decision.DONE, "the job succeeded")
-    if record.status in (JobState.INTERRUPTED, JobState.STOPPED) or record.stopped_by:
+    if record.status == JobState.STOPPED:
+        return Choice(Decision.DONE, f"{STOPPED_BY_USER}: not restarted")
+    if record.status == JobState.INTERRUPTED or record.stopped_by:
         return Choice(Decision.DONE, "stopped by hand: not restarted")
     lost = [n.name for n in record.nodes if NodeEnd.of_recorded(n.exit_code, n.error).kind == EndKind.LOST]
     if lost:
@@ -211,13 +253,20 @@ def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: Rest
                       save: Callable[[JobRecord], object],
                       notice: Callable[[str], None],
                       sleep: Callable[[float], None] = time.sleep,
-                      find_resume: Callable[[Inventory], ResumePoint] | None = None) -> RestartOutcome:
+                      find_resume: Callable[[Inventory], ResumePoint] | None = None,
+                      follow: Callable[[], LaunchOutcome] | None = None,
+                      stopped: Callable[[str], str | None] | None = None) -> RestartOutcome:
     """Launch, and after each failed attempt do what `decide` says, within the policy's budget.
 
     `inventory`: the nodes allowed (quarantined ones already left out); the spares among them wait. `launch(nodes,
     options)` runs one attempt to its end; `quarantine(node, reason, evidence)` records a replaced node; `save` writes
     an attempt's record with its attempt fields; `find_resume(nodes)`: with --checkpoint-dir, the newest complete
-    checkpoint (jobs/checkpoints.py), given to every worker as ASCENDCTL_RESUME_FROM."""
+    checkpoint (jobs/checkpoints.py), given to every worker as ASCENDCTL_RESUME_FROM.
+
+    `launch --detach`: the launch's `launch` returns attempt 1 started and detached: the loop ends there, handed over to
+    the job's supervisor, which runs it again with `follow()`: attempt 1 (already running) followed to its end.
+    `stopped(first_id)`: why the loop was stopped from outside (`ascendctl stop`), or None; asked after each backoff
+    (`sleep` may return early for it), so that no attempt starts after a stop."""
     from ascendctl.inventory.selection import select_nodes
 
     spares = list(spare_names(inventory, policy))
@@ -232,23 +281,20 @@ def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: Rest
     while True:
         number = len(attempts) + 1
         nodes = select_nodes(inventory, names=active)
-        env: tuple[str, ...] = (*options.env, f"{ATTEMPT_ENV}={number}")
-        if policy.checkpoint_dir and find_resume is not None:
-            point = find_resume(nodes)
-            skipped = "; ".join(f"{name}: {why}" for name, why in point.skipped)
-            if point.path:
-                env = (*env, f"{RESUME_ENV}={point.path}")
-                notice(f"attempt {number} resumes from {point.path}" + (f" (skipped: {skipped})" if skipped else ""))
-            else:
-                notice(f"attempt {number}: no complete checkpoint in {policy.checkpoint_dir}"
-                       + (f" ({point.problem})" if point.problem else "") + (f" (skipped: {skipped})" if skipped else ""))
-        outcome = launch(nodes, replace(options, env=env))
+        if number == 1 and follow is not None:  # started detached: the supervisor follows it to its end
+            outcome = follow()
+        else:
+            outcome = launch(nodes, _attempt_options(number, options, policy, nodes, notice, find_resume))
+            if outcome.detached:  # launch --detach: attempt 1 runs; its supervisor runs this loop from here
+                return RestartOutcome(tuple(attempts), outcome)
         record = outcome.record
         first_id = first_id or record.id
         step = _highest_step(outcome)
         choice = decide(record)
         if outcome.interrupted:
             choice = Choice(Decision.DONE, "stopped by hand: not restarted")
+        elif choice.decision in (Decision.RESTART, Decision.REPLACE) and stopped is not None and stopped(first_id):
+            choice = Choice(Decision.DONE, f"{STOPPED_BY_USER}: not restarted")
         if choice.decision in (Decision.RESTART, Decision.REPLACE):
             if step is not None and (best is None or step > best):
                 best, stalled = step, 0
@@ -275,20 +321,49 @@ def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: Rest
             else:
                 choice = Choice(Decision.GIVE_UP, f"{choice.why}: quarantined; no spare left (--spares, @spares) and "
                                                   "--allow-shrink not given", choice.node)
+        again = choice.decision in (Decision.RESTART, Decision.REPLACE)
         saved = replace(record, attempt=number, restart_of=first_id if number > 1 else None,
-                        decision=f"{choice.decision.value}: {choice.why}")
+                        decision=f"{choice.decision.value}: {choice.why}", restart_at=time.time() + backoff if again else None)
         save(saved)
         attempts.append(Attempt(number, record.id, tuple(nodes.names), record.status,
                                 record.first_failure.headline if record.first_failure else None, step, choice))
         outcome = replace(outcome, record=saved)
-        if choice.decision not in (Decision.RESTART, Decision.REPLACE):
+        if not again:
             return RestartOutcome(tuple(attempts), outcome)
         notice(f"attempt {number} of job {first_id} {record.status}: {choice.why}; attempt {number + 1} in {backoff:g} s")
+        by_signal: str | None = None
         try:
             sleep(backoff)
+            why = stopped(first_id) if stopped is not None else None
         except KeyboardInterrupt as stop:  # Ctrl-C (or SIGTERM/SIGHUP) between attempts: nothing runs; stop here
-            return RestartOutcome(tuple(attempts), replace(outcome, interrupted=True, stopped_by=signal_name(stop)))
+            by_signal = signal_name(stop)
+            why = f"stopped by {by_signal}"
+        if why is not None:  # the record says so: no attempt is due any more
+            choice = Choice(Decision.DONE, f"{why} while it waited to start attempt {number + 1}: not restarted "
+                                           f"(it had decided: {choice.decision.value}: {choice.why})")
+            saved = replace(saved, decision=f"{choice.decision.value}: {choice.why}", restart_at=None)
+            save(saved)
+            attempts[-1] = replace(attempts[-1], choice=choice)
+            notice(f"job {first_id}: {choice.why}")
+            return RestartOutcome(tuple(attempts), replace(outcome, record=saved, interrupted=by_signal is not None,
+                                                           stopped_by=by_signal))
         backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+def _attempt_options(number: int, options: LaunchOptions, policy: RestartPolicy, nodes: Inventory,
+                     notice: Callable[[str], None], find_resume: Callable[[Inventory], ResumePoint] | None) -> LaunchOptions:
+    """Attempt `number`'s options: ASCENDCTL_ATTEMPT, and with --checkpoint-dir ASCENDCTL_RESUME_FROM (said)."""
+    env: tuple[str, ...] = (*options.env, f"{ATTEMPT_ENV}={number}")
+    if policy.checkpoint_dir and find_resume is not None:
+        point = find_resume(nodes)
+        skipped = "; ".join(f"{name}: {why}" for name, why in point.skipped)
+        if point.path:
+            env = (*env, f"{RESUME_ENV}={point.path}")
+            notice(f"attempt {number} resumes from {point.path}" + (f" (skipped: {skipped})" if skipped else ""))
+        else:
+            notice(f"attempt {number}: no complete checkpoint in {policy.checkpoint_dir}"
+                   + (f" ({point.problem})" if point.problem else "") + (f" (skipped: {skipped})" if skipped else ""))
+    return replace(options, env=env)
 
 
 def _highest_step(outcome: LaunchOutcome) -> int | None:
@@ -299,5 +374,6 @@ def _highest_step(outcome: LaunchOutcome) -> int | None:
     return max(steps) if steps else None
 
 
-__all__ = ["ATTEMPT_ENV", "DEVICE_CALLS", "Attempt", "Choice", "Decision", "RestartOutcome", "RestartPolicy", "decide",
+__all__ = ["ATTEMPT_ENV", "DEVICE_CALLS", "STOPPED_BY_USER", "Attempt", "Choice", "Decision", "LoopSpec", "RestartOutcome",
+           "RestartPolicy", "decide",
            "device_call", "run_with_restarts", "spare_names", "suspect_frame"]

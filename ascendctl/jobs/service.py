@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ascendctl.errors import AscendctlError, Interrupted, UsageError, signal_name
 from ascendctl.remote.group import NodeGroup
@@ -44,14 +44,16 @@ if TYPE_CHECKING:
     from ascendctl.jobs.runner import LineSink, NodeEnded, NoticeSink, Runner, TeardownSink
     from ascendctl.jobs.ssh_runner import marker
     from ascendctl.jobs.supervise import Supervised
-    from ascendctl.jobs.restart import RestartOutcome, RestartPolicy
+    from ascendctl.jobs.restart import LoopSpec, RestartOutcome, RestartPolicy
+    from ascendctl.jobs.record import Supervisor
     from ascendctl.jobs.checkpoints import ResumePoint
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_GRACE", "DEFAULT_SILENCE_LIMIT", "DRY_RUN_JOB_ID", "FirstFailure", "JobError", "JobListing", "JobRecord", "JobRecordError",
-    "LaunchOptions", "LaunchOutcome", "JobStatus", "LaunchPlan", "LaunchRefused", "LeftoverCheck", "NodeEnded",
+    "LaunchOptions", "LaunchOutcome", "JobStatus", "LoopHost", "RestartLoop", "restart_loop", "supervise_restarts",
+    "LaunchPlan", "LaunchRefused", "LeftoverCheck", "NodeEnded",
     "StateWriteError", "NodeJob", "NodePlan", "Runner", "SSHRunner", "Supervised", "build_plan", "default_log_dir", "dry_run",
     "job_inventory", "job_logs", "supervise_detached", "job_outcomes", "job_status", "jobs_dir", "launch_job", "list_jobs", "load_job", "marker",
     "new_job_id", "plan_to_dict", "read_jobs", "refresh_job", "refreshed_jobs", "render_plan", "save_job", "state_dir", "stop_job", "stop_outcomes", "submit_job",
@@ -216,8 +218,10 @@ def dry_run(inventory: Inventory, options: LaunchOptions, *, factory: TransportF
         return build_plan(inventory, options, job_id=DRY_RUN_JOB_ID, endpoints=resolve_endpoints(group))
 
 
-def new_record(inventory: Inventory, plan: LaunchPlan, runner: str) -> JobRecord:
-    """The record of a job about to start (redacted environment)."""
+def new_record(inventory: Inventory, plan: LaunchPlan, runner: str, supervisor: Supervisor | None = None,
+               relaunch_of: JobRecord | None = None, restarts: int = 0) -> JobRecord:
+    """The record of a job about to start (redacted environment); `supervisor`: the one that will follow it;
+    `relaunch_of`: the attempt before it (launch --restarts `restarts`): this one is the next attempt of the same job."""
     from ascendctl.redact import redact_env
 
     return JobRecord(
@@ -226,7 +230,9 @@ def new_record(inventory: Inventory, plan: LaunchPlan, runner: str) -> JobRecord
         nodes=tuple(NodeJob(n.name, n.host, n.rank, n.command, redact_env(dict(n.environment.to_dict(redact=False)["env"])),
                             n.log, n.worker_log_dir, workers=n.workers, first_rank=n.first_rank, address=n.endpoint.ip)
                     for n in plan.nodes),
-        started=time.time(), runner=runner)
+        started=time.time(), runner=runner, supervisor=supervisor,
+        attempt=relaunch_of.attempt + 1 if relaunch_of else 1,
+        restart_of=(relaunch_of.restart_of or relaunch_of.id) if relaunch_of else None, restarts=restarts)
 
 
 def launch_job(
@@ -243,11 +249,17 @@ def launch_job(
     on_teardown: TeardownSink | None = None,
     stacks_on_stop: bool = True,
     relaunch_of: JobRecord | None = None,
+    supervisor: Supervisor | None = None,
+    loop: LoopSpec | None = None,
+    restarts: int = 0,
 ) -> LaunchOutcome:
     """Preflight, resolve endpoints, plan, start every node's launcher, then supervise it: here, or (`detach`) in a
     supervisor process left on this host (jobs/detached.py). `flags`: the command line's connection settings, which
     the supervisor reloads the inventory with. `stacks_on_stop`: a stop signal first takes every rank's stack.
-    `relaunch_of`: the previous attempt of `launch --restarts`: the reduced relaunch preflight replaces the full one."""
+    `relaunch_of`: the previous attempt of `launch --restarts`: the reduced relaunch preflight replaces the full one.
+    `supervisor` (detached): the restart loop's supervisor that will follow this attempt, named in its record; none is
+    started then. `loop` (detached): the supervisor started runs the restart loop from this attempt on (LoopSpec).
+    `restarts`: launch --restarts N, recorded (an attempt's record says it belongs to a loop from its start)."""
     from ascendctl.launchers import master_port
 
     check_script_first(options)  # before any node is asked
@@ -263,15 +275,15 @@ def launch_job(
             run_launch_preflight(inventory, master_port(options.launcher, options.master_port), group, options, job_id)
         plan = build_plan(inventory, options, job_id=job_id, endpoints=resolve_endpoints(group))
         runner = runner_for(inventory, group)
-        record = new_record(inventory, plan, runner.name)
+        record = new_record(inventory, plan, runner.name, supervisor if detach else None, relaunch_of, restarts)
         save_job(record)  # a state dir that cannot take the record refuses here, before anything starts
         result: Supervised | None = None
         try:
             record = runner.start(plan, record, notice=notice)
             save_job(record)
             if record.status != JobState.RUNNING or detach:
-                if detach and record.status == JobState.RUNNING and runner.name == "ssh":
-                    record = _with_supervisor(record, options, flags or {}, notice)
+                if detach and record.status == JobState.RUNNING and runner.name == "ssh" and supervisor is None:
+                    record = _with_supervisor(record, options, flags or {}, notice, loop)
                 return LaunchOutcome(record, detached=detach and record.status == JobState.RUNNING)
             result = supervise(runner, record, on_line=on_line, notice=notice, grace=options.grace,
                                silence=options.silence_limit, on_teardown=on_teardown,
@@ -295,15 +307,31 @@ def launch_job(
 SUPERVISOR_FLAGS = ("connect_timeout", "command_timeout", "fanout")  # the command-line settings a supervisor is given
 
 
+@dataclass(frozen=True, slots=True)
+class LoopHost:
+    """The supervisor that runs the restart loop of `launch --detach --restarts N`: attempt 1 (started by the launch,
+    running), itself (named in every attempt's record), how it follows an attempt to its end, and how it waits between
+    attempts (a `stop` cuts that short)."""
+
+    first: JobRecord
+    supervisor: Supervisor
+    follow: Callable[[JobRecord], LaunchOutcome]
+    sleep: Callable[[float], None]
+
+
 def launch_with_restarts(inventory: Inventory, options: LaunchOptions, policy: RestartPolicy, *, preflight: bool = True,
                          on_line: LineSink | None = None, on_notice: NoticeSink | None = None,
                          factory: TransportFactory | None = None, flags: Mapping[str, Any] | None = None,
-                         on_teardown: TeardownSink | None = None, stacks_on_stop: bool = True) -> RestartOutcome:
-    """`launch --restarts N`: launch_job per attempt, in the foreground, deciding after each (jobs/restart.py); a node
-    replaced is quarantined in this inventory's node state."""
+                         on_teardown: TeardownSink | None = None, stacks_on_stop: bool = True, detach: bool = False,
+                         host: LoopHost | None = None) -> RestartOutcome:
+    """`launch --restarts N`: launch_job per attempt, deciding after each (jobs/restart.py); a node replaced is
+    quarantined in this inventory's node state. In the foreground; or (`detach`) attempt 1 is started detached and its
+    supervisor runs this same loop (`host`: supervise_restarts), each later attempt started and followed there. A
+    `stop` of any attempt stops the loop: no attempt starts after it."""
     from ascendctl.inventory.nodestate import quarantine_nodes
     from ascendctl.jobs.checkpoints import ResumePoint
-    from ascendctl.jobs.restart import run_with_restarts
+    from ascendctl.jobs.record import loop_stop_requested
+    from ascendctl.jobs.restart import STOPPED_BY_USER, LoopSpec, run_with_restarts
     from ascendctl.paths import current_user
 
     notice = on_notice or (lambda _msg: None)
@@ -311,11 +339,39 @@ def launch_with_restarts(inventory: Inventory, options: LaunchOptions, policy: R
     previous: list[JobRecord] = []  # the last attempt's record: a relaunch's preflight is the reduced one
 
     def attempt(nodes: Inventory, attempt_options: LaunchOptions) -> LaunchOutcome:
-        outcome = launch_job(nodes, attempt_options, preflight=preflight, on_line=on_line, on_notice=on_notice,
-                             factory=factory, flags=flags, on_teardown=on_teardown, stacks_on_stop=stacks_on_stop,
-                             relaunch_of=previous[-1] if previous else None)
+        relaunch_of = previous[-1] if previous else None
+        if host is not None:  # in the loop's supervisor: start detached, naming itself; then follow it here
+            outcome = launch_job(nodes, attempt_options, preflight=preflight, detach=True, on_notice=on_notice,
+                                 factory=factory, flags=flags, relaunch_of=relaunch_of, supervisor=host.supervisor,
+                                 restarts=policy.restarts)
+            if outcome.record.status == JobState.RUNNING:
+                if loop_stop_requested(host.first.id):  # stopped while it started: `stop` may not have seen it
+                    notice(f"job {host.first.id}: {STOPPED_BY_USER} while attempt {len(previous) + 1} started: stopping it")
+                    outcome = LaunchOutcome(stop_job(outcome.record.id, grace=attempt_options.grace, stacks=False))
+                else:
+                    outcome = host.follow(outcome.record)
+        else:
+            handover = LoopSpec(inventory.source, tuple(inventory.names), dict(flags or {}), options, policy, preflight,
+                                stacks_on_stop) if detach and not previous else None
+            outcome = launch_job(nodes, attempt_options, preflight=preflight, detach=handover is not None, on_line=on_line,
+                                 on_notice=on_notice, factory=factory, flags=flags, on_teardown=on_teardown,
+                                 stacks_on_stop=stacks_on_stop, relaunch_of=relaunch_of, loop=handover,
+                                 restarts=policy.restarts)
+            first = previous[0].id if previous else outcome.record.id
+            if not outcome.detached and outcome.record.status == JobState.FAILED and loop_stop_requested(first):
+                # `ascendctl stop` from elsewhere tore it down: what failed is the user's stop, not the job
+                outcome = replace(outcome, record=replace(outcome.record, status=JobState.STOPPED))
         previous.append(outcome.record)
         return outcome
+
+    def follow_first() -> LaunchOutcome:
+        assert host is not None
+        outcome = host.follow(host.first)
+        previous.append(outcome.record)
+        return outcome
+
+    def stopped(first_id: str) -> str | None:
+        return STOPPED_BY_USER if loop_stop_requested(first_id) else None
 
     def quarantine(node: str, reason: str, evidence: str) -> None:
         quarantine_nodes(inventory, [node], reason, by=current_user(), command="launch --restarts", evidence=evidence)
@@ -338,11 +394,68 @@ def launch_with_restarts(inventory: Inventory, options: LaunchOptions, policy: R
         return resume_point(directory, answer.value.stdout)
 
     return run_with_restarts(inventory, options, policy, launch=attempt, quarantine=quarantine, save=save_job, notice=notice,
-                             find_resume=find_resume)
+                             find_resume=find_resume, sleep=host.sleep if host is not None else time.sleep,
+                             follow=follow_first if host is not None else None, stopped=stopped)
 
 
-def _with_supervisor(record: JobRecord, options: LaunchOptions, flags: Mapping[str, Any], notice: NoticeSink) -> JobRecord:
-    """Leave a supervisor behind a detached job; when it cannot start, the job runs on unsupervised and that is said."""
+STOP_WAIT = 60.0  # seconds, beyond the grace, the loop waits for `stop` to finish an attempt's record
+
+
+def supervise_restarts(job_id: str, spec: LoopSpec, *, grace: float, silence: float | None,
+                       hang: HangPolicy | None = None) -> int:
+    """The supervisor of `launch --detach --restarts N` (`ascendctl supervise JOB --restart-loop`, its spec on stdin):
+    follow attempt 1 and run the restart loop (launch_with_restarts, the foreground's) from there, with no terminal."""
+    from ascendctl.inventory.selection import select_nodes
+    from ascendctl.jobs.detached import Relieved, relieving, say, watch_detached
+    from ascendctl.jobs.reach import recorded_inventory
+    from ascendctl.jobs.record import loop_stop_requested
+
+    relieved = relieving()
+    first = load_job(job_id)
+    if first.status != JobState.RUNNING or first.stop_requested or first.supervisor is None:
+        say(f"job {job_id} is {first.status if not first.stop_requested else 'being stopped'}: nothing to look after")
+        return 0
+    inventory = select_nodes(recorded_inventory(first, spec.flags), names=spec.nodes)
+
+    def follow(record: JobRecord) -> LaunchOutcome:
+        watched = watch_detached(record, grace=grace, silence=silence, flags=spec.flags, hang=hang, stacks=with_stacks,
+                                 relieved=relieved)
+        if watched.relieved:
+            raise Relieved
+        final = watched.record
+        deadline = time.monotonic() + grace + STOP_WAIT
+        while final.status == JobState.RUNNING and time.monotonic() < deadline:  # `stop` tears it down: its end is stop's
+            time.sleep(0.2)
+            final = load_job(record.id)
+        return LaunchOutcome(final, verdict=watched.verdict)
+
+    def sleep(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and loop_stop_requested(first.id) is None:
+            if relieved.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+                raise Relieved
+
+    say(f"job {job_id}: the restart loop (up to {spec.policy.restarts} restarts) runs here")
+    try:
+        done = launch_with_restarts(inventory, spec.options, spec.policy, preflight=spec.preflight, on_notice=say,
+                                    flags=spec.flags, stacks_on_stop=spec.stacks,
+                                    host=LoopHost(first, first.supervisor, follow, sleep))
+    except Relieved:
+        say("relieved (SIGTERM/SIGINT): the attempt runs on without a supervisor; no attempt after it will start")
+        return 0
+    except AscendctlError as exc:  # a relaunch refused (its preflight), a record that cannot be written
+        say(f"the restart loop ends: {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""))
+        return 1
+    last = done.attempts[-1] if done.attempts else None
+    say(f"the restart loop of job {job_id} ends after {len(done.attempts)} attempt(s)"
+        + (f": {last.choice.decision.value}: {last.choice.why}" if last else ""))
+    return 0
+
+
+def _with_supervisor(record: JobRecord, options: LaunchOptions, flags: Mapping[str, Any], notice: NoticeSink,
+                     loop: LoopSpec | None = None) -> JobRecord:
+    """Leave a supervisor behind a detached job (running the restart loop with `loop`); when it cannot start, the job
+    runs on unsupervised and that is said."""
     from ascendctl.jobs.detached import start_supervisor
 
     argv = ["--grace", f"{options.grace:g}"]
@@ -351,18 +464,27 @@ def _with_supervisor(record: JobRecord, options: LaunchOptions, flags: Mapping[s
     argv += [arg for key in SUPERVISOR_FLAGS if key in flags for arg in (f"--{key.replace('_', '-')}", str(flags[key]))]
     argv += options.hang.to_argv() if options.hang is not None else []
     try:
-        return start_supervisor(record, argv)
+        return start_supervisor(record, argv) if loop is None else start_supervisor(record, argv, loop=loop.to_json())
     except AscendctlError as exc:
         notice(f"{exc.message}; {exc.hint}" if exc.hint else exc.message)
         return record
 
 
 def supervise_detached(job_id: str, *, grace: float, silence: float | None, flags: Mapping[str, Any],
-                       hang: HangPolicy | None = None) -> int:
-    """`ascendctl supervise JOB` (started by `launch --detach`): become the job's supervisor and look after it."""
-    from ascendctl.jobs.detached import daemonize, run_supervisor
+                       hang: HangPolicy | None = None, loop: bool = False) -> int:
+    """`ascendctl supervise JOB` (started by `launch --detach`): become the job's supervisor and look after it; with
+    `loop` (--restart-loop) run the restart loop whose spec came on stdin (supervise_restarts)."""
+    from ascendctl.jobs.detached import daemonize, run_supervisor, say
+    from ascendctl.jobs.restart import LoopSpec
 
-    daemonize(job_id)
+    said = daemonize(job_id)
+    if loop:
+        try:
+            spec = LoopSpec.from_json(said)
+        except ValueError as exc:
+            say(f"{exc}: looking after attempt 1 only, no restarts")
+        else:
+            return supervise_restarts(job_id, spec, grace=grace, silence=silence, hang=hang)
     return run_supervisor(job_id, grace=grace, silence=silence, flags=dict(flags), hang=hang, stacks=with_stacks)
 
 
@@ -533,6 +655,64 @@ class LeftoverCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class RestartLoop:
+    """Where the restart loop of a job run with `launch --restarts` stands, from its attempts' records and (detached)
+    its supervisor: `running` (the last attempt runs), `waiting` (in its backoff: attempt+1 is due at `next_at`),
+    `deciding` (the last attempt ended, nothing decided yet), `stopping` (`stop` asked, the loop has not ended yet),
+    `ended` (its last decision is not a restart), `gone` (its supervisor is not running: no attempt will start)."""
+
+    first: str  # the first attempt's id
+    state: str
+    attempts: tuple[JobRecord, ...]  # first to last
+    detached: bool  # the loop runs in a detached job's supervisor (launch --detach --restarts)
+    supervisor: int | None = None  # that supervisor's pid
+    stop_requested: float | None = None  # when `stop` stopped the loop
+
+    @property
+    def last(self) -> JobRecord:
+        return self.attempts[-1]
+
+    @property
+    def next_attempt(self) -> int | None:
+        """The attempt the loop waits to start (state `waiting`)."""
+        return self.last.attempt + 1 if self.state == "waiting" else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"first": self.first, "state": self.state, "detached": self.detached, "supervisor": self.supervisor,
+                "stop_requested": self.stop_requested, "next_attempt": self.next_attempt,
+                "next_at": self.last.restart_at if self.state == "waiting" else None,
+                "attempts": [{"attempt": r.attempt, "job": r.id, "status": r.status.value,
+                              "decision": (r.decision or "").partition(":")[0] or None,
+                              "why": (r.decision or "").partition(": ")[2] or None} for r in self.attempts]}
+
+
+def restart_loop(record: JobRecord) -> RestartLoop | None:
+    """The restart loop `record` is an attempt of (None for a plain job), as its records and supervisor say now."""
+    from ascendctl.jobs.detached import supervisor_alive
+    from ascendctl.jobs.record import job_attempts, loop_of, loop_stop_requested
+
+    first = loop_of(record)
+    if first is None:
+        return None
+    attempts = tuple(record if r.id == record.id else r for r in job_attempts(first)) or (record,)
+    last = attempts[-1]
+    sup = next((r.supervisor for r in reversed(attempts) if r.supervisor is not None and r.supervisor.loop), None)
+    stopped = loop_stop_requested(first)
+    decided = (last.decision or "").partition(":")[0]
+    if decided and decided not in ("restart", "replace"):
+        state = "ended"
+    elif sup is not None and supervisor_alive(replace(last, supervisor=sup)) is False:
+        state = "gone"
+    elif stopped is not None:
+        state = "stopping"
+    elif last.status == JobState.RUNNING:
+        state = "running"
+    else:
+        state = "waiting" if decided and last.restart_at is not None else "deciding"
+    return RestartLoop(first, state, attempts, sup is not None, sup.pid if sup else None, stopped)
+
+
+@dataclass(frozen=True, slots=True)
 class JobStatus:
     """A job's record (refreshed while it runs) and what `status` found on the nodes its teardown could not reach."""
 
@@ -540,6 +720,7 @@ class JobStatus:
     leftovers: tuple[LeftoverCheck, ...] = ()
     unasked: tuple[tuple[str, str], ...] = ()  # (node, why) for each node of a running job that could not be asked
     supervisor_alive: bool | None = None  # a running detached job's supervisor: alive, gone, or None (not asked / none)
+    loop: RestartLoop | None = None  # launch --restarts: the loop this job is an attempt of
 
     @property
     def outcomes(self) -> list[Outcome]:
@@ -553,11 +734,12 @@ def job_status(job_id: str | None, inventory: Inventory | None = None) -> JobSta
 
     record, unasked = _refresh(load_job(job_id), inventory)
     alive = supervisor_alive(record) if record.status == JobState.RUNNING and record.supervisor is not None else None
+    loop = restart_loop(record)
     if unasked:  # a running job whose node cannot be asked: that node's state is unknown, never "running" as recorded
-        return JobStatus(record, unasked=tuple(unasked.items()), supervisor_alive=alive)
+        return JobStatus(record, unasked=tuple(unasked.items()), supervisor_alive=alive, loop=loop)
     unreached = {n.name: n.teardown_error for n in record.nodes if n.teardown_error} if record.status != JobState.RUNNING else {}
     if not unreached:
-        return JobStatus(record, supervisor_alive=alive)
+        return JobStatus(record, supervisor_alive=alive, loop=loop)
     inv = job_inventory(record, inventory)
     runner = runner_for_record(record, inv)
     try:
@@ -573,13 +755,26 @@ def job_status(job_id: str | None, inventory: Inventory | None = None) -> JobSta
             checks.append(LeftoverCheck(name, why, error=result.error.message if result.error else "no answer"))
         else:
             checks.append(LeftoverCheck(name, why, pids=result.value))
-    return JobStatus(record, tuple(checks), supervisor_alive=alive)
+    return JobStatus(record, tuple(checks), supervisor_alive=alive, loop=loop)
 
 
 def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inventory | None = None, stacks: bool = True,
              notice: NoticeSink | None = None) -> JobRecord:
-    """Tear a (detached) job down on every node and record it as stopped; every rank's stack is taken first (`stacks`)."""
+    """Tear a (detached) job down on every node and record it as stopped; every rank's stack is taken first (`stacks`).
+
+    An attempt of a job run with `launch --restarts` (any attempt's id): its restart loop is stopped first, so no
+    attempt starts after it, and the attempt running now is the one torn down (none while the loop waits)."""
+    from ascendctl.jobs.record import job_attempts, loop_of, request_loop_stop
+
     record = load_job(job_id)
+    first = loop_of(record)
+    if first is not None:
+        request_loop_stop(first)
+        running = [r for r in job_attempts(first) if r.status == JobState.RUNNING]
+        if record.status != JobState.RUNNING and running:
+            record = running[-1]
+        (notice or (lambda _msg: None))(f"job {first}: its restart loop is stopped: no attempt starts after "
+                                        f"attempt {record.attempt} (job {record.id})")
     inv = job_inventory(record, inventory)
     if record.status == JobState.RUNNING and not record.stop_requested:
         record = replace(record, stop_requested=time.time())  # from here the record is stop's: a supervisor leaves it
@@ -595,6 +790,8 @@ def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inv
         record = _with_states(record, {r.node: r.value for r in runner.states(record, names) if r.value is not None})
     finally:
         runner.close()
+    if first is not None and record.status != JobState.RUNNING:
+        return record  # an attempt that had ended (the loop waits): its record is the loop's to finish, as it is stored
     if record.slurm_submitted and record.slurm_job:
         from ascendctl.slurm import run_tool
 

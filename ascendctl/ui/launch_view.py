@@ -27,7 +27,7 @@ from ascendctl.jobs.record import JobState
 
 if TYPE_CHECKING:
     from ascendctl.jobs.record import JobListing, JobRecord
-    from ascendctl.jobs.service import LaunchOutcome, LeftoverCheck
+    from ascendctl.jobs.service import LaunchOutcome, LeftoverCheck, RestartLoop
     from ascendctl.jobs.plan import LaunchPlan
     from ascendctl.jobs.restart import Attempt
 
@@ -162,12 +162,19 @@ def show_attempts(attempts: Sequence[Attempt], code: ExitCode) -> None:
         out.print("exit 6: the job failed on its own error; do not requeue it (fix the error first)", markup=False)
 
 
-def show_outcome(outcome: LaunchOutcome) -> None:
-    """The end-of-job summary: every node's exit, the first failure, where the logs are."""
+def show_outcome(outcome: LaunchOutcome, *, restarts: int = 0) -> None:
+    """The end-of-job summary: every node's exit, the first failure, where the logs are; detached, how to follow it
+    (`restarts`: launch --detach --restarts N, its supervisor runs the restart loop)."""
     record = outcome.record
     if outcome.detached:
         out.print(f"job {record.id} started on {len(record.nodes)} nodes (detached)", markup=False)
         out.print("\n".join(_node_state(record)), markup=False)
+        if restarts and record.supervisor is not None and record.supervisor.loop:
+            out.print(f"restarts: on, up to {restarts} (its supervisor, pid {record.supervisor.pid}, runs the restart loop; "
+                      f"`ascendctl status {record.id}` shows the attempts, `ascendctl stop {record.id}` stops the job and "
+                      "the loop)", markup=False)
+        elif restarts:
+            out.print("restarts: off: the job has no supervisor to run the restart loop", markup=False)
         out.print(f"follow it: ascendctl logs {record.id} -f    stop it: ascendctl stop {record.id}", markup=False)
         return
     out.print(f"job {record.id}: {_status(record)}", markup=False)
@@ -265,8 +272,28 @@ def show_unasked(unasked: tuple[tuple[str, str], ...]) -> None:
               hint="the job may still run there, or the node may be lost; ask again, or `ascendctl stop` the job")
 
 
-def show_status(record: JobRecord, leftovers: tuple[LeftoverCheck, ...] = (), *, supervisor_alive: bool | None = None) -> None:
-    """One job in detail, and what is left on the nodes its teardown could not reach."""
+def restart_loop_lines(loop: RestartLoop) -> list[str]:
+    """`status`: the restart loop a job is an attempt of: where it stands, then one line per attempt."""
+    last = loop.last
+    where = {
+        "running": f"attempt {last.attempt} (job {last.id}) runs",
+        "waiting": f"waiting to start attempt {last.attempt + 1} at {_when(last.restart_at)}",
+        "deciding": f"attempt {last.attempt} ended; deciding what next",
+        "stopping": f"stopped by `ascendctl stop` at {_when(loop.stop_requested)}: no attempt starts after attempt {last.attempt}",
+        "ended": f"ended after attempt {last.attempt}",
+        "gone": (f"gone: its supervisor (pid {loop.supervisor}) is not running; no attempt after attempt {last.attempt} "
+                 "will start"),
+    }[loop.state]
+    by = f"supervisor pid {loop.supervisor}" if loop.detached else "launch in the foreground"
+    lines = [f"restart loop of job {loop.first} ({by}): {where}", f"attempts ({len(loop.attempts)}):"]
+    for r in loop.attempts:
+        lines.append(f"  {r.attempt}. job {r.id}: {_status(r)}" + (f" -> {r.decision}" if r.decision else ""))
+    return lines
+
+
+def show_status(record: JobRecord, leftovers: tuple[LeftoverCheck, ...] = (), *, supervisor_alive: bool | None = None,
+                loop: RestartLoop | None = None) -> None:
+    """One job in detail, the restart loop it is an attempt of, and what is left on the nodes its teardown could not reach."""
     out.print(f"job {record.id}: {_status(record)} ({record.launcher}, master {record.master_addr}:{record.master_port})",
               markup=False)
     out.print(f"started {_when(record.started)}, ended {_when(record.ended)}; logs under {record.log_dir}", markup=False)
@@ -279,6 +306,8 @@ def show_status(record: JobRecord, leftovers: tuple[LeftoverCheck, ...] = (), *,
         out.print(f"attempt {record.attempt}{first} (launch --restarts); then: {record.decision or 'not decided yet'}",
                   markup=False)
     for line in recorded_verdict_lines(record):
+        out.print(line, markup=False)
+    for line in restart_loop_lines(loop) if loop is not None else []:
         out.print(line, markup=False)
     for check in leftovers:
         if check.pids is None:

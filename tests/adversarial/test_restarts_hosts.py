@@ -77,6 +77,37 @@ def test_a_missing_module_on_every_rank_is_not_restarted_and_says_do_not_requeue
     assert job_processes(cluster, SCRIPT) == []
 
 
+def test_a_detached_job_is_relaunched_over_ssh_by_its_supervisor(cluster_factory: Any, tmp_path: Path) -> None:
+    """`launch --detach --restarts`: launch returns at once; the supervisor left on this machine follows attempt 1 over
+    SSH, decides (a bare SIGKILL: in place) and starts attempt 2 over its own connections (no preflight: it is most of
+    the time, and the same launch_job as in the foreground, tests/test_restart_local.py)."""
+    from ascendctl.jobs.record import list_jobs
+    from tests.test_launch import marked, process_alive
+    from tests.test_restart_local import LAUNCHER, until
+
+    cluster: Cluster = cluster_factory(hosts())
+    bin_dir = tmp_path / "venv" / "bin"  # a stand-in torchrun (tests/test_restart_local.py): the loop is what is tested
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "torchrun").write_text(LAUNCHER)
+    (bin_dir / "torchrun").chmod(0o755)
+    (tmp_path / "train.py").write_text("")
+    inv = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"slots": 1, "python": str(bin_dir / "python")})
+    launched = subprocess.run([*ASCENDCTL, "launch", "-i", str(inv), "--launcher", "torchrun", "--detach", "--no-preflight",
+                               "--restarts", "2", "--restart-backoff", "0", "--grace", "1", "--env", "FAIL_RANK=1", "--env", "FAIL_UNTIL=1",
+                               "--log-dir", str(tmp_path / "logs"), "--json", "--", str(tmp_path / "train.py")],
+                              capture_output=True, text=True, timeout=120)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    document = json.loads(launched.stdout)
+    assert_valid("launch", document)
+    first = document["job"]["id"]
+    assert document["detached"] is True and document["job"]["supervisor"]["loop"] is True
+    until(lambda: not process_alive(document["job"]["supervisor"]["pid"]), 120)
+    saved = sorted(list_jobs(), key=lambda r: r.attempt)
+    assert [(r.attempt, r.status.value, (r.decision or "").split(":")[0], r.restart_of) for r in saved] == [
+        (1, "failed", "restart", None), (2, "succeeded", "done", first)], Path(saved[0].supervisor.log).read_text()
+    assert [n.name for n in saved[1].nodes] == ["h01", "h02", "h03"] and marked(saved[1].id) == []
+
+
 def test_a_node_lost_is_quarantined_and_a_spare_takes_its_place(cluster_factory: Any, tmp_path: Path) -> None:
     cluster: Cluster = cluster_factory(hosts(4))
     inv = inv_of(cluster, tmp_path, connect_timeout=3, connect_retries=0)
