@@ -115,7 +115,7 @@ TRIGGERS: tuple[str, ...] = (
     "exitcode", "      :", "ParameterConflict", "between ranks", "ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES",
     "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "occupying", "EADDRINUSE", "closing signal", "death signal",
     "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
-    "srun: error", "Task launch for", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
+    "srun: error", "Task launch for", "built in", "CANN failure", "is not implemented", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
     "rank id", "setting loss scale to", "Killed", "已杀死", "Cannot find bin", "op store", "Cannot parse json",
     "Unsupported device target", r"batch size: *\d+ [|] loss scale", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
     "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
@@ -185,8 +185,10 @@ def _catalog_pattern(form: str, entries: list[dict[str, Any]]) -> tuple[str, tup
         reasons = "|".join(sorted(re.escape(e["message"]) for e in entries if e.get("field") == "reason"))
         return (rf"(?:\bresult\s*=|\bret(?:Code)?\s*(?:=|\[)|\bErrCode=)\s*(?:{numbers})\b|"
                 rf"(?:\breason=|\bdesc=)\[?(?:{reasons})\b", ("runtime result", "ailed", "ErrCode="))
-    if form == "acl_wrapped":  # torch_npu's "NPU function error: ..., error code is 507035": CANN's detail follows it
-        return rf"[Ee]rror ?[Cc]ode(?: is|\s*[=:])?\s*\[?(?:{numbers})\b", ("error code", "rror")
+    if form == "acl_wrapped":  # torch_npu's "NPU function error: ..., error code is 507035": CANN's detail follows it;
+        # ONNX Runtime's CANN provider (cann_call.cc): "CANN failure 507013: <name> ; NPU=0 ; hostname=... ; expr=..."
+        return (rf"[Ee]rror ?[Cc]ode(?: is|\s*[=:])?\s*\[?(?:{numbers})\b|\bCANN failure (?:{numbers})\b",
+                ("error code", "rror", "CANN failure"))
     if form == "ibv_wc":  # the status' enum name; its ibv_wc_status_str text as rdma-core's examples ("Failed status %s
         # (%d)") and NCCL ("with status=%s(%d)") print it; the longer texts anywhere
         every = "|".join(sorted(re.escape(e["message"]) for e in entries))
@@ -385,11 +387,12 @@ SIGNATURES: tuple[Signature, ...] = (
     # ASCEND_OPP_PATH, 561108 a kernel config json it cannot load; GE's "not found in this op store")
     Signature("cann.op_kernel_missing", _L, r"Cannot find bin(?:ary)? (?:of|for) op\b|is not found in this op store|"
               r"Cannot parse json for config file \S*/kernel/config/|Failed to parse kernel in \S+\.json|"
-              r"error code is 56(?:1003|1107|1108)\b",
+              r"error code is 56(?:1003|1107|1108)\b|\bsupport for Ascend\w* is not implemented",
               "the CANN install lacks an operator's kernel or its config (the op package is missing or of another version)",
               "install the CANN kernels package that matches the toolkit and the chip (opp / Ascend-cann-kernels), source "
               "set_env.sh, and check ASCEND_OPP_PATH; then the versions on every node (`ascendctl preflight --only versions`)",
-              ("Cannot find bin", "op store", "Cannot parse json", "Failed to parse kernel", "error code is 561")),
+              ("Cannot find bin", "op store", "Cannot parse json", "Failed to parse kernel", "error code is 561",
+               "is not implemented")),
     # MindSpore's message when its Ascend backend cannot load (libge_runner.so and friends missing)
     Signature("mindspore.backend_missing", _L, r"Unsupported device target (?:Ascend|GPU)\b",
               "MindSpore could not load the device backend the job asked for (its libraries are missing on this node)",
@@ -566,6 +569,12 @@ SIGNATURES: tuple[Signature, ...] = (
               ("Killed", "已杀死"), role="report"),
     # srun could not start the step's tasks on a node (src/api/step_launch.c: "Task launch for %ps failed on node %s: %s"):
     # the job never ran there (credential expired, munge, prolog, node state)
+    # torch built without the backend the job asked for (distributed_c10d.py: "Distributed package doesn't have NCCL built
+    # in"): NCCL on an NPU or CPU host, MPI on a wheel: the launch's backend setting, not the program's logic
+    Signature("torch.backend_missing", _L, r"Distributed package doesn't have \w+ built in",
+              "torch was built without the distributed backend the job asked for",
+              "use the backend this device and build provide (hccl with torch_npu, gloo on CPU, nccl on CUDA) in the "
+              "script or the launcher's config (DeepSpeed: dist_backend)", ("built in",)),
     Signature("srun.task_launch_failed", _L, r"Task launch for \S+ failed on node (?P<host>[\w.-]+): ",
               "Slurm could not launch the job step's tasks on that node: the job never started there",
               "check the node's slurmd and munge (clock skew expires credentials), its prolog and `scontrol show node`",
