@@ -331,3 +331,13 @@ def test_the_made_ascend_files_carry_the_real_step_trace_header() -> None:
     real = next(line for line in sample.splitlines() if line.startswith("Step,Computing,"))
     made = sorted((data / "perf" / "ascend").rglob("step_trace_time.csv"))
     assert len(made) == 4 and {p.read_text(encoding="utf-8").splitlines()[0] for p in made} == {real}
+
+
+def test_a_time_that_is_not_a_finite_number_never_votes_and_never_crashes() -> None:
+    # json.loads takes NaN and Infinity; statistics.pstdev raises AttributeError on them (the 3-sigma path, > 100 ranks)
+    from ascendctl.perf.analyse import low_outlier
+
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        assert low_outlier([1.0] * 150 + [bad, 0.5]) is None
+        assert low_outlier([1.0, 1.1, bad, 0.2]) is None
+    assert low_outlier([1.0] * 150 + [0.5]) is not None  # the same values without it still find the low one

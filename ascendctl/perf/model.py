@@ -243,3 +243,10 @@ class PerfReport:
             "links": [link.to_dict() for link in self.links],
             "dropped": [d.to_dict() for d in self.dropped],
         }
+
+
+def gbps(value: float | None) -> str:
+    """A bandwidth in GB/s as every view prints it: two decimals, or two significant digits below 0.1 (a gloo link over
+    a shaped or slow network moves megabytes per second: 0.0026, not 0.00)."""
+    value = value or 0.0
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"

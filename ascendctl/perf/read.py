@@ -20,6 +20,7 @@ from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields
+from itertools import islice
 from operator import attrgetter
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Iterable, Iterator
@@ -49,7 +50,17 @@ KERNEL_SPANS = "(gpu kernels)"
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 PLAIN_NUMBERS = frozenset((int, float))  # not bool (a subclass of int), which JSON's true and false become
 COLLECTIVE_HEADS = frozenset(("gloo", "nccl", "hccl", PARAM_COMMS[:4]))  # how every name _collective_op takes begins
-_OTHER, _STEP, _MAYBE = 0, 1, 2  # what parse_trace makes of an event's name before it looks further
+# what parse_trace does with an X event (_action): skip it, a step, a collective, c10d's record of one, a receive, a GPU
+# kernel, a range on a thread
+_SKIP, _STEPPED, _CALL, _RECORD, _RECV, _KERNEL, _THREAD = range(7)
+NO_THREAD = "an event's thread id (tid) is a list or an object"
+# Point-to-point calls: no collective, so they do not vote (the ranks' times are of different pairs, not of one call),
+# but a receive names its link. c10d's receive op carries its peer (its third input, with record_shapes=True); the
+# backend's range that it starts times the transfer and carries the tensor's shape and type.
+P2P_OPS = frozenset(("send", "recv", "sendrecv", "recv_any_source"))  # op names (lower case) of p2p ranges and kernels
+RECV_OP = "c10d::recv_"
+DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4, "short int": 2,
+               "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16}
 # Files are parsed in reader processes, one per core (at most WORKERS_MAX), which send back each rank's steps and calls,
 # never its events; the first POOL_AFTER files are parsed here (on a few files a pool costs more than it saves). At most
 # IN_FLIGHT_BYTES of file bytes wait for a reader (a larger file goes alone), and at most 2 x readers files.
@@ -151,26 +162,35 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else None
 
 
+# The interval arithmetic below runs once per step of every rank (51,200 steps of 1,024 ranks): comparisons written out
+# rather than max() and min() calls, each choosing as max(a, b) and min(a, b) do (a unless b is strictly beyond), so
+# every sum adds the same floats in the same order.
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     merged: list[tuple[float, float]] = []
+    last = (0.0, 0.0)
     for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        if merged and start <= last[1]:
+            if end > last[1]:
+                last = merged[-1] = (last[0], end)
         else:
-            merged.append((start, end))
+            last = (start, end)
+            merged.append(last)
     return merged
 
 
 def _length(intervals: list[tuple[float, float]]) -> float:
-    return sum(end - start for start, end in intervals)
+    return sum([end - start for start, end in intervals])
 
 
 def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    total, i, j = 0.0, 0, 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        total += max(0.0, hi - lo)
-        if a[i][1] < b[j][1]:
+    total, i, j, na, nb = 0.0, 0, 0, len(a), len(b)
+    while i < na and j < nb:
+        a0, a1 = a[i]
+        b0, b1 = b[j]
+        gap = (b1 if b1 < a1 else a1) - (b0 if b0 > a0 else a0)
+        if gap > 0.0:  # max(0.0, gap) adds 0.0 otherwise: the same total
+            total += gap
+        if a1 < b1:
             i += 1
         else:
             j += 1
@@ -181,11 +201,11 @@ def _clip(merged: list[tuple[float, float]], start: float, end: float) -> list[t
     """The parts of sorted, disjoint intervals inside [start, end)."""
     first = bisect.bisect_right(merged, (start, float("inf"))) - 1  # the last interval starting at or before `start`
     found = []
-    for s, e in merged[max(0, first):]:
+    for s, e in islice(merged, max(0, first), None):  # not a copy of the rest of the list, once per step
         if s >= end:
             break
         if e > start:
-            found.append((max(s, start), min(e, end)))
+            found.append((start if start > s else s, end if end < e else e))
     return found
 
 
@@ -219,6 +239,30 @@ def _trace_rank(document: dict[str, Any], rel: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def _action(name: Any, cat: Any) -> tuple[Any, ...]:
+    """What parse_trace does with an X event of this name and category: (_STEPPED, N) for ProfilerStep#N, (_CALL, op,
+    where, backend of a receive range or None) for a collective known by its name, (_RECORD,) for c10d's record (its op
+    is in its args), (_RECV,) for c10d's receive, else (_KERNEL,) for a GPU kernel, (_THREAD,) for another range on a
+    thread, (_SKIP,) for the rest. A function of the two only: parse_trace asks once per pair."""
+    if isinstance(name, str):
+        if name.startswith("ProfilerStep#"):
+            step = STEP_NAME.match(name)
+            if step:
+                return _STEPPED, int(step.group(1))
+        elif name == RECV_OP:
+            return (_RECV,)
+        elif name == PARAM_COMMS:
+            return (_RECORD,)
+        elif name[:4].lower() in COLLECTIVE_HEADS:  # only such a name goes to the regular expressions
+            found = _collective_op({"name": name, "cat": cat})
+            if found is not None:
+                recv = found[1] == RANGE and found[0].lower() == "recv"
+                return _CALL, found[0], found[1], name[:4].lower() if recv else None
+    if cat == "kernel":
+        return (_KERNEL,)
+    return (_THREAD,) if name != PARAM_COMMS and cat in ("cpu_op", "user_annotation") else (_SKIP,)
+
+
 def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
     """A Chrome trace (torch.profiler export_chrome_trace / tensorboard_trace_handler) as one rank's profile.
 
@@ -226,26 +270,30 @@ def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
     backend ranges (`gloo:all_reduce`, `nccl:all_reduce`) and NCCL kernels on a GPU stream, the best of them kept (the
     kernel, else the range, else the record); without a sequence number a call is the n-th of its op in its step.
     Per step: communication = the union of the collective ranges, compute = the union of the other ranges on the step's
-    thread (on a GPU: of the other kernels), free = what neither covers. Raises ValueError with what is wrong.
+    thread (on a GPU: of the other kernels), free = what neither covers. Point-to-point calls (send, recv) count as
+    communication but are no calls of the vote; each receive whose peer and size the trace gives is a link sample
+    (_received). Raises ValueError with what is wrong.
     """
     return _rank_input(shown, _trace_parts(data, rel))
 
 
-# what a reader process sends back of one trace: (rank, its steps as StepTimes fields, its calls as CommCall fields),
-# plain tuples (they pickle several times faster than the records), never the events
+# what a reader process sends back of one trace: (rank, its steps as StepTimes fields, its calls as CommCall fields,
+# its link samples as LinkSample fields), plain tuples (they pickle several times faster than the records), never the events
 StepRow = tuple[int, float, float, float, float, float]
 CallRow = tuple[str, str, "int | None", float, None]
-TraceParts = tuple[int, list[StepRow], list[CallRow]]
+LinkRow = tuple[int, int, str, str, float, float]  # LinkSample's fields
+TraceParts = tuple[int, list[StepRow], list[CallRow], list[LinkRow]]
 
 
 def _rank_input(shown: str, parts: TraceParts, names: dict[str, str] | None = None) -> RankInput:
     """The RankInput of a trace's parts; `names` shares one string per call key over all ranks (1,024 ranks name the
     same 1,000 calls: 70 MB less)."""
-    rank, steps, calls = parts
+    rank, steps, calls, received = parts
     same = names if names is not None else {}
     make = CommCall._make
     return RankInput(rank, "torch", (shown,), tuple([StepTimes(*row) for row in steps]),
-                     tuple([make((same.setdefault(key, key), op, step, ms, wait)) for key, op, step, ms, wait in calls]))
+                     tuple([make((same.setdefault(key, key), op, step, ms, wait)) for key, op, step, ms, wait in calls]),
+                     tuple([LinkSample(*row) for row in received]))
 
 
 def _trace_parts(data: bytes, rel: str) -> TraceParts:
@@ -267,43 +315,59 @@ def _trace_parts(data: bytes, rel: str) -> TraceParts:
     steps: list[tuple[int, float, float, Any]] = []
     collectives: list[tuple[float, float, str, int | None, int]] = []
     spans: dict[Any, list[tuple[float, float]]] = {}  # by thread; GPU kernels under the key KERNEL_SPANS
-    seen: dict[tuple[str, bool], tuple[str, int] | None] = {}  # _collective_op of a (name, is a kernel): it reads no more
-    heads: dict[str, int] = {}  # a name's _STEP, _MAYBE (it begins as a collective's name does) or _OTHER: once per name
-    for event in events:
-        if not isinstance(event, dict) or event.get("ph") != "X":
+    receives: list[tuple[float, float, Any, int | None]] = []  # c10d::recv_: start, end, thread, peer
+    ranges: list[tuple[float, float, Any, str, int | None]] = []  # backends' recv ranges: start, end, thread, backend, bytes
+    actions: dict[tuple[Any, Any], tuple[Any, ...]] = {}  # _action of an event's (name, cat): once per pair met
+    for event in events:  # every event of every rank: each test once, the cheapest first
+        if type(event) is not dict or event.get("ph") != "X":
             continue
-        ts: Any = event.get("ts")  # _number, inline: this loop sees every event of every rank
+        ts: Any = event.get("ts")  # _number, inline
         length: Any = event.get("dur")
         if type(ts) not in PLAIN_NUMBERS or type(length) not in PLAIN_NUMBERS or ts != ts or not length >= 0:
             continue
-        start, dur = float(ts), float(length)
-        name: Any = event.get("name")
-        head = _OTHER
-        if isinstance(name, str):
-            head = heads.get(name, -1)
-            if head < 0:
-                head = heads[name] = (_STEP if name.startswith("ProfilerStep#") else
-                                      _MAYBE if name[:4].lower() in COLLECTIVE_HEADS else _OTHER)
-        step = STEP_NAME.match(name) if head == _STEP else None
-        if step:
-            steps.append((int(step.group(1)), start, start + dur, event.get("tid")))
+        named = (event.get("name"), event.get("cat"))
+        try:
+            action = actions[named]
+        except KeyError:
+            action = actions[named] = _action(*named)
+        except TypeError:  # a name or category that is a list or an object
+            action = _action(*named)
+        what = action[0]
+        if what == _SKIP:
             continue
-        # most events are other ops: only a name that can be a collective's goes to the regular expressions, once
-        found = None
-        if head == _MAYBE:
-            if name == PARAM_COMMS:  # its op is in its args
-                found = _collective_op(event)
-            else:
-                named = (name, event.get("cat") == "kernel")
-                found = seen[named] if named in seen else seen.setdefault(named, _collective_op(event))
-        if found is not None:
-            seq = _args(event).get("Seq")
-            collectives.append((start, start + dur, found[0], seq if isinstance(seq, int) and not isinstance(seq, bool)
-                                else None, found[1]))
-        elif event.get("cat") == "kernel":
-            spans.setdefault(KERNEL_SPANS, []).append((start, start + dur))
-        elif name != PARAM_COMMS and event.get("cat") in ("cpu_op", "user_annotation"):
-            spans.setdefault(event.get("tid"), []).append((start, start + dur))
+        try:
+            start = float(ts)
+            end = start + float(length)
+        except OverflowError:  # an integer too large for a float: no time
+            continue
+        if what == _THREAD or what == _RECV:
+            tid = event.get("tid")
+            try:
+                spans[tid].append((start, end))
+            except KeyError:
+                spans[tid] = [(start, end)]
+            except TypeError:
+                raise ValueError(NO_THREAD) from None
+            if what == _RECV:
+                receives.append((start, end, tid, _peer(event)))
+        elif what == _CALL or what == _RECORD:
+            found = action[1:3] if what == _CALL else _collective_op(event)
+            if found is None:  # c10d's record of no collective (init)
+                if event.get("cat") == "kernel":
+                    spans.setdefault(KERNEL_SPANS, []).append((start, end))
+                continue
+            args = event.get("args")
+            seq = args.get("Seq") if type(args) is dict else None
+            collectives.append((start, end, found[0], seq if type(seq) is int else None, found[1]))
+            if what == _CALL and action[3] is not None:
+                ranges.append((start, end, event.get("tid"), action[3], _tensor_bytes(event)))
+        elif what == _STEPPED:
+            steps.append((action[1], start, end, event.get("tid")))
+        else:  # _KERNEL
+            try:
+                spans[KERNEL_SPANS].append((start, end))
+            except KeyError:
+                spans[KERNEL_SPANS] = [(start, end)]
     if not steps and not collectives:
         raise ValueError("no ProfilerStep#N ranges and no collectives: nothing to compare")
     # one collective can appear three times (c10d's record, the backend's CPU range, the GPU kernel): keep the best seen;
@@ -317,6 +381,8 @@ def _trace_parts(data: bytes, rel: str) -> TraceParts:
     steps.sort(key=lambda s: s[1])
     step_starts = [s[1] for s in steps]  # ProfilerSteps do not overlap: the last one starting before a call owns it
     for start, end, op, seq, _ in collectives:
+        if op.lower() in P2P_OPS:  # communication time, but no vote: see P2P_OPS
+            continue
         at = bisect.bisect_right(step_starts, start) - 1
         owner = steps[at][0] if at >= 0 and start < steps[at][2] else None
         if seq is not None:
@@ -330,13 +396,70 @@ def _trace_parts(data: bytes, rel: str) -> TraceParts:
     merged = {key: _union(found) for key, found in spans.items()}  # sorted, apart: a step's part is found by bisection
     for number, start, end, tid in steps:
         inside = _clip(comm_intervals, start, end)
-        busy = _clip(merged.get(KERNEL_SPANS if on_gpu else tid, []), start, end)
+        try:
+            busy = _clip(merged.get(KERNEL_SPANS if on_gpu else tid, []), start, end)
+        except TypeError:  # a ProfilerStep's tid that is a list or an object
+            raise ValueError(NO_THREAD) from None
         comm = _length(inside)
         compute = _length(busy) - _overlap(busy, inside)
         free = max(0.0, (end - start) - _length(_union(busy + inside)))
         step_times.append((number, (end - start) / 1000.0, compute / 1000.0, comm / 1000.0, comm / 1000.0,
                            free / 1000.0))
-    return rank, step_times, calls
+    pgs = document["distributedInfo"].get("pg_config") if isinstance(document.get("distributedInfo"), dict) else None
+    one_group = not isinstance(pgs, list) or len(pgs) <= 1  # a peer is a group rank: the global rank in the only group
+    found_links = [] if on_gpu or not one_group else _received(rank, receives, ranges, steps, step_starts)
+    return rank, step_times, calls, found_links
+
+
+def _tensor_bytes(event: dict[str, Any]) -> int | None:
+    """The bytes of the one tensor a backend's range carries (record_shapes: its Input Dims and Input type), or None."""
+    args = _args(event)
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not (isinstance(dims, list) and isinstance(types, list) and dims and types and isinstance(dims[0], list)):
+        return None
+    size = DTYPE_BYTES.get(types[0]) if isinstance(types[0], str) else None
+    for extent in dims[0]:
+        if size is None or type(extent) is not int or extent < 0:
+            return None
+        size *= extent
+    return size
+
+
+def _peer(event: dict[str, Any]) -> int | None:
+    """The peer of a c10d::recv_ (its inputs: tensors, group, peer, tag; with record_shapes), or None."""
+    inputs = _args(event).get("Concrete Inputs")
+    peer = inputs[2] if isinstance(inputs, list) and len(inputs) > 2 else None
+    return int(peer) if isinstance(peer, str) and peer.isdigit() else None
+
+
+def _received(rank: int, receives: list[tuple[float, float, Any, int | None]],
+              ranges: list[tuple[float, float, Any, str, int | None]], steps: list[tuple[int, float, float, Any]],
+              step_starts: list[float]) -> list[LinkRow]:
+    """One link sample per receive whose peer and size are known: peer -> this rank, timed by the backend's recv range
+    that the c10d::recv_ op started (on its thread, beginning inside the op), keyed by step, pair and order in the
+    step so the key is the same however many steps a trace holds."""
+    found: list[LinkRow] = []
+    taken: set[int] = set()
+    numbered: dict[tuple[int | None, int], int] = {}
+    ranges = sorted(ranges, key=lambda r: r[0])
+    starts = [r[0] for r in ranges]
+    for start, end, tid, peer in sorted(receives, key=lambda r: r[0]):
+        i = bisect.bisect_left(starts, start)
+        while i < len(ranges) and ranges[i][0] <= end and (i in taken or ranges[i][2] != tid):
+            i += 1
+        if i >= len(ranges) or ranges[i][0] > end:
+            continue
+        taken.add(i)
+        r_start, r_end, _, backend, size = ranges[i]
+        if peer is None or size is None or peer == rank:
+            continue
+        at = bisect.bisect_right(step_starts, r_start) - 1
+        owner = steps[at][0] if at >= 0 and r_start < steps[at][2] else None
+        index = numbered.get((owner, peer), 0)
+        numbered[(owner, peer)] = index + 1
+        found.append((peer, rank, backend, f"step{owner}/recv {peer}->{rank}#{index}", size / 1e6,
+                      (r_end - r_start) / 1000.0))
+    return found
 
 
 # --- Ascend profiler text output --------------------------------------------------------------------------------------

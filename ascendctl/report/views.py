@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from ascendctl.preflight.checks.model import Status
 from ascendctl.errors import parse_json
 from ascendctl.nodeset import fold
+from ascendctl.perf.model import gbps
 from ascendctl.facts.parsers import ParseError
 from ascendctl.bundle.layout import (CMD_HCCN_LINK, CMD_HCCN_NET_HEALTH, CMD_NPU_INFO, FACTS, MANIFEST, command_name,
                                      command_path, device_of, split_node)
@@ -951,8 +952,8 @@ def _perf_links(report: PerfReport) -> tuple[HeatGrid | None, list[str]]:
                    else None, link) for link in found]
         measured = [r for r, _ in ratios if r is not None]
         title = "; ".join(f"{link.name}: " + ("not measured" if link.bandwidth_gbps is None else
-                                               f"{link.bandwidth_gbps:.2f} GB/s, median of {link.transport} "
-                                               f"{link.median_gbps or 0:.2f}") + ("; slow" if link.slow else "")
+                                               f"{gbps(link.bandwidth_gbps)} GB/s, median of {link.transport} "
+                                               f"{gbps(link.median_gbps)}") + ("; slow" if link.slow else "")
                           for _, link in ratios)
         status = ("slow" if any(link.slow for link in found) else "unmeasured" if not measured else "ok")
         cells.append(HeatCell(index[dst] * size, index[src] * size, _heat_fill(min(measured) if measured else None),
@@ -981,7 +982,7 @@ def perf_view(report: PerfReport, profiles: Sequence[RankInput]) -> PerfView | N
         if spread.flagged:
             evidence.append(f"{spread.dimension} spread {spread.spread:.1%} of the mean step (rank {spread.min_rank} "
                             f"{spread.min_ms:.2f} ms to rank {spread.max_rank} {spread.max_ms:.2f} ms)")
-    slow = tuple(f"{link.name} {link.bandwidth_gbps or 0:.2f} GB/s (median {link.median_gbps or 0:.2f})"
+    slow = tuple(f"{link.name} {gbps(link.bandwidth_gbps)} GB/s (median {gbps(link.median_gbps)})"
                  for link in report.slow_links)
     steps, step_notes = _perf_steps(report, profiles, named)
     links, link_notes = _perf_links(report)

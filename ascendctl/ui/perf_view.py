@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ascendctl.perf.model import gbps
 from ascendctl.ui import emit_json, out, warning
 
 if TYPE_CHECKING:
@@ -52,8 +53,8 @@ def evidence_lines(report: PerfReport) -> list[str]:
                      f"{s.min_ms:.2f} ms .. rank {s.max_rank} {s.max_ms:.2f} ms) {flag}")
     for link in report.links:
         if link.slow:
-            lines.append(f"slow link {link.name}: {link.bandwidth_gbps or 0:.2f} GB/s, median of {link.transport} "
-                         f"{link.median_gbps or 0:.2f} GB/s")
+            lines.append(f"slow link {link.name}: {gbps(link.bandwidth_gbps)} GB/s, median of {link.transport} "
+                         f"{gbps(link.median_gbps)} GB/s")
     return lines
 
 
