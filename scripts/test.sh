@@ -78,13 +78,13 @@ fi
 # The test hosts' harness takes a lock per cluster, so no two lanes share one. Each pytest prints its own report (lanes
 # 2 and 3 at the end); the exit status is the first failure in lane order (mypy's first). With arguments: one pytest, as asked.
 if [ "$#" -eq 0 ]; then
-    after_units=(tests/cluster/test_slurm_hosts.py tests/cluster/test_launch_hosts.py tests/cluster/test_secrets_hosts.py
-                 tests/cluster/test_report_hosts.py tests/cluster/test_harness.py tests/cluster/test_scale_hosts.py)
+    after_units=(tests/cluster/test_slurm_hosts.py tests/cluster/test_launch_hosts.py)
     beside_adversarial=(tests/cluster/test_nonroot_hosts.py tests/cluster/test_ssh_config_hosts.py
                         tests/cluster/test_known_hosts_hosts.py tests/cluster/test_exec_hosts.py
                         tests/cluster/test_preflight_hosts.py tests/cluster/test_folding_hosts.py
                         tests/cluster/test_render_hosts.py tests/cluster/test_collect_hosts.py
-                        tests/cluster/test_selection_hosts.py tests/cluster/test_json_schemas_hosts.py)
+                        tests/cluster/test_selection_hosts.py tests/cluster/test_json_schemas_hosts.py
+                        tests/cluster/test_scale_hosts.py tests/cluster/test_harness.py)
     elsewhere=("${after_units[@]}" "${beside_adversarial[@]}")
     lane2_log=$(mktemp)
     lane3_log=$(mktemp)

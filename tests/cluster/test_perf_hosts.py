@@ -34,17 +34,30 @@ def hosts(n: int) -> list[HostSpec]:
     return [HostSpec(f"h{i:02d}", cluster_nic=True, private_home=False, chrony="none") for i in range(1, n + 1)]
 
 
-def link_job(cluster: Cluster, tmp_path: Path) -> Path:
-    """The link job through `ascendctl launch` (torchrun, one rank per host in inventory order); its traces' directory."""
+def link_job(cluster: Cluster, tmp_path: Path, *job: str) -> Path:
+    """make_traces.py's job (`job`: its options; the link job by default) through `ascendctl launch` (torchrun, one
+    rank per host in inventory order); its traces' directory."""
     inv = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"slots": 1, "python": sys.executable,
                                                                     "interface": "eth1", "command_timeout": 120})
     traces = tmp_path / "traces"
     proc = subprocess.run([*ASCENDCTL, "launch", "-i", str(inv), "--launcher", "torchrun", "--log-dir",
                            str(tmp_path / "logs"), "--env=OMP_NUM_THREADS=1", "--cluster-timeout", "120", "--",
-                           str(LINK_JOB), "links", "--links", "--worker", "--out", str(traces)],
+                           str(LINK_JOB), "job", *(job or ("--links",)), "--worker", "--out", str(traces)],
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return traces
+
+
+def test_a_rank_that_computes_longer_each_step_is_named_and_no_other(cluster_factory: Any, tmp_path: Path) -> None:
+    """The issue's first real case: one rank (rank 2, on h03) does extra compute before each all_reduce, so it arrives
+    last at every one and waits least: perf names it, and nobody else (the healthy run: tests/data/perf/even)."""
+    cluster: Cluster = cluster_factory(hosts(HOSTS), wait_chrony=False)
+    code, doc = run_json([str(link_job(cluster, tmp_path, "--slow-rank", "2"))])
+    assert doc["kinds"] == ["torch"] and len(doc["ranks"]) == HOSTS
+    straggler = doc["straggler"]
+    assert straggler is not None and straggler["rank"] == 2, doc["verdict"]
+    assert straggler["votes"] * 2 > straggler["compared"], straggler  # most all_reduce calls voted for it
+    assert doc["verdict"].startswith("rank 2 ") and code == 3, doc["verdict"]
 
 
 def test_a_rate_limited_link_is_named_and_no_other(cluster_factory: Any, tmp_path: Path) -> None:
