@@ -300,6 +300,8 @@ def test_a_detached_job_whose_rank_fails_once_is_relaunched_by_its_supervisor_an
     assert "rank 1 attempt 2" in said and "rank 1 done" in said and "failing" not in said  # ASCENDCTL_ATTEMPT
     code, text, data = status_of(attempts[1].id)
     assert code == 0 and f"restart loop of job {first} (supervisor pid " in text and "ended after attempt 2" in text
+    # the id `launch --detach` gave is attempt 1's, which failed: its status speaks for the loop, which succeeded
+    assert status_of(first)[0] == 0
     assert data["restarts"]["state"] == "ended" and [a["decision"] for a in data["restarts"]["attempts"]] == ["restart", "done"]
     supervisor_log = Path(attempts[0].supervisor.log).read_text()  # type: ignore[union-attr]
     assert f"the restart loop of job {first} ends after 2 attempt(s): done: the job succeeded" in supervisor_log
@@ -310,6 +312,7 @@ def test_a_detached_job_stopped_while_its_loop_waits_starts_no_attempt_after_the
     until(lambda: load_job(first).restart_at)  # attempt 1 failed; the loop waits 60 s for attempt 2
     code, text, data = status_of(first)
     assert "waiting to start attempt 2 at " in text, text
+    assert code == 0  # attempt 1 failed, but the job goes on: nothing to requeue yet
     assert data["restarts"]["state"] == "waiting" and data["restarts"]["next_attempt"] == 2
     assert data["restarts"]["next_at"] == load_job(first).restart_at
     stopped = runner.invoke(app, ["stop", first, "--grace", "1"], catch_exceptions=False)
@@ -348,6 +351,7 @@ def test_a_detached_job_that_cannot_import_its_module_runs_once_and_records_do_n
     assert only.decision.endswith("the job's own error; a restart would fail the same way")
     code, text, data = status_of(first)
     assert data["restarts"]["state"] == "ended" and data["restarts"]["attempts"][0]["decision"] == "no_restart"
+    assert code == 6 and data["exit_code"] == 6  # do not requeue: what launch would have exited with in the foreground
 
 
 def test_a_loop_whose_supervisor_was_killed_is_gone_in_status_not_waiting(tmp_path: Path) -> None:
@@ -384,5 +388,5 @@ def test_a_foreground_loop_whose_attempt_is_stopped_from_elsewhere_starts_no_oth
         if proc.poll() is None:
             proc.kill()
     [only] = list_jobs()
-    assert only.status == "stopped" and only.decision == "done: stopped by the user (`ascendctl stop`): not restarted", err
+    assert only.status == "stopped" and only.decision == "done: stopped by the user (`ascendctl stop`): not restarted", (only.status, only.decision, err)
     assert proc.returncode == 0 and marked(job.id) == []

@@ -195,18 +195,17 @@ def jobs(as_json: JsonOpt = False,
     raise typer.Exit(int(listing.exit_code))
 
 
-@app.command(epilog=examples("ascendctl status", "ascendctl status 20261123-1903 --json", codes="0 ok, 1 error (also: its record is unreadable), 2 no such job, 4 nodes unreachable, 5 the job failed"))
+@app.command(epilog=examples("ascendctl status", "ascendctl status 20261123-1903 --json", codes="0 ok, 1 error (also: its record is unreadable), 2 no such job, 4 nodes unreachable, 5 the job failed, 6 (launch --restarts) the job failed on its own error: do not requeue"))
 @cli_errors
 @node_options("inventory")
 def status(job: JobArg = None, as_json: JsonOpt = False, *, cluster: NodeOptions) -> None:
     """Show a job's nodes, pids, exit codes and logs (asks the nodes while it runs, and those its teardown could not reach)."""
     from ascendctl.inventory.load import load_inventory
     from ascendctl.jobs.service import job_status
-    from ascendctl.outcome import exit_code_for
     from ascendctl.ui import launch_view
 
     found = job_status(job, load_inventory(cluster.inventory) if cluster.inventory else None)
-    code = exit_code_for(found.outcomes)
+    code = found.exit_code
     if as_json:
         launch_view.emit_record(found.record, code, argv_now(), leftovers=launch_view.leftovers_to_dict(found.leftovers),
                                 unasked=[{"node": node, "message": why} for node, why in found.unasked],

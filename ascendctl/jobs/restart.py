@@ -126,9 +126,13 @@ class RestartOutcome:
     @property
     def exit_code(self) -> ExitCode:
         """The last attempt's; 6 (do not requeue) when it ended on the job's own error."""
-        if self.attempts and self.attempts[-1].choice.decision == Decision.NO_RESTART:
-            return ExitCode.DO_NOT_REQUEUE
-        return self.last.exit_code
+        return ended_exit_code(self.attempts[-1].choice.decision if self.attempts else None, self.last.exit_code)
+
+
+def ended_exit_code(last_decision: Decision | None, last_code: ExitCode) -> ExitCode:
+    """The exit code of a restart loop that has ended: its last attempt's, or 6 (do not requeue) when its last decision
+    was not to restart (the job's own error: a restart, or a requeue, fails the same way). `launch` and `status` both."""
+    return ExitCode.DO_NOT_REQUEUE if last_decision == Decision.NO_RESTART else last_code
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,5 +379,5 @@ def _highest_step(outcome: LaunchOutcome) -> int | None:
 
 
 __all__ = ["ATTEMPT_ENV", "DEVICE_CALLS", "STOPPED_BY_USER", "Attempt", "Choice", "Decision", "LoopSpec", "RestartOutcome",
-           "RestartPolicy", "decide",
+           "RestartPolicy", "decide", "ended_exit_code",
            "device_call", "run_with_restarts", "spare_names", "suspect_frame"]

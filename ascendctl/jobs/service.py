@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ascendctl.errors import AscendctlError, Interrupted, UsageError, signal_name
+from ascendctl.errors import AscendctlError, ExitCode, Interrupted, UsageError, signal_name
 from ascendctl.remote.group import NodeGroup
 from ascendctl.facts.endpoint import resolve_endpoints
 from ascendctl.outcome import Outcome, exit_code_for, stop_outcome
@@ -727,6 +727,27 @@ class JobStatus:
         """The job's outcomes (job_outcomes), and one node lost per node that could not be asked."""
         return job_outcomes(self.record) + [Outcome.UNREACHABLE for _ in self.unasked]
 
+    @property
+    def exit_code(self) -> ExitCode:
+        """`status`'s exit code: the job's outcomes; for an attempt of a restart loop (`launch --detach --restarts N`
+        gives the first attempt's id), the loop's: an attempt that ended says nothing while the loop may still start
+        another (0), and once the loop has ended or is gone its last attempt's (6 when it ended on the job's own error)."""
+        from ascendctl.jobs.restart import Decision, ended_exit_code
+        from ascendctl.outcome import exit_code_for
+
+        own = exit_code_for(self.outcomes)
+        loop = self.loop
+        if loop is None:
+            return own
+        if loop.state not in ("ended", "gone"):  # it may start another attempt: a running one says how it runs
+            return own if self.record.status == JobState.RUNNING else ExitCode.OK
+        last = own if loop.last.id == self.record.id else exit_code_for(job_outcomes(loop.last))
+        try:
+            decided: Decision | None = Decision((loop.last.decision or "").partition(":")[0])
+        except ValueError:  # no decision recorded (the loop's supervisor died before it decided)
+            decided = None
+        return ended_exit_code(decided, last)
+
 
 def job_status(job_id: str | None, inventory: Inventory | None = None) -> JobStatus:
     """The job's record, refreshed while it runs; nodes its teardown could not reach are asked what is left there."""
@@ -792,6 +813,10 @@ def stop_job(job_id: str | None, *, grace: float = DEFAULT_GRACE, inventory: Inv
         runner.close()
     if first is not None and record.status != JobState.RUNNING:
         return record  # an attempt that had ended (the loop waits): its record is the loop's to finish, as it is stored
+    if first is not None:
+        stored = load_job(record.id)
+        if stored.status != JobState.RUNNING or stored.decision is not None:
+            return stored  # the loop saw the attempt end during the teardown and recorded its decision: that record stands
     if record.slurm_submitted and record.slurm_job:
         from ascendctl.slurm import run_tool
 
