@@ -157,9 +157,10 @@ class _Trace:
 
 
 def match_line(text: str) -> Signature | None:
-    """The first signature of the table that matches this line, if any."""
+    """The first signature of the table that matches this line (and whose condition, if any, holds), if any."""
     for sig in SIGNATURES:
-        if sig.regex.search(text):
+        m = sig.regex.search(text)
+        if m is not None and (sig.holds is None or sig.holds(m)):
             return sig
     return None
 

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 class Category(str, Enum):
@@ -57,6 +57,8 @@ class Signature:
     # a setup every rank of a node (or the job) shares (a missing module or program, a device setting, a variable the
     # launcher did not set, two ranks on one device): the node is where it started, never the rank that printed first
     node_wide: bool = False
+    # a condition on the match beyond the pattern (numbers a regex cannot compare); the line is no finding without it
+    holds: Callable[[re.Match[str]], bool] | None = field(default=None, repr=False, compare=False)
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -115,7 +117,7 @@ TRIGGERS: tuple[str, ...] = (
     "exitcode", "      :", "ParameterConflict", "between ranks", "ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES",
     "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "occupying", "EADDRINUSE", "closing signal", "death signal",
     "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
-    "srun: error", "Task launch for", "built in", "CANN failure", "is not implemented", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
+    "srun: error", "Task launch for", "store based barrier", "built in", "CANN failure", "is not implemented", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
     "rank id", "setting loss scale to", "Killed", "已杀死", "Cannot find bin", "op store", "Cannot parse json",
     "Unsupported device target", r"batch size: *\d+ [|] loss scale", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
     "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
@@ -575,6 +577,15 @@ SIGNATURES: tuple[Signature, ...] = (
               "torch was built without the distributed backend the job asked for",
               "use the backend this device and build provide (hccl with torch_npu, gloo on CPU, nccl on CUDA) in the "
               "script or the launcher's config (DeepSpeed: dist_backend)", ("built in",)),
+    # torch's store-based barrier (distributed_c10d._store_based_barrier) counts the processes that joined a group's key:
+    # more than the world size means processes of another job, or a world size the launch got wrong, share the store
+    Signature("c10d.barrier_overfull", _L, r"store based barrier\b.*?\(world_size=(?P<world>\d+), "
+              r"(?:worker_count|num_workers_joined)=(?P<joined>\d+)",
+              "more processes joined the process group's store barrier than its world size: another job shares the "
+              "master address and port, or the launch's world size is wrong",
+              "check that no other job uses this MASTER_ADDR:MASTER_PORT, and that nnodes x nproc_per_node (or the "
+              "model-parallel sizes) match the world size", ("store based barrier",),
+              holds=lambda m: int(m["joined"]) > int(m["world"])),
     Signature("srun.task_launch_failed", _L, r"Task launch for \S+ failed on node (?P<host>[\w.-]+): ",
               "Slurm could not launch the job step's tasks on that node: the job never started there",
               "check the node's slurmd and munge (clock skew expires credentials), its prolog and `scontrol show node`",
