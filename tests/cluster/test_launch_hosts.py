@@ -221,7 +221,9 @@ def test_failing_rank_tears_down_every_node_and_is_named_first(cluster_factory: 
     wait_for_lines(proc, r"rank \d/6 started", 6, 90)
     failed_at = time.monotonic()
     code, out, err = finish(proc)
-    assert time.monotonic() - failed_at < 3 + 2 + 8  # the failure itself, then grace 3 s
+    # torn down at the failure (2 s, then grace 3 s), not when the others' collective times out (JOB_TIMEOUT, 60 s);
+    # the margin is for a loaded machine (the suite's three lanes on 2 cores took 19 s once)
+    assert time.monotonic() - failed_at < 40
     assert code == 5  # the job ran and failed
     assert "h02 (rank 3): failed first: EXCEPTION: " in err, err
     assert "ascendctl collect" in err
