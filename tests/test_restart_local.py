@@ -103,12 +103,18 @@ def test_jobs_and_status_say_which_attempt_a_record_is_and_what_was_decided_afte
     assert "attempt 1 (launch --restarts); then: restart: " in plain.stdout
 
 
-def test_a_bundle_read_where_the_other_attempts_have_no_record_shows_its_own_and_says_so(tmp_path: Path) -> None:
+def test_a_bundle_carries_the_other_attempts_records_and_without_them_shows_its_own_and_says_so(tmp_path: Path) -> None:
     first, second = restarted(tmp_path)
     assert runner.invoke(app, ["collect", second, "-o", str(tmp_path / "bundle")]).exit_code == 0
+    carried = json.loads((tmp_path / "bundle" / "attempts.json").read_text(encoding="utf-8"))
+    assert [r["id"] for r in carried] == [first]  # the other attempts' records, beside job.json (attempt 2's)
     state = Path(os.environ["XDG_STATE_HOME"]) / "ascendctl" / "jobs"
     for path in state.glob("*.json"):
         path.unlink()  # another machine: no job records
+    result = runner.invoke(app, ["report", str(tmp_path / "bundle"), "-o", str(tmp_path / "r.html")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert [r[:2] for r in attempt_rows(tmp_path / "r.html")] == [["1", first], ["2", second]]
+    (tmp_path / "bundle" / "attempts.json").unlink()  # a bundle collected before it carried them
     result = runner.invoke(app, ["report", str(tmp_path / "bundle"), "-o", str(tmp_path / "r.html")], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert [r[:2] for r in attempt_rows(tmp_path / "r.html")] == [["2", second]]

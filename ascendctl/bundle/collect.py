@@ -28,7 +28,7 @@ from ascendctl.bundle.archive import CHUNK, Refused, SafeUnpacker, UnpackResult
 # re-exported: `ascendctl.unpack_tar_stream` and the callers of collect's unpacker know them by this module
 from ascendctl.bundle.layout import (CMD_HCCN_IP, CMD_HCCN_LINK, CMD_HCCN_NET_HEALTH, CMD_KERNEL, CMD_NPU_HEALTH,
                                      CMD_NPU_INFO, CMD_NPU_TOPO, CMD_NVIDIA, CMD_NVIDIA_ECC, CMD_NVIDIA_TOPO, COMMANDS,
-                                     FACTS, FILES, JOB, JOB_DIR_ENTRIES, MANIFEST, PROFILE_LEFT, PROFILE_LEFT_MORE,
+                                     ATTEMPTS, FACTS, FILES, JOB, JOB_DIR_ENTRIES, MANIFEST, PROFILE_LEFT, PROFILE_LEFT_MORE,
                                      REFUSED_LIST, REFUSED_MORE,
                                      SELECTION_TSV, STAGING, STATUS_TSV, SUMMARY, bundle_directory,
                                      command_path, files_path, node_path, per_device)
@@ -70,6 +70,7 @@ class CollectOptions:
 
     output: Path
     job: JobRecord | None = None
+    attempts: tuple[JobRecord, ...] = ()  # launch --restarts: the job's other attempts, kept beside its record
     since: float | None = None  # epoch seconds; overrides the job's start
     until: float | None = None
     msprof_dir: str | None = None
@@ -668,6 +669,9 @@ def collect_bundle(inventory: Inventory, options: CollectOptions, *, on_event: E
         if options.job is not None:
             (directory / JOB).write_text(json.dumps(redact_document(options.job.to_dict()), indent=2) + "\n",
                                                 encoding="utf-8")
+        if options.attempts:
+            (directory / ATTEMPTS).write_text(json.dumps([redact_document(r.to_dict()) for r in options.attempts],
+                                                         indent=2) + "\n", encoding="utf-8")
         summary = summarize_bundle(directory, [b.name for b in bundles], comm_limit=options.comm_limit)
         (directory / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         report = CollectReport(options.output, directory, tuple(bundles), options.job.id if options.job else None,

@@ -45,7 +45,8 @@ from ascendctl.errors import UsageError
 MANIFEST = "manifest.json"
 SUMMARY = "summary.json"
 JOB = "job.json"
-TOP_META = (MANIFEST, SUMMARY, JOB)  # the bundle's own metadata files, at its top
+ATTEMPTS = "attempts.json"  # launch --restarts: the records of the job's other attempts (redacted, as job.json)
+TOP_META = (MANIFEST, SUMMARY, JOB, ATTEMPTS)  # the bundle's own metadata files, at its top
 SUMMARY_NAMES = (SUMMARY, "summaries.json")  # the summary, and an older name for it that triage still reads
 FACTS = "facts.json"  # <node>/facts.json
 COMMANDS = "commands"  # <node>/commands/<name>.txt

@@ -42,7 +42,7 @@ def collect(
     from ascendctl.bundle.collect import CollectOptions, collect_bundle, parse_since, parse_size
     from ascendctl.inventory.load import load_inventory
     from ascendctl.jobs.reach import job_inventory
-    from ascendctl.jobs.record import load_job
+    from ascendctl.jobs.record import job_attempts, load_job, loop_of
     from ascendctl.inventory.retry import save_failures
     from ascendctl.ui import collect_view, progress
 
@@ -54,8 +54,10 @@ def collect(
         # a job's nodes are collected even when quarantined since: the culprit's logs are the ones that matter
         inv = cluster.select("collect", base=job_inventory(record, given, flags=cluster.flags), keep_quarantined=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    first = loop_of(record) if record is not None else None  # launch --restarts: the other attempts' records go along
+    attempts = tuple(r for r in job_attempts(first) if record is None or r.id != record.id) if first else ()
     options = CollectOptions(
-        output=output or Path(f"ascendctl-collect-{record.id if record else stamp}.tar.gz"), job=record,
+        output=output or Path(f"ascendctl-collect-{record.id if record else stamp}.tar.gz"), job=record, attempts=attempts,
         since=parse_since(since) if since else None, msprof_dir=msprof, profile_dir=profile, max_node_size=parse_size(max_node_size),
         max_total_size=parse_size(max_total_size) if max_total_size else None, comm_limit=comm_limit)
     with progress("collect", as_json=as_json) as sink:

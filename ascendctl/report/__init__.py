@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from ascendctl.bundle.layout import (CMD_HCCN_LINK, CMD_HCCN_NET_HEALTH, CMD_NPU_INFO, JOB, MANIFEST, SUMMARY,
+from ascendctl.bundle.layout import (ATTEMPTS, CMD_HCCN_LINK, CMD_HCCN_NET_HEALTH, CMD_NPU_INFO, JOB, MANIFEST, SUMMARY,
                                      is_archive_name, read_bundle_meta)
 from ascendctl.bundle.layout import is_bundle as is_bundle  # re-exported: `triage --html` tells bundles by it
 from ascendctl.errors import AscendctlError, UsageError, parse_json
@@ -143,7 +143,9 @@ def build_report(paths: Iterable[str | os.PathLike[str]], *, triage: TriageRepor
         verdict = run_triage(bundles)
     checks = preflight or (preflight_docs[0] if preflight_docs else None)
     job = _json_of(meta.get(JOB))
-    attempts = _attempts_of(jobs, job if isinstance(job, Mapping) and bundles else None)
+    others = _json_of(meta.get(ATTEMPTS))
+    attempts = _attempts_of(jobs, job if isinstance(job, Mapping) and bundles else None,
+                            others if isinstance(others, list) and bundles else None)
     summary = _json_of(meta.get(SUMMARY))
     msprof = None
     if isinstance(summary, Mapping) and isinstance(summary.get("msprof"), Mapping):
@@ -195,14 +197,23 @@ def _job_named(text: str) -> JobRecord | None:
         return None
 
 
-def _attempts_of(jobs: list[JobRecord], bundled: Mapping[str, Any] | None) -> AttemptsView | None:
-    """The attempts section: of the job id given, else of the job a bundle was collected for (when it was restarted)."""
+def _attempts_of(jobs: list[JobRecord], bundled: Mapping[str, Any] | None,
+                 bundled_others: list[Any] | None = None) -> AttemptsView | None:
+    """The attempts section: of the job id given, else of the job a bundle was collected for (when it was restarted),
+    with the other attempts' records the bundle holds (attempts.json) beside this machine's."""
+    from ascendctl.jobs.record import JobListing, read_jobs
     from ascendctl.report.attempts import attempts_view, record_of
 
     if len({r.restart_of or r.id for r in jobs}) > 1:
         raise UsageError("give the attempts of one job at most: " + ", ".join(r.id for r in jobs))
     record = jobs[-1] if jobs else record_of(bundled)
-    return attempts_view(record) if record is not None else None
+    if record is None:
+        return None
+    carried = [r for r in (record_of(d) if isinstance(d, Mapping) else None for d in bundled_others or []) if r]
+    if not carried:
+        return attempts_view(record)
+    here = {r.id: r for r in read_jobs().records}
+    return attempts_view(record, JobListing(tuple({**{r.id: r for r in carried}, **here}.values())))
 
 
 def _stacks_of(verdict: TriageReport | None, sources: list[str]) -> StacksView | None:

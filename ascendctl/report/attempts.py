@@ -81,8 +81,9 @@ def attempts_view(record: JobRecord, listing: JobListing | None = None) -> Attem
     missing = [n for n in range(1, max(seen) + 1) if n not in seen]
     if missing:
         notes.append(f"attempt{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of job "
-                     f"{record.restart_of or record.id}: no record on this machine (the bundle holds only the attempt it "
-                     "was collected for; `ascendctl report JOB` where the job was launched shows every one)")
+                     f"{record.restart_of or record.id}: no record on this machine nor in the bundle (a bundle collected "
+                     "before bundles carried attempts.json; `ascendctl report JOB` where the job was launched shows "
+                     "every one)")
     return AttemptsView(record.restart_of or record.id, tuple(attempt_row(r) for r in chain), tuple(notes))
 
 
