@@ -78,7 +78,9 @@ def test_stacks_names_the_rank_that_sleeps_while_the_others_wait_in_all_reduce(c
             ("h03", 0, "dumped"), ("h03", 1, "dumped")]
         for rank in ranks.values():  # every file of both captures kept in the node's job directory
             assert rank["files"] and all(Path(f).is_file() and f.startswith(str(logs / rank["node"] / "stacks")) for f in rank["files"])
-        assert document["spread"] is not None and document["spread"] < 1.0
+        # the nodes signal their ranks about together (one fan-out), not one after another's whole capture; the bound
+        # leaves room for a loaded machine (the suite's three lanes on 2 cores: 1.14 s once)
+        assert document["spread"] is not None and document["spread"] < 3.0
         assert len(list((logs / "h03" / "stacks").glob("2*"))) == 2  # one folder per capture
         # the job runs on: the same processes, each paused once per capture, none restarted
         assert job_processes(cluster, "hang_torch.py") == before
