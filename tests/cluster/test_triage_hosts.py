@@ -167,7 +167,9 @@ def test_rank_that_raises_mid_training_is_named_and_the_others_are_its_victims(c
     case = run_case(cluster_factory(hosts()), tmp_path, "faults_torch.py",
                     {"JOB_TIMEOUT": "20", "JOB_FAULT": "raise", "JOB_FAULT_RANK": "3"})
     assert verdict(case) == ("EXCEPTION", "h02", 3), case.brief()
-    assert case.doc["culprit_reason"] == "own_error" and case.doc["confidence"] == "high", case.brief()
+    # high, or medium when a victim's error reached the shared launcher log in the same stamp just before the exception
+    # (two processes' output interleaves as it comes: a loaded machine's three-lane run saw it once)
+    assert case.doc["culprit_reason"] == "own_error" and case.doc["confidence"] in ("high", "medium"), case.brief()
     assert case.doc["first_failure"]["text"].endswith("RuntimeError: rank 3: bad batch at step 2"), case.brief()
     assert in_bundle(case, tmp_path, "h02")
     assert victims(case) == others("h02", 3), case.brief()
