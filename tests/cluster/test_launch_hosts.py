@@ -230,7 +230,7 @@ def test_failing_rank_tears_down_every_node_and_is_named_first(cluster_factory: 
     job = last_job()
     assert job["status"] == "failed" and job["first_failure"]["node"] == "h02" and job["first_failure"]["rank"] == 3
     assert job["nodes"][1]["exit_code"] == 1
-    assert all(n["exit_code"] is not None for n in job["nodes"]), job["nodes"]
+    assert all(n["exit_code"] is not None or n["signal"] for n in job["nodes"]), job["nodes"]  # an exit or a signal
     assert job_processes(cluster, "allreduce_torch.py") == []
 
 
@@ -253,7 +253,9 @@ def test_detached_job_is_torn_down_at_its_first_failure_by_its_supervisor_with_n
         time.sleep(0.5)
     assert job["status"] == "failed" and job["first_failure"]["node"] == "h02" and job["first_failure"]["rank"] == 3
     assert job["first_failure"]["category"] == "EXCEPTION"
-    assert all(n["exit_code"] is not None for n in job["nodes"]), job["nodes"]
+    # every node's end is on record: its exit code, or the signal the teardown ended it with (a KILL after the grace on a
+    # loaded machine: the clean-clone run saw h01 recorded as SIGKILL)
+    assert all(n["exit_code"] is not None or n["signal"] for n in job["nodes"]), job["nodes"]
     assert job_processes(cluster, "allreduce_torch.py") == []
     status = subprocess.run([*ASCENDCTL, "status", job["id"]], capture_output=True, text=True, timeout=60)
     assert status.returncode == 5 and "verdict: " in status.stdout, status.stdout
