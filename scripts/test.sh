@@ -92,6 +92,14 @@ if [ "$#" -eq 0 ]; then
     lane2=$!
     "$venv/bin/python" -m pytest tests/cluster "${elsewhere[@]/#/--ignore=}" > "$lane3_log" 2>&1 &
     lane3=$!
+    # Stopped (Ctrl-C, a CI timeout, a closed terminal): the background lanes ignore SIGINT, so each gets SIGTERM (once
+    # the foreground command has ended), on which the harness tears its test hosts down before the pytest ends
+    # (tests/cluster/harness.teardown_on_signals; a whole process group sent SIGTERM reaches it directly)
+    # shellcheck disable=SC2317  # called from the traps below
+    stop_lanes() { kill -TERM "$lane2" "$lane3" 2>/dev/null || true; wait "$lane2" "$lane3" 2>/dev/null || true; }
+    trap 'stop_lanes; exit 130' INT
+    trap 'stop_lanes; exit 143' TERM
+    trap 'stop_lanes; exit 129' HUP
     mypy_rc=0
     "$venv/bin/python" -m mypy || mypy_rc=$?
     units_rc=0

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .harness import Cluster, HostSpec, build_cluster, cleanup_leftovers, require_root_linux
+from .harness import Cluster, HostSpec, build_cluster, cleanup_leftovers, require_root_linux, teardown_on_signals
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -16,6 +16,7 @@ def _asct_session() -> Iterator[None]:
     # Fail loudly (not skip) when the machine cannot run these tests.
     require_root_linux()
     cleanup_leftovers()
+    teardown_on_signals()  # a pytest ended by SIGTERM/SIGHUP still removes its hosts
     yield
     cleanup_leftovers()
 

@@ -1473,13 +1473,8 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
 # leftovers
 
 
-def cleanup_leftovers() -> None:
-    """Remove what crashed harness users left behind: clusters of this process are torn
-    down; for every other cluster index found (namespaces ``asct-c<k>-<host>``, veths
-    ``asct<k>v<i>``, lock files, placeholder users, default work dirs ``$TMPDIR/asct-c<k>-*``)
-    everything is removed unless a live process still holds the index lock (so concurrent
-    pytest processes using the harness are left alone). Then the bridge ``asct-br0`` is
-    deleted if no port is left on it, and unused placeholders are removed."""
+def teardown_live() -> list[str]:
+    """Tear down every cluster this process built and has not torn down yet; the errors, one line each."""
     errors: list[str] = []
     with _LOCK:
         live = list(_LIVE.values())
@@ -1488,6 +1483,39 @@ def cleanup_leftovers() -> None:
             c.teardown()
         except Exception as e:
             errors.append(str(e))
+    return errors
+
+
+TEARDOWN_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def teardown_on_signals() -> None:
+    """SIGTERM or SIGHUP (a CI timeout, a closed terminal, scripts/test.sh stopping its lanes) end a pytest process without
+    running its fixtures' finalizers: tear this process's clusters down first, then end as the signal would have. A
+    handler someone else installed is left alone. SIGINT needs nothing: pytest unwinds its fixtures on Ctrl-C."""
+    def handler(signum: int, _frame: object) -> None:
+        for sig in TEARDOWN_SIGNALS:  # a second signal (scripts/test.sh forwards one to a lane the group already got)
+            signal.signal(sig, signal.SIG_IGN)  # must not end the process halfway through the teardown
+        try:
+            for error in teardown_live():
+                print(f"harness: teardown on {signal.Signals(signum).name}: {error}", file=sys.stderr, flush=True)
+        finally:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    for sig in TEARDOWN_SIGNALS:
+        if signal.getsignal(sig) in (signal.SIG_DFL, None):
+            signal.signal(sig, handler)
+
+
+def cleanup_leftovers() -> None:
+    """Remove what crashed harness users left behind: clusters of this process are torn
+    down; for every other cluster index found (namespaces ``asct-c<k>-<host>``, veths
+    ``asct<k>v<i>``, lock files, placeholder users, default work dirs ``$TMPDIR/asct-c<k>-*``)
+    everything is removed unless a live process still holds the index lock (so concurrent
+    pytest processes using the harness are left alone). Then the bridge ``asct-br0`` is
+    deleted if no port is left on it, and unused placeholders are removed."""
+    errors = teardown_live()
     with _global_lock():
         indexes: set[int] = set()
         for n in _existing_netns():

@@ -424,3 +424,39 @@ def test_64_hosts(cluster_factory: Any) -> None:
         results = list(ex.map(one, c.hosts))
     bad = [r for r in results if r[1] != 0 or r[2] != r[0]]
     assert not bad, bad[:5]
+
+
+SIGNALLED = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from tests.cluster.harness import HostSpec, build_cluster, teardown_on_signals
+teardown_on_signals()
+c = build_cluster([HostSpec("h01", chrony="none")], workdir=__import__("pathlib").Path(sys.argv[2]), wait_chrony=False)
+print(c.hosts[0].ns, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_pytest_ended_by_a_signal_removes_its_hosts_first(tmp_path: Path, signame: str) -> None:
+    """A CI timeout or scripts/test.sh stopping a lane sends SIGTERM (a closed terminal SIGHUP): no fixture finalizer
+    runs then, so the harness tears its clusters down in the handler, and the process still ends by that signal."""
+    import signal
+
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.Popen([os.environ.get("PYTHON", __import__("sys").executable), "-c", SIGNALLED, str(repo),
+                              str(tmp_path / "c")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        ns = child.stdout.readline().strip()
+        assert ns.startswith("asct-c") and ns in os.listdir("/run/netns"), ns
+        child.send_signal(getattr(signal, signame))
+        time.sleep(0.05)
+        child.send_signal(getattr(signal, signame))  # a second one (a lane's process group, then scripts/test.sh) is no cut
+        assert child.wait(timeout=60) == -getattr(signal, signame)
+        assert ns not in os.listdir("/run/netns")
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        cleanup_leftovers()  # whatever a failed run of this test left
