@@ -251,6 +251,12 @@ class JobRecord:
             raise RecordShapeError(problems)
         return cast(JobRecord, record)
 
+    @property
+    def decided(self) -> tuple[str | None, str | None]:
+        """`decision` ("restart: OOM ... restarted in place") as (what was decided, why); (None, None) when none."""
+        word, _, why = (self.decision or "").partition(": ")
+        return word or None, why or None
+
     def node(self, name: str) -> NodeJob:
         """One node's entry (KeyError when the job has no such node)."""
         for entry in self.nodes:

@@ -682,8 +682,7 @@ class RestartLoop:
                 "stop_requested": self.stop_requested, "next_attempt": self.next_attempt,
                 "next_at": self.last.restart_at if self.state == "waiting" else None,
                 "attempts": [{"attempt": r.attempt, "job": r.id, "status": r.status.value,
-                              "decision": (r.decision or "").partition(":")[0] or None,
-                              "why": (r.decision or "").partition(": ")[2] or None} for r in self.attempts]}
+                              "decision": r.decided[0], "why": r.decided[1]} for r in self.attempts]}
 
 
 def restart_loop(record: JobRecord) -> RestartLoop | None:
@@ -698,7 +697,7 @@ def restart_loop(record: JobRecord) -> RestartLoop | None:
     last = attempts[-1]
     sup = next((r.supervisor for r in reversed(attempts) if r.supervisor is not None and r.supervisor.loop), None)
     stopped = loop_stop_requested(first)
-    decided = (last.decision or "").partition(":")[0]
+    decided = last.decided[0]
     if decided and decided not in ("restart", "replace"):
         state = "ended"
     elif sup is not None and supervisor_alive(replace(last, supervisor=sup)) is False:
@@ -743,7 +742,7 @@ class JobStatus:
             return own if self.record.status == JobState.RUNNING else ExitCode.OK
         last = own if loop.last.id == self.record.id else exit_code_for(job_outcomes(loop.last))
         try:
-            decided: Decision | None = Decision((loop.last.decision or "").partition(":")[0])
+            decided: Decision | None = Decision(loop.last.decided[0])
         except ValueError:  # no decision recorded (the loop's supervisor died before it decided)
             decided = None
         return ended_exit_code(decided, last)

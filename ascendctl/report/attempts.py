@@ -52,12 +52,12 @@ def _utc(epoch: float | None) -> str:
 
 def attempt_row(record: JobRecord) -> AttemptRow:
     """One attempt's row from its record (the decision recorded as `<decision>: <why>`)."""
-    decision, _, why = (record.decision or "").partition(": ")
+    decision, why = record.decided
     failure = record.first_failure
     verdict = (failure.headline or failure.category or failure.reason) if failure is not None else ""
     names = [n.name for n in record.nodes]
     return AttemptRow(record.attempt, record.id, fold(names), len(names), _utc(record.started), _utc(record.ended),
-                      record.status.value, verdict or "", decision, why)
+                      record.status.value, verdict or "", decision or "", why or "")
 
 
 def chain_of(record: JobRecord, records: Sequence[JobRecord]) -> list[JobRecord]:

@@ -261,7 +261,7 @@ def _attempt_tag(record: JobRecord) -> str:
     if not (record.restart_of or record.decision):
         return ""
     first = f" of {record.restart_of}" if record.restart_of else ""
-    decided = (record.decision or "").partition(":")[0]
+    decided = record.decided[0]
     return f"  (attempt {record.attempt}{first}{': ' + decided if decided else ''})"
 
 
