@@ -92,30 +92,84 @@ if [ "$#" -eq 0 ]; then
     lane2=$!
     "$venv/bin/python" -m pytest tests/cluster "${elsewhere[@]/#/--ignore=}" > "$lane3_log" 2>&1 &
     lane3=$!
-    # Stopped (Ctrl-C, a CI timeout, a closed terminal): the background lanes ignore SIGINT, so each gets SIGTERM (once
-    # the foreground command has ended), on which the harness tears its test hosts down before the pytest ends
-    # (tests/cluster/harness.teardown_on_signals; a whole process group sent SIGTERM reaches it directly)
+    # Every command here runs as a background job this script waits for (`run_lane1`): a signal this script traps
+    # interrupts that wait at once, and every pid to stop is known. Lanes 2 and 3 ignore SIGINT, so a stop
+    # (Ctrl-C, a CI timeout, a closed terminal) sends them SIGTERM, on which the harness tears its test hosts down before
+    # the pytest ends (tests/cluster/harness.teardown_on_signals; a whole process group sent SIGTERM reaches it directly).
+    # The whole suite also ends by a deadline (ASCENDCTL_SUITE_LIMIT, 50 minutes; CI allows 90 with the install): a
+    # lane that hangs gets SIGTERM then (SIGKILL 2 minutes later), and every lane's report is still printed (a test still running after 10 minutes
+    # has every thread's traceback dumped: faulthandler_timeout in pyproject.toml).
+    lane1=
+    limit_hit=0
     # shellcheck disable=SC2317  # called from the traps below
-    stop_lanes() { kill -TERM "$lane2" "$lane3" 2>/dev/null || true; wait "$lane2" "$lane3" 2>/dev/null || true; }
-    trap 'stop_lanes; exit 130' INT
-    trap 'stop_lanes; exit 143' TERM
-    trap 'stop_lanes; exit 129' HUP
+    stop_lanes() {
+        kill -TERM "$lane2" "$lane3" ${lane1:+"$lane1"} 2>/dev/null || true
+        wait "$lane2" "$lane3" ${lane1:+"$lane1"} 2>/dev/null || true
+    }
+    # shellcheck disable=SC2317
+    deadline_reached() {
+        limit_hit=1
+        echo "scripts/test.sh: the suite's ${suite_limit}s limit is reached: every lane still running gets SIGTERM" >&2
+        kill -TERM "$lane2" "$lane3" ${lane1:+"$lane1"} 2>/dev/null || true
+    }
+    suite_limit=${ASCENDCTL_SUITE_LIMIT:-3000}
+    (
+        trap 'kill "$timer" 2>/dev/null; exit 0' TERM
+        sleep "$suite_limit" &
+        timer=$!
+        wait "$timer" && kill -USR1 $$ || exit 0
+        sleep 120 &
+        timer=$!
+        wait "$timer" && kill -USR2 $$
+    ) >/dev/null 2>&1 &
+    watchdog=$!
+    trap 'kill "$watchdog" 2>/dev/null; stop_lanes; exit 130' INT
+    trap 'kill "$watchdog" 2>/dev/null; stop_lanes; exit 143' TERM
+    trap 'kill "$watchdog" 2>/dev/null; stop_lanes; exit 129' HUP
+    trap 'deadline_reached' USR1
+    # two minutes after the SIGTERM, what still runs (a test that caught it, a teardown that hangs) is killed
+    trap 'kill -KILL "$lane2" "$lane3" ${lane1:+"$lane1"} 2>/dev/null || true' USR2
+    # wait_for PID: its exit status, once it has ended (a trapped signal cuts `wait` short; the job goes on)
+    wait_for() {
+        local rc=0
+        while :; do
+            rc=0
+            wait "$1" || rc=$?
+            kill -0 "$1" 2>/dev/null || return "$rc"
+        done
+    }
+    # run_lane1 COMMAND...: a command of lane 1 as a waited-for background job; SIGINT as in the foreground
+    # (`env --default-signal`: tests send it to what they start, which would inherit the background's SIG_IGN)
+    run_lane1() {
+        local rc=0
+        if [ "$limit_hit" = 1 ]; then echo "scripts/test.sh: not run (the suite's limit): $*" >&2; return 124; fi
+        env --default-signal=INT "$@" &
+        lane1=$!
+        wait_for "$lane1" || rc=$?
+        lane1=
+        return "$rc"
+    }
     mypy_rc=0
-    "$venv/bin/python" -m mypy || mypy_rc=$?
+    run_lane1 "$venv/bin/python" -m mypy || mypy_rc=$?
     units_rc=0
-    "$venv/bin/python" -m pytest --ignore=tests/cluster --ignore=tests/adversarial || units_rc=$?
+    run_lane1 "$venv/bin/python" -m pytest --ignore=tests/cluster --ignore=tests/adversarial || units_rc=$?
     echo "== lane 1: ${#after_units[@]} files of tests/cluster, after the unit tests =="
     after_rc=0
-    "$venv/bin/python" -m pytest "${after_units[@]}" || after_rc=$?
+    run_lane1 "$venv/bin/python" -m pytest "${after_units[@]}" || after_rc=$?
     lane2_rc=0
-    wait "$lane2" || lane2_rc=$?
+    wait_for "$lane2" || lane2_rc=$?
     lane3_rc=0
-    wait "$lane3" || lane3_rc=$?
+    wait_for "$lane3" || lane3_rc=$?
+    kill "$watchdog" 2>/dev/null || true
     echo "== lane 2: the real-host tests of tests/adversarial and ${#beside_adversarial[@]} files of tests/cluster =="
     cat "$lane2_log"
     echo "== lane 3: the other real-host tests of tests/cluster =="
     cat "$lane3_log"
     rm -f "$lane2_log" "$lane3_log"
+    if [ "$limit_hit" = 1 ]; then
+        echo "scripts/test.sh: stopped at the suite's ${suite_limit}s limit (the lanes' reports above say where)" >&2
+        exit 124
+    fi
     for rc in "$mypy_rc" "$units_rc" "$after_rc" "$lane2_rc" "$lane3_rc"; do
         if [ "$rc" -ne 0 ]; then exit "$rc"; fi
     done

@@ -142,6 +142,8 @@ class HostSpec:
     # root's home directory (/root) is a per-host directory (like on real hosts); it starts with
     # Debian's stock dot.bashrc/dot.profile, so the test machine's ~/.bashrc (pyenv init, ...)
     # does not run in every SSH session. files= targets under /root are written into it.
+    # False: /root is the machine's (its files, a Python under ~/.pyenv), but its shell start-up files are the stock
+    # ones all the same (mounted over the machine's .bashrc, .profile, .bash_profile, .bash_login where they exist).
     private_home: bool = True
     # more IPv4 addresses on eth0 (sshd listens on all of them): many SSH endpoints from few namespaces
     extra_addresses: int = 0
@@ -1228,6 +1230,15 @@ def _etc_hosts_text(hosts: Sequence[Host]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _stock_dotfiles() -> dict[str, bytes]:
+    """root's shell start-up files on a test host: Debian's stock ones (empty where the skeleton is missing); the
+    login-shell names a machine may also carry read .profile's stock text."""
+    skel = Path("/usr/share/base-files")
+    profile = (skel / "dot.profile").read_bytes() if (skel / "dot.profile").exists() else b""
+    return {".bashrc": (skel / "dot.bashrc").read_bytes() if (skel / "dot.bashrc").exists() else b"",
+            ".profile": profile, ".bash_profile": profile, ".bash_login": profile}
+
+
 def _holder_script(h: Host, mounts: list[tuple[str, str]]) -> str:
     q = shlex.quote
     ipb = "\n".join([
@@ -1345,10 +1356,18 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
         if h.spec.private_home:
             h.home_dir.mkdir()
             os.chmod(h.home_dir, 0o700)
-            for skel_name, dot in (("dot.bashrc", ".bashrc"), ("dot.profile", ".profile")):
-                skel = Path("/usr/share/base-files") / skel_name
-                (h.home_dir / dot).write_bytes(skel.read_bytes() if skel.exists() else b"")
+            for dot in (".bashrc", ".profile"):
+                (h.home_dir / dot).write_bytes(_stock_dotfiles()[dot])
             m.append((str(h.home_dir), home))
+        else:
+            # the machine's /root is the host's, but not its shell start-up files: a test host must not run the test
+            # machine's ~/.bashrc in every SSH session (pyenv's `rehash` there waits up to 60 s on a lock file that a
+            # session killed by an earlier test left behind, and then every command of the test stalls)
+            for dot, content in _stock_dotfiles().items():
+                if os.path.isfile(os.path.join(home, dot)) and f"{home}/{dot}" not in h.spec.files:
+                    source = h.workdir / f"home_{dot}"
+                    _write(source, content, 0o644)
+                    m.append((str(source), f"{home}/{dot}"))
         if h.spec.tools:
             h.bin_dir.mkdir()
             for tool, script in h.spec.tools.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import os
+import pwd
 import re
 import subprocess
 import time
@@ -244,6 +245,30 @@ def test_files_are_per_host(cluster_factory: Any) -> None:
         assert not os.path.exists(target) or reg.get(target), reg
     if not deep_existed:
         assert not os.path.exists(deep_root) or reg.get(deep_root), reg
+
+
+def test_shared_home_hosts_run_stock_shell_start_up_files(cluster_factory: Any) -> None:
+    """private_home=False shares the machine's /root (its files, the venv's Python under ~/.pyenv), not its ~/.bashrc:
+    a machine's pyenv init there ran `pyenv rehash` in every SSH session, which waits 60 s on a lock file a killed
+    session left behind (CI once stalled every command of the later tests that way)."""
+    home = Path(pwd.getpwuid(0).pw_dir)
+    shared = home / f".asct-shared-{os.getpid()}"
+    shared.write_text("the machine's\n")
+    before = {d: (home / d).read_bytes() for d in (".bashrc", ".profile") if (home / d).is_file()}
+    try:
+        c = cluster_factory([HostSpec("h01", private_home=False)])
+        assert _ssh_ok(c, "h01", f"cat ~/{shared.name}") == "the machine's\n"
+        skel = Path("/usr/share/base-files")
+        stock = {".bashrc": skel / "dot.bashrc", ".profile": skel / "dot.profile"}
+        for dot, source in stock.items():
+            if (home / dot).is_file():
+                assert _ssh_ok(c, "h01", f"cat ~/{dot}") == (source.read_text() if source.exists() else ""), dot
+        # what a machine's ~/.bashrc sets (pyenv init: PYENV_SHELL) is not in the session
+        assert _ssh_ok(c, "h01", "echo ${PYENV_SHELL-none}").strip() == "none"
+        # the machine's own files are left as they were
+        assert {d: (home / d).read_bytes() for d in stock if (home / d).is_file()} == before
+    finally:
+        shared.unlink()
 
 
 def test_stop_and_start_sshd(cluster_factory: Any) -> None:
