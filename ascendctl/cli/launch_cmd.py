@@ -141,9 +141,9 @@ def launch(
 
         if not restarts:
             raise UsageError("--spares, --allow-shrink and --checkpoint-dir need --restarts N")
-        if inv.allocation is not None:  # the allocation is the scheduler's: its requeue restarts (docs/launch.md)
-            raise UsageError("--restarts runs on SSH nodes, not inside a Slurm allocation",
-                             hint="under Slurm, sbatch --requeue does the restarts (launch --backend slurm excludes quarantined nodes)")
+        if inv.allocation is not None and detach:  # the loop would outlive the command that holds the allocation
+            raise UsageError("--restarts with --detach runs on SSH nodes; inside a Slurm allocation the loop runs in the "
+                             "foreground", hint="drop --detach (salloc/sbatch holds the allocation while it runs)")
         policy = RestartPolicy(restarts, restart_backoff, spares, allow_shrink, no_progress_attempts, checkpoint_dir)
         held = spare_names(inv, policy)
         if dry_run and held:  # the first attempt runs without the spares

@@ -375,3 +375,41 @@ def test_quarantine_drains_for_ascendctl_and_release_resumes_only_its_own_drain(
     assert "DRAIN" in slurm.node_state("h03")
     assert "fan failure in tray 2" in slurm.run(["scontrol", "show", "node", "-o", "h03"]).stdout
     assert "h03: drained by someone else (fan failure in tray 2" in released.stderr
+
+
+def test_restarts_inside_the_allocation_drain_the_faulty_node_and_use_a_spare_of_it(slurm: SlurmCluster, allocation: str,
+                                                                                      tmp_path: Path) -> None:
+    """`launch --restarts` inside an allocation (issue #28): a rank on h02 reports a real device fault (an SDMA error
+    line of a captured plog) and exits; the engine blames h02's hardware, so h02 is quarantined, which drains it in
+    Slurm with ascendctl's reason, and attempt 2 runs on h01 and the allocation's spare h03 (the same world size) and
+    succeeds. `nodes release` resumes h02."""
+    samples = Path(__file__).resolve().parent.parent / "data" / "samples" / "ascend" / "plog_fixtures_ascend-faultdiag.txt"
+    fault = tmp_path / "fault.txt"
+    fault.write_text(next(line for line in samples.read_text().splitlines() if "ProcessSdmaErrorInfo" in line) + "\n")
+    proc = launch(slurm, allocation, tmp_path, "--no-preflight", "--restarts", "1", "--restart-backoff", "1",
+                  "--spares", "h03", env={"JOB_FAULT_RANK": "2", "JOB_FAULT_LINE": str(fault)},
+                  script="restart_torch.py", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert "replaced by spare h03" in out and "attempts (2):" in out, out[-3000:]
+    records = [json.loads(p.read_text()) for p in sorted((tmp_path / "state" / "ascendctl" / "jobs").glob("*.json"))]
+    by_attempt = {r["attempt"]: r for r in records}
+    assert by_attempt[1]["status"] == "failed" and by_attempt[1]["first_failure"]["node"] == "h02"
+    assert by_attempt[1]["first_failure"]["category"] == "HARDWARE" and by_attempt[1]["decision"].startswith("replace")
+    assert [n["name"] for n in by_attempt[1]["nodes"]] == ["h01", "h02"]
+    assert by_attempt[2]["status"] == "succeeded" and [n["name"] for n in by_attempt[2]["nodes"]] == ["h01", "h03"]
+    assert all(r["slurm_job"] == allocation for r in records)
+    shown = slurm.run(["scontrol", "show", "node", "-o", "h02"]).stdout
+    assert "DRAIN" in slurm.node_state("h02") and f"Reason=ascendctl: HARDWARE in job {by_attempt[1]['id']}" in shown, shown
+    released = ascendctl(slurm, allocation, "nodes", "release", "h02", extra_env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert released.returncode == 0, released.stderr
+    assert "DRAIN" not in slurm.node_state("h02")
+    for r in records:
+        assert leftover_job_processes(r["id"]) == []
+
+
+def test_restarts_with_detach_inside_the_allocation_are_refused_clearly(slurm: SlurmCluster, allocation: str,
+                                                                       tmp_path: Path) -> None:
+    proc = launch(slurm, allocation, tmp_path, "--no-preflight", "--restarts", "1", "--detach", script="restart_torch.py")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "inside a Slurm allocation the loop runs in the foreground" in proc.stderr and "Traceback" not in proc.stderr

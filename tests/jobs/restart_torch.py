@@ -3,6 +3,8 @@
 ASCENDCTL_ATTEMPT (set by launch --restarts) picks what goes wrong, only on the attempt JOB_BAD_ATTEMPT (default 1):
 JOB_KILL_RANK=R: rank R kills itself with SIGKILL at step 2 (a transient: the next attempt runs through);
 JOB_SLEEP_ATTEMPT=S: every rank sleeps S seconds at step 2 (a quiet job, for a node taken off the network meanwhile).
+JOB_FAULT_RANK=R with JOB_FAULT_LINE=FILE: rank R prints FILE's first line (a real device fault's log line) at step 2
+and exits 1 (a fault of its node: `launch --restarts` replaces the node).
 JOB_IMPORT=NAME: every rank imports NAME first (a missing module: the job's own error, on every attempt).
 JOB_CKPT_DIR=DIR: rank 0 saves a checkpoint after each step (DIR/ckpt-N/, its data, then a `.metadata` marker last, as
 torch's distributed checkpoint does); on the bad attempt it leaves ckpt-2 cut short (data, no marker). A relaunch
@@ -40,6 +42,10 @@ for step in range(first, int(os.environ.get("JOB_STEPS", "4")) + 1):
         if str(rank) == os.environ.get("JOB_KILL_RANK"):
             time.sleep(1)  # rank 0 has written its part by then
             os.kill(os.getpid(), signal.SIGKILL)
+        if str(rank) == os.environ.get("JOB_FAULT_RANK"):
+            with open(os.environ["JOB_FAULT_LINE"], encoding="utf-8") as f:
+                print(f.readline().rstrip("\n"), flush=True)
+            raise SystemExit(1)
         time.sleep(float(os.environ.get("JOB_SLEEP_ATTEMPT", "0")))
     dist.all_reduce(value)
     print(f"rank {rank}: step {step} done", flush=True)
