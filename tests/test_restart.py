@@ -13,6 +13,7 @@ import pytest
 
 from ascendctl.errors import ExitCode, UsageError
 from ascendctl.inventory.load import load_inventory
+from ascendctl.jobs.checkpoints import RESUME_ENV, ResumePoint
 from ascendctl.jobs.plan import LaunchOptions
 from ascendctl.jobs.record import FirstFailure, JobRecord, JobState, NodeJob
 from ascendctl.jobs.restart import ATTEMPT_ENV, Decision, RestartPolicy, decide, run_with_restarts, spare_names
@@ -81,10 +82,18 @@ class Attempts:
             verdict = TriageReport(None, None, (), (), "", 0, 0, ranks=(RankSummary("n01", 0, "ok", last_step=step),))
         return LaunchOutcome(rec, verdict=verdict)
 
-    def run(self, inv_path: Path, policy: RestartPolicy) -> Any:
+    def run(self, inv_path: Path, policy: RestartPolicy, checkpoints: list[str | None] | None = None) -> Any:
+        """`checkpoints`: what each scan of the checkpoint directory finds, in turn (the last one from then on)."""
+        scans: list[ResumePoint] = []
+
+        def find_resume(_nodes: Any) -> ResumePoint:
+            assert checkpoints is not None
+            scans.append(ResumePoint(checkpoints[min(len(scans), len(checkpoints) - 1)]))
+            return scans[-1]
         return run_with_restarts(load_inventory(str(inv_path)), LaunchOptions("torchrun", ("t.py",), env=("A=1",)), policy,
                                  launch=self.launch, quarantine=lambda n, r, e: self.quarantined.append((n, r)),
-                                 save=self.saved.append, notice=self.said.append, sleep=self.slept.append)
+                                 save=self.saved.append, notice=self.said.append, sleep=self.slept.append,
+                                 find_resume=find_resume if checkpoints is not None else None)
 
 
 @pytest.fixture
@@ -151,6 +160,26 @@ def test_the_budget_is_the_jobs_and_no_progress_stops_before_it(inv: Path) -> No
     # progress each time: it goes on
     runs = Attempts(*[(JobState.FAILED, "COMM_TIMEOUT", {"step": 10 * k}) for k in range(1, 5)], (JobState.SUCCEEDED, None, {}))
     assert runs.run(inv, RestartPolicy(9, no_progress=2)).exit_code == ExitCode.OK and len(runs.calls) == 5
+
+
+def test_an_attempt_that_resumes_and_dies_before_its_first_step_is_no_progress_unless_it_saved_a_checkpoint(inv: Path) -> None:
+    """With --checkpoint-dir an attempt resumes after the checkpoint's step, and one that dies before its next step logs
+    no step at all: the checkpoint directory judges it. Attempt 1 logs step 1 and saves ckpt-1; every later attempt
+    resumes from ckpt-1 and dies before step 2 saves: stop after K attempts without progress, not after N."""
+    runs = Attempts((JobState.FAILED, "COMM_TIMEOUT", {"step": 1}), *[(JobState.FAILED, "COMM_TIMEOUT", {}) for _ in range(9)])
+    outcome = runs.run(inv, RestartPolicy(9, no_progress=2, checkpoint_dir="/ckpt"), checkpoints=[None, "/ckpt/ckpt-1"])
+    assert len(runs.calls) == 3 and outcome.attempts[-1].choice.decision == Decision.GIVE_UP, outcome.attempts
+    assert "no progress beyond step 1 or checkpoint /ckpt/ckpt-1 in 2 attempts" in outcome.attempts[-1].choice.why
+    assert [c[1][-1] for c in runs.calls] == [f"{ATTEMPT_ENV}=1", f"{RESUME_ENV}=/ckpt/ckpt-1", f"{RESUME_ENV}=/ckpt/ckpt-1"]
+    # a newer checkpoint after each attempt is progress, logged steps or not: it goes on
+    runs = Attempts(*[(JobState.FAILED, "COMM_TIMEOUT", {}) for _ in range(4)], (JobState.SUCCEEDED, None, {}))
+    outcome = runs.run(inv, RestartPolicy(9, no_progress=2, checkpoint_dir="/ckpt"),
+                       checkpoints=[None, "/ckpt/ckpt-1", "/ckpt/ckpt-2", "/ckpt/ckpt-3", "/ckpt/ckpt-4"])
+    assert len(runs.calls) == 5 and outcome.exit_code == ExitCode.OK
+    # without --checkpoint-dir, no step and no checkpoint: progress cannot be judged, the budget bounds it
+    runs = Attempts(*[(JobState.FAILED, "COMM_TIMEOUT", {}) for _ in range(5)])
+    outcome = runs.run(inv, RestartPolicy(3, no_progress=2))
+    assert len(runs.calls) == 4 and "restart(s) allowed are spent" in outcome.attempts[-1].choice.why
 
 
 def test_ctrl_c_between_attempts_stops_with_nothing_running(inv: Path) -> None:

@@ -282,13 +282,17 @@ def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: Rest
     stalled = 0
     backoff = policy.backoff
     first_id: str | None = None
+    scans = bool(policy.checkpoint_dir) and find_resume is not None
+    resumed: ResumePoint | None = None  # the checkpoint the attempt about to run resumes from (--checkpoint-dir)
     while True:
         number = len(attempts) + 1
         nodes = select_nodes(inventory, names=active)
+        if number == 1 and scans and find_resume is not None and follow is None:  # (followed: attempt 1 is running)
+            resumed = find_resume(nodes)
         if number == 1 and follow is not None:  # started detached: the supervisor follows it to its end
             outcome = follow()
         else:
-            outcome = launch(nodes, _attempt_options(number, options, policy, nodes, notice, find_resume))
+            outcome = launch(nodes, _attempt_options(number, options, resumed, policy.checkpoint_dir, notice))
             if outcome.detached:  # launch --detach: attempt 1 runs; its supervisor runs this loop from here
                 return RestartOutcome(tuple(attempts), outcome)
         record = outcome.record
@@ -299,15 +303,28 @@ def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: Rest
             choice = Choice(Decision.DONE, "stopped by hand: not restarted")
         elif choice.decision in (Decision.RESTART, Decision.REPLACE) and stopped is not None and stopped(first_id):
             choice = Choice(Decision.DONE, f"{STOPPED_BY_USER}: not restarted")
+        newest: ResumePoint | None = None  # with --checkpoint-dir: the newest complete checkpoint after this attempt
         if choice.decision in (Decision.RESTART, Decision.REPLACE):
-            if step is not None and (best is None or step > best):
-                best, stalled = step, 0
-            elif step is not None:  # no step seen at all: progress cannot be judged, the budget bounds it
+            left = [n for n in nodes.names if n != choice.node]  # the scan runs on a node that is not being replaced
+            if scans and find_resume is not None and left:
+                newest = find_resume(select_nodes(inventory, names=left))
+            # progress: a higher step logged, or a newer complete checkpoint than the one the attempt resumed from (an
+            # attempt that resumes and dies before its first step logs none); neither known: the budget bounds it
+            saved_more = (newest is not None and newest.problem is None and newest.path is not None
+                          and newest.path != (resumed.path if resumed is not None else None))
+            stepped = step is not None and (best is None or step > best)
+            if stepped:
+                best = step
+            if stepped or saved_more:
+                stalled = 0
+            elif step is not None or (newest is not None and newest.problem is None):
                 stalled += 1
             if len(attempts) >= policy.restarts:
                 choice = Choice(Decision.GIVE_UP, f"{choice.why}; but the {policy.restarts} restart(s) allowed are spent")
             elif stalled >= policy.no_progress:
                 at = f"step {best}" if best is not None else "its first step"
+                if newest is not None and newest.path is not None:
+                    at += f" or checkpoint {newest.path}"
                 choice = Choice(Decision.GIVE_UP, f"{choice.why}; but no progress beyond {at} in {stalled} attempts in a "
                                                   "row: it would fail the same way again")
         if choice.decision == Decision.REPLACE and choice.node is not None:
@@ -352,20 +369,22 @@ def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: Rest
             return RestartOutcome(tuple(attempts), replace(outcome, record=saved, interrupted=by_signal is not None,
                                                            stopped_by=by_signal))
         backoff = min(backoff * 2, MAX_BACKOFF)
+        if scans and find_resume is not None:  # the next attempt resumes from what the scan after this one found
+            resumed = newest if newest is not None else find_resume(select_nodes(inventory, names=active))
 
 
-def _attempt_options(number: int, options: LaunchOptions, policy: RestartPolicy, nodes: Inventory,
-                     notice: Callable[[str], None], find_resume: Callable[[Inventory], ResumePoint] | None) -> LaunchOptions:
-    """Attempt `number`'s options: ASCENDCTL_ATTEMPT, and with --checkpoint-dir ASCENDCTL_RESUME_FROM (said)."""
+def _attempt_options(number: int, options: LaunchOptions, point: ResumePoint | None, directory: str | None,
+                     notice: Callable[[str], None]) -> LaunchOptions:
+    """Attempt `number`'s options: ASCENDCTL_ATTEMPT, and with --checkpoint-dir (`point`: the scan's answer)
+    ASCENDCTL_RESUME_FROM (said)."""
     env: tuple[str, ...] = (*options.env, f"{ATTEMPT_ENV}={number}")
-    if policy.checkpoint_dir and find_resume is not None:
-        point = find_resume(nodes)
+    if point is not None:
         skipped = "; ".join(f"{name}: {why}" for name, why in point.skipped)
         if point.path:
             env = (*env, f"{RESUME_ENV}={point.path}")
             notice(f"attempt {number} resumes from {point.path}" + (f" (skipped: {skipped})" if skipped else ""))
         else:
-            notice(f"attempt {number}: no complete checkpoint in {policy.checkpoint_dir}"
+            notice(f"attempt {number}: no complete checkpoint in {directory}"
                    + (f" ({point.problem})" if point.problem else "") + (f" (skipped: {skipped})" if skipped else ""))
     return replace(options, env=env)
 

@@ -60,7 +60,32 @@ def test_a_rank_killed_once_is_restarted_in_place_and_the_job_finishes(cluster_f
     # attempt 1 saved ckpt-1 whole and ckpt-2 cut short (no .metadata): attempt 2 resumes from ckpt-1, says why not 2
     assert "attempt 1: no complete checkpoint in" in err, err[-3000:]
     assert f"attempt 2 resumes from {checkpoints}/ckpt-1 (skipped: ckpt-2: no .metadata in it" in err, err[-3000:]
-    assert f"rank 0: resuming from {checkpoints}/ckpt-1 at step 2" in log
+    assert f"rank 0: resuming from {checkpoints}/ckpt-1\n" in log and "rank 0: step 2 done" in log
+    assert job_processes(cluster, SCRIPT) == []
+
+
+def test_a_job_that_always_dies_before_its_next_checkpoint_stops_for_no_progress_not_at_the_budget(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """Rank 3 dies (SIGKILL) at step 2 on every attempt: attempt 1 logs step 1 and saves ckpt-1; each relaunch resumes
+    from ckpt-1 and dies before step 2 is saved, logging no step: with --no-progress-attempts 2 the loop gives up after
+    3 attempts, not after the 5 restarts allowed."""
+    cluster: Cluster = cluster_factory(hosts())
+    inv = inv_of(cluster, tmp_path)
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    proc = start(inv, tmp_path, "torchrun", SCRIPT, "--no-preflight", "--restarts", "5", "--restart-backoff", "1",
+                 "--no-progress-attempts", "2", "--json", "--checkpoint-dir", str(checkpoints),
+                 env={"JOB_KILL_RANK": "3", "JOB_BAD_ATTEMPT": "all", "JOB_TIMEOUT": "30", "JOB_CKPT_DIR": str(checkpoints)})
+    code, out, err = finish(proc, 300)
+    document = json.loads(out)
+    assert_valid("launch", document)
+    attempts = document["attempts"]
+    assert [(a["attempt"], a["status"], a["decision"]) for a in attempts] == [
+        (1, "failed", "restart"), (2, "failed", "restart"), (3, "failed", "give_up")], err[-3000:]
+    last = attempts_of(attempts[0]["job"])[-1]
+    assert f"no progress beyond step 1 or checkpoint {checkpoints}/ckpt-1 in 2 attempts" in last["decision"], last["decision"]
+    assert code == 5, err[-3000:]  # the job failed (and may be requeued: not its own error)
+    assert err.count(f"resumes from {checkpoints}/ckpt-1") == 2, err[-3000:]
     assert job_processes(cluster, SCRIPT) == []
 
 

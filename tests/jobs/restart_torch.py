@@ -1,6 +1,7 @@
 """A job for `launch --restarts` (tests/adversarial/test_restarts_hosts.py): gloo all-reduces over JOB_STEPS steps.
 
-ASCENDCTL_ATTEMPT (set by launch --restarts) picks what goes wrong, only on the attempt JOB_BAD_ATTEMPT (default 1):
+ASCENDCTL_ATTEMPT (set by launch --restarts) picks what goes wrong, only on the attempt JOB_BAD_ATTEMPT (default 1; `all`:
+on every attempt):
 JOB_KILL_RANK=R: rank R kills itself with SIGKILL at step 2 (a transient: the next attempt runs through);
 JOB_SLEEP_ATTEMPT=S: every rank sleeps S seconds at step 2 (a quiet job, for a node taken off the network meanwhile).
 JOB_FAULT_RANK=R with JOB_FAULT_LINE=FILE: rank R prints FILE's first line (a real device fault's log line) at step 2
@@ -25,14 +26,14 @@ import torch.distributed as dist
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=int(os.environ.get("JOB_TIMEOUT", "60"))))
 rank = dist.get_rank()
 attempt = os.environ.get("ASCENDCTL_ATTEMPT", "")
-bad = attempt == os.environ.get("JOB_BAD_ATTEMPT", "1")
+bad = os.environ.get("JOB_BAD_ATTEMPT", "1") in (attempt, "all")
 print(f"rank {rank}: attempt {attempt} started", flush=True)
 value = torch.ones(1)
 ckpt = os.environ.get("JOB_CKPT_DIR")
 resume = os.environ.get("ASCENDCTL_RESUME_FROM")
 first = int(resume.rsplit("-", 1)[1]) + 1 if resume else 1
 if resume:
-    print(f"rank {rank}: resuming from {resume} at step {first}", flush=True)
+    print(f"rank {rank}: resuming from {resume}", flush=True)  # no step named: a relaunch that dies at once logs none
 for step in range(first, int(os.environ.get("JOB_STEPS", "4")) + 1):
     if bad and step == 2:
         if ckpt and rank == 0:  # a save cut short: its data, never its marker
