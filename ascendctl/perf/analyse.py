@@ -78,10 +78,14 @@ def low_outlier(values: Sequence[float]) -> tuple[str, float] | None:
     """(test, statistic) when the smallest of `values` is an outlier low, else None: Dixon's Q at 95% for 3..100
     values, SIGMAS standard deviations below the mean above that; fewer than 3 values, or any that is not a finite
     number (a trace's `NaN` or `Infinity`: JSON readers accept them), are never judged."""
-    n = len(values)
-    if n < 3 or not all(math.isfinite(value) for value in values):
+    if len(values) < 3 or not all(map(math.isfinite, values)):
         return None
-    ordered = sorted(values)
+    return _low_outlier_of_sorted(sorted(values))
+
+
+def _low_outlier_of_sorted(ordered: list[float]) -> tuple[str, float] | None:
+    """low_outlier of at least 3 finite values, given sorted (the vote sorts them once, for its median too)."""
+    n = len(ordered)
     if n <= DIXON_MAX:
         spread = ordered[-1] - ordered[0]
         if spread <= 0:
@@ -145,7 +149,7 @@ def _compared(profiles: Sequence[RankInput]) -> tuple[str, dict[str, dict[int, t
     for p in profiles:
         for call in p.calls:
             calls[call.key].setdefault(p.rank, call)
-    common = {key: by_rank for key, by_rank in calls.items() if set(by_rank) == ranks}
+    common = {key: by_rank for key, by_rank in calls.items() if len(by_rank) == len(ranks)}  # its keys are ranks
     if common:
         wait = all(c.wait_ms is not None for by_rank in common.values() for c in by_rank.values())
         return ("wait" if wait else "duration",
@@ -168,14 +172,19 @@ def vote(compared: dict[str, dict[int, tuple[str, float]]]) -> list[Vote]:
     for key, by_rank in sorted(compared.items(), key=lambda item: _natural(item[0])):
         ranks = sorted(by_rank)
         values = [by_rank[r][1] for r in ranks]
-        judged = low_outlier(values)
+        if len(values) < 3 or not all(map(math.isfinite, values)):  # low_outlier's own test, once
+            continue
+        ordered = sorted(values)
+        judged = _low_outlier_of_sorted(ordered)
         if judged is None:
             continue
-        rank = min(ranks, key=lambda r: (by_rank[r][1], r))
-        median = statistics.median(values)
-        if median <= 0 or (median - by_rank[rank][1]) / median < MIN_EFFECT:
+        low = ordered[0]
+        rank = ranks[values.index(low)]  # the lowest rank of those with the shortest time (ranks are in order)
+        half = len(ordered) // 2  # statistics.median, of the values already sorted
+        median = ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+        if median <= 0 or (median - low) / median < MIN_EFFECT:
             continue
-        votes.append(Vote(key, by_rank[rank][0], rank, by_rank[rank][1], median, judged[0], round(judged[1], 4)))
+        votes.append(Vote(key, by_rank[rank][0], rank, low, median, judged[0], round(judged[1], 4)))
     return votes
 
 
