@@ -382,11 +382,12 @@ def test_restarts_inside_the_allocation_drain_the_faulty_node_and_use_a_spare_of
     """`launch --restarts` inside an allocation (issue #28): a rank on h02 reports a real device fault (an SDMA error
     line of a captured plog) and exits; the engine blames h02's hardware, so h02 is quarantined, which drains it in
     Slurm with ascendctl's reason, and attempt 2 runs on h01 and the allocation's spare h03 (the same world size) and
-    succeeds. `nodes release` resumes h02."""
+    succeeds. `nodes release` resumes h02. With the default preflights: attempt 1's full one, attempt 2's reduced one,
+    as srun steps of the allocation."""
     samples = Path(__file__).resolve().parent.parent / "data" / "samples" / "ascend" / "plog_fixtures_ascend-faultdiag.txt"
     fault = tmp_path / "fault.txt"
     fault.write_text(next(line for line in samples.read_text().splitlines() if "ProcessSdmaErrorInfo" in line) + "\n")
-    proc = launch(slurm, allocation, tmp_path, "--no-preflight", "--restarts", "1", "--restart-backoff", "1",
+    proc = launch(slurm, allocation, tmp_path, "--restarts", "1", "--restart-backoff", "1",
                   "--spares", "h03", env={"JOB_FAULT_RANK": "2", "JOB_FAULT_LINE": str(fault)},
                   script="restart_torch.py", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
