@@ -64,6 +64,7 @@ class SlurmRunner(SSHRunner):
         out_dir = state_dir() / "slurm"
         out_dir.mkdir(parents=True, exist_ok=True)
         srun_log = out_dir / f"{plan.job_id}.srun.log"
+        self._clear_previous(plan)
         argv = launch_argv(plan, allocation.job_id)
         argv[0] = tool("srun")
         with open(srun_log, "wb") as sink:
@@ -92,6 +93,18 @@ class SlurmRunner(SSHRunner):
         record = self._stop_if_not_all_started(record, plan, notice)
         save_job(record)
         return record
+
+    def _clear_previous(self, plan: LaunchPlan) -> None:
+        """Remove what an earlier job left in the node directories this one reuses (the same --log-dir: a relaunch of
+        `--restarts`, a launch run again): the task removes them too, but the step starts while `_wait_started` already
+        reads `pid`, and a previous job's pid and exit status there would read as this job's (started, then ended),
+        which stopped a relaunch as soon as it started. A node that cannot be reached fails the launch step itself."""
+        dirs = {node.name: node.dir for node in plan.nodes}
+
+        def clear(node: Node, transport: Transport) -> None:
+            transport.run(f"rm -f {_q(dirs[node.name] + '/pid')} {_q(dirs[node.name] + '/exit_code')}", timeout=10)
+
+        self.group.run(clear)
 
     def _wait_started(self, plan: LaunchPlan, proc: subprocess.Popen[bytes]) -> dict[str, int]:
         """Each node's wrapper pid, once written (or the step ended without it)."""

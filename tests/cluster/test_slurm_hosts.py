@@ -414,3 +414,21 @@ def test_restarts_with_detach_inside_the_allocation_are_refused_clearly(slurm: S
     proc = launch(slurm, allocation, tmp_path, "--no-preflight", "--restarts", "1", "--detach", script="restart_torch.py")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "inside a Slurm allocation the loop runs in the foreground" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_log_dir_holding_a_previous_jobs_pid_and_exit_status_does_not_end_the_new_job(slurm: SlurmCluster,
+                                                                                       allocation: str,
+                                                                                       tmp_path: Path) -> None:
+    """A relaunch (or a launch run again) reuses --log-dir: a previous job's `pid` and `exit_code` in a node's directory
+    were read as the new job's while its step started, so the job was taken as ended and stopped at once (seen in a
+    full run: attempt 2 of a restart loop cancelled 1.4 s after its start). The runner clears them first."""
+    for h in ("h01", "h02", "h03"):
+        node_dir = tmp_path / "logs" / h
+        node_dir.mkdir(parents=True)
+        (node_dir / "pid").write_text("1\n")  # a pid that is alive: the stalest kind
+        (node_dir / "exit_code").write_text("143\n")
+    proc = launch(slurm, allocation, tmp_path, "--no-preflight", env={"JOB_SLEEP": "3"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for rank in range(6):
+        assert f"rank {rank}: allreduce sum 15 expected 15" in proc.stdout, proc.stdout[-3000:]
+    assert [n["exit_code"] for n in job_record(tmp_path)["nodes"]] == [0, 0, 0]
