@@ -282,13 +282,13 @@ def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: Rest
     stalled = 0
     backoff = policy.backoff
     first_id: str | None = None
-    scans = bool(policy.checkpoint_dir) and find_resume is not None
+    scan = find_resume if policy.checkpoint_dir else None  # with --checkpoint-dir: the directory's newest checkpoint
     resumed: ResumePoint | None = None  # the checkpoint the attempt about to run resumes from (--checkpoint-dir)
     while True:
         number = len(attempts) + 1
         nodes = select_nodes(inventory, names=active)
-        if number == 1 and scans and find_resume is not None and follow is None:  # (followed: attempt 1 is running)
-            resumed = find_resume(nodes)
+        if number == 1 and scan is not None and follow is None:  # (followed: attempt 1 is running)
+            resumed = scan(nodes)
         if number == 1 and follow is not None:  # started detached: the supervisor follows it to its end
             outcome = follow()
         else:
@@ -306,8 +306,8 @@ def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: Rest
         newest: ResumePoint | None = None  # with --checkpoint-dir: the newest complete checkpoint after this attempt
         if choice.decision in (Decision.RESTART, Decision.REPLACE):
             left = [n for n in nodes.names if n != choice.node]  # the scan runs on a node that is not being replaced
-            if scans and find_resume is not None and left:
-                newest = find_resume(select_nodes(inventory, names=left))
+            if scan is not None and left:
+                newest = scan(select_nodes(inventory, names=left))
             # progress: a higher step logged, or a newer complete checkpoint than the one the attempt resumed from (an
             # attempt that resumes and dies before its first step logs none); neither known: the budget bounds it
             saved_more = (newest is not None and newest.problem is None and newest.path is not None
@@ -369,8 +369,8 @@ def run_with_restarts(inventory: Inventory, options: LaunchOptions, policy: Rest
             return RestartOutcome(tuple(attempts), replace(outcome, record=saved, interrupted=by_signal is not None,
                                                            stopped_by=by_signal))
         backoff = min(backoff * 2, MAX_BACKOFF)
-        if scans and find_resume is not None:  # the next attempt resumes from what the scan after this one found
-            resumed = newest if newest is not None else find_resume(select_nodes(inventory, names=active))
+        if scan is not None:  # the next attempt resumes from what the scan after this one found
+            resumed = newest if newest is not None else scan(select_nodes(inventory, names=active))
 
 
 def _attempt_options(number: int, options: LaunchOptions, point: ResumePoint | None, directory: str | None,

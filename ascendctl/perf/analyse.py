@@ -78,14 +78,14 @@ def low_outlier(values: Sequence[float]) -> tuple[str, float] | None:
     """(test, statistic) when the smallest of `values` is an outlier low, else None: Dixon's Q at 95% for 3..100
     values, SIGMAS standard deviations below the mean above that; fewer than 3 values, or any that is not a finite
     number (a trace's `NaN` or `Infinity`: JSON readers accept them), are never judged."""
-    if len(values) < 3 or not all(map(math.isfinite, values)):
-        return None
     return _low_outlier_of_sorted(sorted(values))
 
 
 def _low_outlier_of_sorted(ordered: list[float]) -> tuple[str, float] | None:
-    """low_outlier of at least 3 finite values, given sorted (the vote sorts them once, for its median too)."""
+    """low_outlier of `values` given sorted (the vote sorts them once, for its median too)."""
     n = len(ordered)
+    if n < 3 or not all(map(math.isfinite, ordered)):
+        return None
     if n <= DIXON_MAX:
         spread = ordered[-1] - ordered[0]
         if spread <= 0:
@@ -172,8 +172,6 @@ def vote(compared: dict[str, dict[int, tuple[str, float]]]) -> list[Vote]:
     for key, by_rank in sorted(compared.items(), key=lambda item: _natural(item[0])):
         ranks = sorted(by_rank)
         values = [by_rank[r][1] for r in ranks]
-        if len(values) < 3 or not all(map(math.isfinite, values)):  # low_outlier's own test, once
-            continue
         ordered = sorted(values)
         judged = _low_outlier_of_sorted(ordered)
         if judged is None:

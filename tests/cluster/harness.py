@@ -1349,6 +1349,7 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
 
     # ---- per-host files
     mounts: dict[str, list[tuple[str, str]]] = {}
+    dotfiles = _stock_dotfiles()
     for h in hosts:
         h.chrony_dir.mkdir()
         os.chmod(h.chrony_dir, 0o770)
@@ -1357,13 +1358,13 @@ def _build(c: Cluster, specs: list[HostSpec], faketime_lib: str | None, wait_chr
             h.home_dir.mkdir()
             os.chmod(h.home_dir, 0o700)
             for dot in (".bashrc", ".profile"):
-                (h.home_dir / dot).write_bytes(_stock_dotfiles()[dot])
+                (h.home_dir / dot).write_bytes(dotfiles[dot])
             m.append((str(h.home_dir), home))
         else:
             # the machine's /root is the host's, but not its shell start-up files: a test host must not run the test
             # machine's ~/.bashrc in every SSH session (pyenv's `rehash` there waits up to 60 s on a lock file that a
             # session killed by an earlier test left behind, and then every command of the test stalls)
-            for dot, content in _stock_dotfiles().items():
+            for dot, content in dotfiles.items():
                 if os.path.isfile(os.path.join(home, dot)) and f"{home}/{dot}" not in h.spec.files:
                     source = h.workdir / f"home_{dot}"
                     _write(source, content, 0o644)
