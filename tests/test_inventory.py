@@ -184,3 +184,29 @@ def test_node_and_inventory_defaults_are_the_settings_defaults() -> None:
                 assert item.default == DEFAULTS[item.name], (cls.__name__, item.name)
                 checked += 1
     assert checked >= 16
+
+
+def test_the_restart_section_is_launch_restarts_policy_checked_with_key_paths() -> None:
+    from ascendctl.inventory.load import RestartSettings
+    from ascendctl.inventory.selection import select_nodes
+
+    inv = parse_inventory("nodes: [a, b]\nrestart:\n  restarts: 3\n  backoff: 0\n  allow_shrink: true\n"
+                          "  no_progress_attempts: 2\n  checkpoint_dir: /ckpt\n", source="inv.yaml")
+    assert inv.restart == RestartSettings(3, 0.0, True, 2, "/ckpt", where="inv.yaml:2: restart")
+    assert select_nodes(inv, "b").restart == inv.restart  # a node selection keeps the cluster's policy
+    assert parse_inventory("nodes: [a]\n", source="inv.yaml").restart is None
+    with pytest.raises(InventoryError) as err:
+        parse_inventory("nodes: [a]\nrestart:\n  restarts: -1\n  backoff: .nan\n  allow_shrink: 'yes'\n"
+                        "  no_progress_attempts: 0\n  checkpoint_dir: \"/ck\\u202e\"\n  spares: b\n", source="inv.yaml")
+    assert err.value.problems == [
+        "inv.yaml:8: restart.spares: the spares are the `spares` group: `groups: {spares: 'n[15-16]'}` (or launch --spares)",
+        "inv.yaml:3: restart.restarts: expected an integer from 0 to 10000 (got -1)",
+        "inv.yaml:4: restart.backoff: expected a number of seconds >= 0 (got nan)",
+        "inv.yaml:5: restart.allow_shrink: expected true or false (got 'yes')",
+        "inv.yaml:6: restart.no_progress_attempts: expected an integer from 1 to 10000 (got 0)",
+        "inv.yaml:7: restart.checkpoint_dir: cannot contain control or invisible characters (U+202E, a bidirectional "
+        "control character) (got '/ck\\u202e')",
+    ]
+    with pytest.raises(InventoryError) as flat:
+        parse_inventory("nodes: [a]\nrestart: 3\n", source="inv.yaml")
+    assert flat.value.problems == ["inv.yaml:2: restart: expected a mapping like {restarts: 3, checkpoint_dir: /ckpt}"]

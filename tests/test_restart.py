@@ -389,3 +389,20 @@ def test_the_loop_spec_goes_to_the_supervisor_whole() -> None:
     assert LoopSpec.from_json(spec.to_json()) == spec
     with pytest.raises(ValueError):
         LoopSpec.from_json(b'{"inventory": "x"}')
+
+
+def test_the_policy_takes_each_flag_given_then_the_inventorys_key_then_the_default() -> None:
+    from ascendctl.inventory.load import RestartSettings
+    from ascendctl.jobs.restart import DEFAULT_BACKOFF, DEFAULT_NO_PROGRESS, policy_for
+
+    assert policy_for(None) is None and policy_for(RestartSettings(backoff=3.0)) is None  # no restarts asked
+    section = RestartSettings(restarts=4, backoff=2.0, allow_shrink=True, no_progress_attempts=5, checkpoint_dir="/ck")
+    assert policy_for(section) == RestartPolicy(4, 2.0, None, True, 5, "/ck")
+    assert policy_for(section, restarts=1, backoff=0.0, spares="n9", allow_shrink=False, no_progress=2,
+                      checkpoint_dir="/other") == RestartPolicy(1, 0.0, "n9", False, 2, "/other")
+    assert policy_for(section, restarts=0) is None  # --restarts 0 turns the file's restarts off
+    assert policy_for(None, restarts=2) == RestartPolicy(2, DEFAULT_BACKOFF, None, False, DEFAULT_NO_PROGRESS, None)
+    with pytest.raises(UsageError, match=r"--spares, --checkpoint-dir need --restarts N$"):
+        policy_for(None, spares="n9", checkpoint_dir="/ck")
+    with pytest.raises(UsageError, match=r"--allow-shrink needs --restarts N \(--restarts 0 turns off"):
+        policy_for(section, restarts=0, allow_shrink=True)

@@ -396,3 +396,22 @@ def test_a_foreground_loop_whose_attempt_is_stopped_from_elsewhere_starts_no_oth
     [only] = list_jobs()
     assert only.status == "stopped" and only.decision == "done: stopped by the user (`ascendctl stop`): not restarted", (only.status, only.decision, err)
     assert proc.returncode == 0 and marked(job.id) == []
+
+
+def test_the_inventorys_restart_section_is_the_policy_and_each_flag_given_wins(tmp_path: Path) -> None:
+    """`restart:` in the inventory restarts without a flag (and holds the @spares group back); `--restarts 0` turns it
+    off; a flag given wins over its key, a key over the built-in default."""
+    inv = local_inventory(tmp_path, "a b c d")
+    inv.write_text(inv.read_text() + "groups: {spares: d}\nrestart: {restarts: 2, backoff: 0, allow_shrink: true}\n")
+    argv = ["launch", "-i", str(inv), "--launcher", "torchrun", "--no-preflight", "--env", "FAIL_RANK=1",
+            "--env", "FAIL_UNTIL=1", "--log-dir", str(tmp_path / "logs")]
+    planned = runner.invoke(app, [*argv, "--dry-run", "--json", "--", "train.py"], catch_exceptions=False)
+    assert planned.exit_code == 0, planned.output
+    assert [n["name"] for n in json.loads(planned.stdout)["plan"]["nodes"]] == ["a", "b", "c"]  # the spare waits
+    plain = runner.invoke(app, [*argv, "--restarts", "0", "--dry-run", "--json", "--", "train.py"], catch_exceptions=False)
+    assert [n["name"] for n in json.loads(plain.stdout)["plan"]["nodes"]] == ["a", "b", "c", "d"]  # no restarts: no spare held
+    result = runner.invoke(app, [*argv, "--", "train.py"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    records = sorted(list_jobs(), key=lambda r: r.attempt)
+    assert [(r.attempt, r.status.value, r.restarts) for r in records] == [(1, "failed", 2), (2, "succeeded", 2)]
+    assert "attempt 2 in 0 s" in result.output  # the file's backoff, not the built-in 10 s

@@ -126,3 +126,19 @@ def test_a_submission_without_quarantined_nodes_or_with_include_quarantined_has_
         assert "--exclude" not in script
     assert "#SBATCH --exclude=h1\n" in render_submission(
         LaunchOptions("torchrun", ("t.py",)), submit_options(inv, None, None, None, None, exclude=("h1",)), job_id="j1").script
+
+
+def test_submit_mode_refuses_restarts_and_its_inner_launch_never_runs_the_inventorys_loop(
+        tmp_path: Path, slurm_tools: Path) -> None:
+    """The submitting launch follows one job id: a restart loop inside the allocation would go on under other ids."""
+    inv = backend_inventory(tmp_path)
+    flagged = runner.invoke(app, ["launch", "-i", str(inv), "--launcher", "torchrun", "--restarts", "2", "--dry-run",
+                                  "--", "train.py"])
+    assert flagged.exit_code == 2 and "restarts run inside a Slurm allocation, not in submit mode" in flagged.stderr
+    inv.write_text(inv.read_text() + "restart: {restarts: 3}\n")
+    from_file = runner.invoke(app, ["launch", "-i", str(inv), "--launcher", "torchrun", "--dry-run", "--", "train.py"])
+    assert from_file.exit_code == 2 and "--restarts 0 to submit without restarts" in from_file.stderr
+    off = runner.invoke(app, ["launch", "-i", str(inv), "--launcher", "torchrun", "--restarts", "0", "--dry-run",
+                              "--", "train.py"])
+    assert off.exit_code == 0, off.output
+    assert " --restarts 0 " in off.stdout  # the launch inside the allocation does not take the file's restart.restarts

@@ -77,11 +77,11 @@ def launch(
     partition: Annotated[Optional[str], typer.Option("--partition", help="--backend slurm: sbatch --partition.", show_default=False)] = None,
     time_limit: Annotated[Optional[str], typer.Option("--time", help="--backend slurm: sbatch --time (e.g. 2:00:00).", show_default=False)] = None,
     account: Annotated[Optional[str], typer.Option("--account", help="--backend slurm: sbatch --account.", show_default=False)] = None,
-    restarts: Annotated[int, typer.Option("--restarts", min=0, metavar="N", help="Relaunch a failed job up to N times in all, as its verdict decides: in place (transient), on a spare instead of a faulty node (quarantined), or not at all (the job's own error: exit 6, do not requeue). docs/launch.md#restarts.")] = 0,
-    restart_backoff: Annotated[float, typer.Option("--restart-backoff", min=0, metavar="SECONDS", help="With --restarts: seconds before the first relaunch, doubled each time (at most 300).")] = 10.0,
+    restarts: Annotated[Optional[int], typer.Option("--restarts", min=0, metavar="N", help="Relaunch a failed job up to N times in all, as its verdict decides: in place (transient), on a spare instead of a faulty node (quarantined), or not at all (the job's own error: exit 6, do not requeue). Default: the inventory's restart.restarts, else 0. docs/launch.md#restarts.", show_default=False)] = None,
+    restart_backoff: Annotated[Optional[float], typer.Option("--restart-backoff", min=0, metavar="SECONDS", help="With --restarts: seconds before the first relaunch, doubled each time (at most 300). Default: restart.backoff, else 10.", show_default=False)] = None,
     spares: Annotated[Optional[str], typer.Option("--spares", metavar="NODESET", help="With --restarts: the nodes held back to replace a faulty one (default: the inventory's @spares group).", show_default=False)] = None,
-    allow_shrink: Annotated[bool, typer.Option("--allow-shrink", help="With --restarts: without a spare, relaunch on the remaining nodes (a smaller world).")] = False,
-    no_progress_attempts: Annotated[int, typer.Option("--no-progress-attempts", min=1, metavar="K", help="With --restarts: stop after K attempts in a row whose highest training step did not rise.")] = 3,
+    allow_shrink: Annotated[Optional[bool], typer.Option("--allow-shrink/--no-allow-shrink", help="With --restarts: without a spare, relaunch on the remaining nodes (a smaller world). Default: restart.allow_shrink, else no.", show_default=False)] = None,
+    no_progress_attempts: Annotated[Optional[int], typer.Option("--no-progress-attempts", min=1, metavar="K", help="With --restarts: stop after K attempts in a row whose highest training step did not rise. Default: restart.no_progress_attempts, else 3.", show_default=False)] = None,
     checkpoint_dir: Annotated[Optional[str], typer.Option("--checkpoint-dir", metavar="DIR", help="With --restarts: where the job writes its checkpoints (the same path on every node); every worker gets ASCENDCTL_RESUME_FROM, the newest complete one (one being written or cut short is skipped and named).", show_default=False)] = None,
     job_id: Annotated[Optional[str], typer.Option("--job-id", hidden=True, help="Job id to use (set by a submitted batch script).")] = None,
     as_json: JsonOpt = False,
@@ -110,7 +110,13 @@ def launch(
         from ascendctl.jobs.submit import render_submission, submit_options
 
         from ascendctl.inventory.nodestate import submit_exclusions
+        from ascendctl.jobs.restart import policy_for
 
+        if policy_for(whole.restart, restarts=restarts, backoff=restart_backoff, spares=spares, allow_shrink=allow_shrink,
+                      no_progress=no_progress_attempts, checkpoint_dir=checkpoint_dir) is not None:
+            raise UsageError("restarts run inside a Slurm allocation, not in submit mode (the submitting launch follows "
+                             "one job id)", hint="salloc -N K ascendctl launch --restarts N ..., or --restarts 0 to submit "
+                             "without restarts (the inventory's restart.restarts is then off)")
         # submit mode: -w/--nodes is how many nodes to ask sbatch for (else the inventory's slurm.nodes); the
         # quarantined nodes (of the Slurm cluster, of the inventory) are sbatch --exclude, said once
         held = () if cluster.include_quarantined else tuple(submit_exclusions(whole))
@@ -135,16 +141,15 @@ def launch(
         raise UsageError(f"{whole.source}: `backend: slurm` outside an allocation: nothing to launch on with --backend ssh",
                          hint="drop --backend ssh to submit, or run inside salloc/sbatch")
     inv = cluster.select(base=whole)
-    policy = None
-    if restarts or spares or allow_shrink or checkpoint_dir:
-        from ascendctl.jobs.restart import RestartPolicy, spare_names
+    from ascendctl.jobs.restart import policy_for, spare_names
 
-        if not restarts:
-            raise UsageError("--spares, --allow-shrink and --checkpoint-dir need --restarts N")
+    # each flag given wins over the inventory's `restart:` key (docs/launch.md#restarts)
+    policy = policy_for(inv.restart, restarts=restarts, backoff=restart_backoff, spares=spares, allow_shrink=allow_shrink,
+                        no_progress=no_progress_attempts, checkpoint_dir=checkpoint_dir)
+    if policy is not None:
         if inv.allocation is not None and detach:  # the loop would outlive the command that holds the allocation
             raise UsageError("--restarts with --detach runs on SSH nodes; inside a Slurm allocation the loop runs in the "
                              "foreground", hint="drop --detach (salloc/sbatch holds the allocation while it runs)")
-        policy = RestartPolicy(restarts, restart_backoff, spares, allow_shrink, no_progress_attempts, checkpoint_dir)
         held = spare_names(inv, policy)
         if dry_run and held:  # the first attempt runs without the spares
             inv = select_nodes(inv, exclude=",".join(held))

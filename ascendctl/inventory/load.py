@@ -24,16 +24,17 @@ from ascendctl.inventory.hostfile import FORMS, is_hostfile, parse_hostfile
 from ascendctl.nodeset import list_size, range_size
 from ascendctl.paths import hidden_char, name_problem
 from ascendctl.slurm import SubmitSettings, allocation_job_id
-from ascendctl.inventory.settings import (DEFAULTS, CLUSTER_SETTINGS, PreflightConfig, DEFAULTS_SETTINGS, NODE_ONLY_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, SettingError,
+from ascendctl.inventory.settings import (DEFAULTS, CLUSTER_SETTINGS, RESTART_VALIDATORS, PreflightConfig, DEFAULTS_SETTINGS, NODE_ONLY_SETTINGS, NODE_SETTINGS, SETTINGS_BY_NAME, SettingError,
                        env_var_name, resolve_settings, shown)
 
 if TYPE_CHECKING:
     from ascendctl.models import Resolved
     from ascendctl.slurm import Allocation
 
-TOP_LEVEL_KEYS = ("defaults", "nodes", "groups", "backend", "slurm")
+TOP_LEVEL_KEYS = ("defaults", "nodes", "groups", "backend", "slurm", "restart")
 BACKENDS = ("ssh", "slurm")
 SLURM_KEYS = ("partition", "account", "time", "nodes")  # the `slurm:` section (submit mode)
+RESTART_KEYS = tuple(RESTART_VALIDATORS)  # the `restart:` section
 # libyaml's loader is ~4x faster on 1,000-node files and keeps the marks we need for line numbers.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 NODE_ONLY_KEYS = ("host", "name")
@@ -90,6 +91,20 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class RestartSettings:
+    """The `restart:` section: this cluster's policy for `launch --restarts`; each flag given wins over its key.
+
+    None: the key is absent (the flag's built-in default applies). Spares are the `@spares` group."""
+
+    restarts: int | None = None
+    backoff: float | None = None
+    allow_shrink: bool | None = None
+    no_progress_attempts: int | None = None
+    checkpoint_dir: str | None = None
+    where: str = ""  # `inv.yaml:12: restart`, for messages that name the file
+
+
+@dataclass(frozen=True, slots=True)
 class Inventory:
     """The whole cluster: nodes in inventory order plus cluster-wide settings."""
 
@@ -104,6 +119,7 @@ class Inventory:
     groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)  # `@name` -> node names
     backend: str = "ssh"  # `backend: slurm`: the nodes are a Slurm allocation's; outside one, `launch` submits
     slurm: SubmitSettings | None = None  # the `slurm:` section (sbatch options for submit mode)
+    restart: RestartSettings | None = None  # the `restart:` section (launch --restarts's policy)
 
     @property
     def names(self) -> list[str]:
@@ -301,9 +317,11 @@ def _parse(text: str, *, source: str, flags: Mapping[str, Any] | None, environ: 
         errors.append(f"{where('backend')}: expected one of: {', '.join(BACKENDS)} (got {shown(backend)})")
         backend = "ssh"
     slurm = _slurm_section(data["slurm"], where, errors) if "slurm" in data else None
+    restart = _restart_section(data["restart"], where, errors) if "restart" in data else None
     if backend == "slurm":
-        return _slurm_backend(data, source=source, defaults=defaults, slurm=slurm, flags=flags, environ=environ,
-                              submit=submit, where=where, errors=errors)
+        built = _slurm_backend(data, source=source, defaults=defaults, slurm=slurm, flags=flags, environ=environ,
+                               submit=submit, where=where, errors=errors)
+        return replace(built, restart=restart) if restart is not None else built
 
     raw_nodes: list[tuple[dict[str, Any], str]] = []
     nodes_raw = data.get("nodes")
@@ -325,7 +343,27 @@ def _parse(text: str, *, source: str, flags: Mapping[str, Any] | None, environ: 
     groups_raw = data.get("groups") or {}
     inventory = _build(source, defaults=defaults, raw_nodes=raw_nodes, flags=flags, environ=environ, errors=errors, where=where,
                        validate_more=lambda nodes: _groups_from(groups_raw, nodes, where, errors))
-    return replace(inventory, slurm=slurm) if slurm is not None else inventory
+    return replace(inventory, slurm=slurm, restart=restart)
+
+
+def _restart_section(raw: Any, where: Any, errors: list[str]) -> RestartSettings | None:
+    """`restart: {restarts, backoff, allow_shrink, no_progress_attempts, checkpoint_dir}`, checked like settings."""
+    if not isinstance(raw, dict):
+        errors.append(f"{where('restart')}: expected a mapping like {{restarts: 3, checkpoint_dir: /ckpt}}")
+        return None
+    if "spares" in raw:  # one place says which nodes are spares: the group (and --spares)
+        errors.append(f"{where('restart.spares')}: the spares are the `spares` group: `groups: {{spares: 'n[15-16]'}}` "
+                      "(or launch --spares)")
+    _check_unknown({k: v for k, v in raw.items() if k != "spares"}, RESTART_KEYS, "restart", where, errors)
+    values: dict[str, Any] = {}
+    for key, validate in RESTART_VALIDATORS.items():
+        if raw.get(key) is None:
+            continue
+        try:
+            values[key] = validate(raw[key])
+        except ValueError as exc:
+            errors.append(f"{where('restart.' + key)}: {exc} (got {shown(raw[key])})")
+    return RestartSettings(**values, where=where("restart"))
 
 
 def _slurm_section(raw: Any, where: Any, errors: list[str]) -> SubmitSettings | None:

@@ -75,6 +75,12 @@ def _number(high: float, what: str = "a number of seconds") -> Validator:
     return check
 
 
+def _seconds_or_zero(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError("expected a number of seconds >= 0")
+    return float(value)
+
+
 def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError("expected true or false")
@@ -194,6 +200,16 @@ class SettingSpec:
     per_node: bool = True  # may a node override it?
     from_env: Callable[[str], Any] | None = None  # parses ASCENDCTL_<NAME>
     node_only: bool = False  # only under a node, never in `defaults:` (values that differ by nature, like addresses)
+
+
+# The `restart:` section (launch --restarts's policy; the flags' bounds): each key's validator.
+RESTART_VALIDATORS: dict[str, Validator] = {
+    "restarts": _int_range(0, 10_000),
+    "backoff": _seconds_or_zero,
+    "allow_shrink": _bool,
+    "no_progress_attempts": _int_range(1, 10_000),
+    "checkpoint_dir": _str,
+}
 
 
 def _env_int(text: str) -> int:

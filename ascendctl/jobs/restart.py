@@ -37,7 +37,7 @@ from ascendctl.jobs.record import JobState
 from ascendctl.models import EndKind, NodeEnd
 
 if TYPE_CHECKING:
-    from ascendctl.inventory.load import Inventory
+    from ascendctl.inventory.load import Inventory, RestartSettings
     from ascendctl.jobs.checkpoints import ResumePoint
     from ascendctl.jobs.plan import LaunchOptions
     from ascendctl.jobs.record import FirstFailure, JobRecord
@@ -86,6 +86,35 @@ class RestartPolicy:
     allow_shrink: bool = False
     no_progress: int = DEFAULT_NO_PROGRESS
     checkpoint_dir: str | None = None  # --checkpoint-dir: where the job keeps its checkpoints (on the nodes)
+
+
+def policy_for(section: RestartSettings | None, *, restarts: int | None = None, backoff: float | None = None,
+               spares: str | None = None, allow_shrink: bool | None = None, no_progress: int | None = None,
+               checkpoint_dir: str | None = None) -> RestartPolicy | None:
+    """The restart policy: each flag given (not None) wins over the inventory's `restart:` key, then the built-in default.
+
+    None when no restart is asked (0 restarts). UsageError for a restart option without restarts: given as a flag it
+    would be ignored silently (in the inventory it is the policy of later launches with `--restarts N`)."""
+    def key(name: str) -> Any:
+        return getattr(section, name) if section is not None else None
+
+    count = restarts if restarts is not None else (key("restarts") or 0)
+    if not count:
+        given = [flag for flag, value in (("--spares", spares), ("--allow-shrink", allow_shrink),
+                                          ("--checkpoint-dir", checkpoint_dir)) if value]
+        if given:
+            off = " (--restarts 0 turns off the inventory's restart.restarts)" if key("restarts") else ""
+            raise UsageError(f"{', '.join(given)} need{'s' if len(given) == 1 else ''} --restarts N{off}",
+                             hint="or set `restart: {restarts: N}` in the inventory")
+        return None
+
+    def chosen(flag: Any, name: str, default: Any) -> Any:
+        return flag if flag is not None else key(name) if key(name) is not None else default
+
+    return RestartPolicy(count, chosen(backoff, "backoff", DEFAULT_BACKOFF), spares,
+                         chosen(allow_shrink, "allow_shrink", False),
+                         chosen(no_progress, "no_progress_attempts", DEFAULT_NO_PROGRESS),
+                         chosen(checkpoint_dir, "checkpoint_dir", None))
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,9 +74,12 @@ def submit_options(inventory: "Inventory", nodes: str | None, partition: str | N
 
 def inner_launch_args(options: LaunchOptions, job_id: str, *, preflight: bool, inventory: str | None = None,
                       include_quarantined: bool = False) -> list[str]:
-    """`ascendctl launch` arguments for inside the allocation (env names only: values come from the environment)."""
+    """`ascendctl launch` arguments for inside the allocation (env names only: values come from the environment).
+
+    `--restarts 0`: the submitting launch follows this one job id; a restart loop inside (the inventory's `restart:`)
+    would go on under other ids unseen."""
     args = ["-i", str(Path(inventory).absolute())] if inventory else []
-    args += ["--launcher", options.launcher, "--job-id", job_id, "--cluster-timeout", str(options.cluster_timeout),
+    args += ["--launcher", options.launcher, "--job-id", job_id, "--restarts", "0", "--cluster-timeout", str(options.cluster_timeout),
             "--grace", f"{options.grace:g}"]
     for flag, value in (("--nproc-per-node", options.nproc_per_node), ("--master-addr", options.master_addr),
                         ("--master-port", options.master_port), ("--log-dir", options.log_dir), ("--rank-table", options.rank_table)):

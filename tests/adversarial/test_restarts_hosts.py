@@ -67,14 +67,19 @@ def test_a_rank_killed_once_is_restarted_in_place_and_the_job_finishes(cluster_f
 def test_a_job_that_always_dies_before_its_next_checkpoint_stops_for_no_progress_not_at_the_budget(
         cluster_factory: Any, tmp_path: Path) -> None:
     """Rank 3 dies (SIGKILL) at step 2 on every attempt: attempt 1 logs step 1 and saves ckpt-1; each relaunch resumes
-    from ckpt-1 and dies before step 2 is saved, logging no step: with --no-progress-attempts 2 the loop gives up after
-    3 attempts, not after the 5 restarts allowed."""
+    from ckpt-1 and dies before step 2 is saved, logging no step: with 2 attempts without progress allowed the loop
+    gives up after 3 attempts, not after the 5 restarts allowed. The whole policy is the inventory's `restart:` section
+    (no restart flag given)."""
+    import yaml
+
     cluster: Cluster = cluster_factory(hosts())
     inv = inv_of(cluster, tmp_path)
     checkpoints = tmp_path / "checkpoints"
     checkpoints.mkdir()
-    proc = start(inv, tmp_path, "torchrun", SCRIPT, "--no-preflight", "--restarts", "5", "--restart-backoff", "1",
-                 "--no-progress-attempts", "2", "--json", "--checkpoint-dir", str(checkpoints),
+    written = yaml.safe_load(inv.read_text())
+    written["restart"] = {"restarts": 5, "backoff": 1, "no_progress_attempts": 2, "checkpoint_dir": str(checkpoints)}
+    inv.write_text(yaml.safe_dump(written))
+    proc = start(inv, tmp_path, "torchrun", SCRIPT, "--no-preflight", "--json",
                  env={"JOB_KILL_RANK": "3", "JOB_BAD_ATTEMPT": "all", "JOB_TIMEOUT": "30", "JOB_CKPT_DIR": str(checkpoints)})
     code, out, err = finish(proc, 300)
     document = json.loads(out)
