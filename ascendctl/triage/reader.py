@@ -274,7 +274,7 @@ class Reader:
 
     def __init__(self, ex: Extraction) -> None:
         self.ex = ex
-        self.pending: list[tuple[str, Source]] = []
+        self.pending: list[tuple[str, Source, int]] = []  # plain files for the next grep batch, with their sizes
         self.use_grep = _GREP is not None
         self.allowance = _Allowance(EXPANSION_ALLOWANCE)
 
@@ -459,7 +459,7 @@ class Reader:
             self.ex.cannot_read(f"{path}: {exc.strerror or exc}")
             return
         # Plain files on disk go to grep in batches: one process per file would cost more than the scan itself.
-        self.pending.append((str(path), src))
+        self.pending.append((str(path), src, size))
         if len(self.pending) >= GREP_BATCH:
             self._flush()
 
@@ -508,13 +508,80 @@ class Reader:
         self.ex.flush_torchrun(src)
 
     def _flush(self) -> None:
-        """One grep over the batched plain files (`-Z`: the name ends at a NUL, so any name parses)."""
+        """The batched plain files through grep: split by size among up to one grep per core, run at once, their
+        lines taken in batch order (`-Z`: the name ends at a NUL, so any name parses)."""
         batch, self.pending = self.pending, []
         if not batch:
             return
-        contexts = {path.encode(): src for path, src in batch}
-        args = [*_grep_args("-H", "-Z"), "--", *(p for p, _ in batch)]
-        seen: dict[bytes, list[tuple[int, str]]] = {}
+        found: dict[bytes, list[tuple[int, str]]] = {}
+        failed: list[tuple[str, Source]] = []
+        greps = [_BatchGrep([path for path, _, _ in part]) for part in _by_size(batch, _grep_workers(batch))]
+        readers = [threading.Thread(target=g.read, daemon=True) for g in greps[1:]]  # each pipe drained at once
+        for reader in readers:
+            reader.start()
+        greps[0].read()
+        for reader in readers:
+            reader.join()
+        sources = {path: src for path, src, _ in batch}
+        for grep in greps:
+            if grep.code in (0, 1):
+                found.update(grep.seen)
+                continue
+            # grep failed (a line too long for its memory cap, an I/O error): read its files in Python, so that
+            # "could not read" never turns into a clean verdict
+            log.info("grep exited %s (%s); reading %d file(s) in Python", grep.code, grep.error.strip()[:200],
+                     len(grep.paths))
+            failed.extend((path, sources[path]) for path in grep.paths)
+        unread = {path for path, _ in failed}
+        for path, src, _ in batch:
+            if path in unread:
+                try:
+                    with open_regular(Path(path)) as raw_file:
+                        self._lines(src, candidate_lines_python(raw_file, b""))
+                except OSError as exc:
+                    self.ex.cannot_read(f"{path}: {exc.strerror or exc}")
+                continue
+            for lineno, line in found.get(path.encode(), ()):
+                self.ex.line(src, lineno, line)
+            self.ex.flush_torchrun(src)
+
+
+GREP_SPLIT = 16 << 20  # bytes of a batch below which one grep reads it all (a second process would cost more than it saves)
+
+
+def _grep_workers(batch: list[tuple[str, Source, int]]) -> int:
+    """How many greps read a batch: one per core this process may run on, while each gets GREP_SPLIT bytes."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    total = sum(size for _, _, size in batch)
+    return max(1, min(cores, len(batch), total // GREP_SPLIT))
+
+
+def _by_size(batch: list[tuple[str, Source, int]], parts: int) -> list[list[tuple[str, Source, int]]]:
+    """`batch` in `parts` groups of about equal bytes (largest first, each to the lightest group); none empty."""
+    groups: list[list[tuple[str, Source, int]]] = [[] for _ in range(parts)]
+    loads = [0] * parts
+    for item in sorted(batch, key=lambda item: -item[2]):
+        lightest = loads.index(min(loads))
+        groups[lightest].append(item)
+        loads[lightest] += item[2]
+    return [group for group in groups if group]
+
+
+class _BatchGrep:
+    """One grep child over some files of a batch: its candidate lines by file name, its exit code and what it said."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        self.seen: dict[bytes, list[tuple[int, str]]] = {}
+        self.code: int | None = None
+        self.error = ""
+
+    def read(self) -> None:
+        names = {path.encode() for path in self.paths}
+        args = [*_grep_args("-H", "-Z"), "--", *self.paths]
         with tempfile.TemporaryFile() as errors:  # a file, not a pipe: grep never blocks on what it says
             proc = subprocess.Popen(args, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=errors,
                                     env={**os.environ, "LC_ALL": "C"}, preexec_fn=_limit_memory)
@@ -523,30 +590,15 @@ class Reader:
                 for raw in _bounded_lines(proc.stdout, MAX_LINE + 8192):  # room for the name and the line number
                     name, _, rest = raw.partition(b"\0")
                     number, _, text = rest.partition(b":")
-                    if name not in contexts or not number.isdigit():
+                    if name not in names or not number.isdigit():
                         continue
-                    seen.setdefault(name, []).append((int(number), text.rstrip(b"\n")[:MAX_LINE].decode("utf-8", "replace")))
+                    self.seen.setdefault(name, []).append(
+                        (int(number), text.rstrip(b"\n")[:MAX_LINE].decode("utf-8", "replace")))
             finally:
                 proc.stdout.close()
-                code = proc.wait()
+                self.code = proc.wait()
             errors.seek(0)
-            err = errors.read(4096)
-        if code not in (0, 1):
-            # grep failed (a line too long for its memory cap, an I/O error): read every file of the batch in Python,
-            # so that "could not read" never turns into a clean verdict
-            log.info("grep exited %s (%s); reading %d file(s) in Python", code, err.decode(errors="replace").strip()[:200],
-                     len(batch))
-            for path, src in batch:
-                try:
-                    with open_regular(Path(path)) as raw_file:
-                        self._lines(src, candidate_lines_python(raw_file, b""))
-                except OSError as exc:
-                    self.ex.cannot_read(f"{path}: {exc.strerror or exc}")
-            return
-        for path, src in batch:
-            for lineno, line in seen.get(path.encode(), ()):
-                self.ex.line(src, lineno, line)
-            self.ex.flush_torchrun(src)
+            self.error = errors.read(4096).decode(errors="replace")
 
 
 def _bounded_lines(stream: IO[bytes], limit: int) -> Iterator[bytes]:

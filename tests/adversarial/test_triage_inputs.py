@@ -506,3 +506,53 @@ def test_nothing_readable_raises_rather_than_a_verdict(tmp_path: Path) -> None:
     with pytest.raises(AscendctlError, match="nothing could be read"):
         triage([tmp_path])
     assert stat.S_ISFIFO((tmp_path / "p").stat().st_mode)
+
+
+# ------------------------------------------------------------------------------ one grep per core
+
+
+def test_a_batch_split_among_greps_gives_the_verdict_one_grep_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain files go to up to one grep per core, split by size: the same findings, in the same order, as one grep."""
+    root = job_dir(tmp_path / "job")
+    for i in range(2, 7):
+        rank_log(root / f"n{i % 2}" / f"rank{i}.log", i, oom=False)
+    monkeypatch.setattr(reader, "GREP_SPLIT", 1 << 40)
+    one = triage([root]).to_dict()
+    started: list[int] = []
+    real = reader._BatchGrep.read
+
+    def counted(self: Any) -> None:
+        started.append(len(self.paths))
+        real(self)
+
+    monkeypatch.setattr(reader._BatchGrep, "read", counted)
+    monkeypatch.setattr(reader, "GREP_SPLIT", 1)
+    monkeypatch.setattr(reader.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    assert triage([root]).to_dict() == one
+    assert sorted(started) == [2, 2, 3]  # 7 files, 3 greps
+
+
+def test_the_files_of_a_grep_that_died_are_read_in_python_and_the_others_kept(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    root = job_dir(tmp_path / "job")
+    expected = triage([root]).to_dict()
+    monkeypatch.setattr(reader, "GREP_SPLIT", 1)
+    monkeypatch.setattr(reader.os, "sched_getaffinity", lambda pid: {0, 1})
+    real = reader._BatchGrep.read
+
+    def one_dies(self: Any) -> None:
+        if any(path.endswith("rank1.log") for path in self.paths):  # the grep holding the OOM: as if killed
+            self.code, self.error = -9, ""
+            return
+        real(self)
+
+    monkeypatch.setattr(reader._BatchGrep, "read", one_dies)
+    assert triage([root]).to_dict() == expected
+
+
+def test_a_batch_is_split_by_bytes_largest_first() -> None:
+    src = reader.Source("f", None, None, None, None)
+    batch = [(name, src, size) for name, size in (("a", 5), ("b", 1), ("c", 4), ("d", 2), ("e", 2))]
+    groups = reader._by_size(batch, 2)
+    assert [[name for name, _, _ in group] for group in groups] == [["a", "e"], ["c", "d", "b"]]  # 7 bytes each
+    assert reader._by_size(batch[:1], 3) == [batch[:1]]  # no empty group
