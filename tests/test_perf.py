@@ -321,7 +321,9 @@ def test_reading_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 def test_analyse_with_one_rank_names_no_one() -> None:
     profile = read.parse_trace(gzip.decompress((EVEN / "rank0.pt.trace.json.gz").read_bytes()), "rank0", "rank0")
     report = analyse([profile])
-    assert report.straggler is None and report.verdict == "no straggler: 1 rank(s), nothing to compare; links: not measured"
+    assert report.straggler is None and report.verdict == ("no straggler: 1 rank(s), nothing to compare; links: not measured; "
+                                                           "profiles of 1 of the job's 4 ranks: the other 3 not compared")
+    assert report.world_size == 4  # the trace's distributedInfo.world_size
 
 
 def test_the_made_ascend_files_carry_the_real_step_trace_header() -> None:

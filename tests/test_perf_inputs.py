@@ -114,3 +114,21 @@ def test_collects_summary_of_two_tasks_says_why_it_judged_nothing(tmp_path: Path
     summary = summarize_perf(tmp_path / "b")
     assert summary is not None and summary["verdict"].startswith("not judged: profiles of more than one profiling task")
     assert summary["straggler"] is None and summary["ranks"] == 0
+
+
+def test_real_nccl_traces_of_two_of_128_ranks_are_read_on_the_gpu_and_the_others_said_missing() -> None:
+    """Two sampled ranks of a real 128-rank NCCL job (Holistic Trace Analysis's test data, tests/data/perf/INDEX.md):
+    both read as GPU ranks (communication from the NCCL kernels), their two steps compared, and the verdict says the
+    other 126 ranks were not given: a straggler among them cannot be named."""
+    report = perf([DATA / "hta_nccl"])
+    assert not report.problems and report.kinds == ("torch",) and [r.rank for r in report.ranks] == [0, 1]
+    assert report.world_size == 128 and report.vote_on == "step communication" and report.compared == 2
+    assert report.straggler is None and report.verdict.endswith(
+        "profiles of 2 of the job's 128 ranks: the other 126 not compared")
+    for rank in report.ranks:  # steps 551 and 552, ~0.6 s each, about a third of it in NCCL kernels
+        assert rank.steps == 2 and 600 < rank.step_ms < 640 and 0.25 < (rank.comm_share or 0) < 0.40
+    result = CliRunner().invoke(app, ["perf", str(DATA / "hta_nccl"), "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert_valid("perf", document)
+    assert document["world_size"] == 128

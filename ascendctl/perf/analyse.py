@@ -319,9 +319,13 @@ def analyse(profiles: Sequence[RankInput], problems: Sequence[PerfProblem] = ())
     if dropped:  # said on the verdict's line: the vote did not hear these ranks
         line += (f"; rank{'s' if len(dropped) > 1 else ''} {', '.join(str(d.rank) for d in dropped[:10])}"
                  f"{' ...' if len(dropped) > 10 else ''} left out of the vote (collective calls unlike the others')")
+    world = max((p.world_size for p in profiles if p.world_size is not None), default=None)
+    if world is not None and len(profiles) < world:  # a straggler among the ranks not given cannot be named
+        line += f"; profiles of {len(profiles)} of the job's {world} ranks: the other {world - len(profiles)} not compared"
     return PerfReport(line, tuple(summaries), {p.rank: p.sources for p in profiles},
                       tuple(sorted({p.kind for p in profiles})), len(compared), vote_on, tuple(votes), straggler,
-                      tuple(spreads(summaries)), COMM_SHARE_LIMIT, tuple(link_list), tuple(problems), tuple(dropped))
+                      tuple(spreads(summaries)), COMM_SHARE_LIMIT, tuple(link_list), tuple(problems), tuple(dropped),
+                      world)
 
 
 def perf(paths: Iterable[object]) -> PerfReport:

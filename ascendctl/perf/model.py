@@ -63,6 +63,7 @@ class RankInput:
     steps: tuple[StepTimes, ...] = ()
     calls: tuple[CommCall, ...] = ()
     links: tuple[LinkSample, ...] = ()
+    world_size: int | None = None  # the job's ranks as the profile says (a torch trace's distributedInfo.world_size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +200,7 @@ class PerfReport:
     links: tuple[LinkSummary, ...]
     problems: tuple[PerfProblem, ...] = field(default=())
     dropped: tuple[DroppedRank, ...] = field(default=())  # ranks left out of the vote, and why
+    world_size: int | None = None  # the job's ranks as the profiles say; None: they do not say
 
     @property
     def slow_links(self) -> tuple[LinkSummary, ...]:
@@ -222,7 +224,7 @@ class PerfReport:
             "slow_links": [link.to_dict() for link in self.slow_links], "links_measured": len(self.links),
             "comm_share_limit": self.comm_share_limit, "comm_flagged": len(flagged),
             "spreads_flagged": [s.dimension for s in self.spreads if s.flagged],
-            "dropped": [d.to_dict() for d in self.dropped],
+            "dropped": [d.to_dict() for d in self.dropped], "world_size": self.world_size,
             "problems": [f"{p.path}: {p.message}" for p in self.problems[:20]],
             "problems_more": max(0, len(self.problems) - 20),
         }
@@ -242,6 +244,7 @@ class PerfReport:
             "links_measured": bool(self.links),
             "links": [link.to_dict() for link in self.links],
             "dropped": [d.to_dict() for d in self.dropped],
+            "world_size": self.world_size,
         }
 
 

@@ -239,6 +239,13 @@ def _trace_rank(document: dict[str, Any], rel: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def _trace_world(document: dict[str, Any]) -> int | None:
+    """The job's world size a trace states (distributedInfo.world_size), or None."""
+    info = document.get("distributedInfo")
+    size = info.get("world_size") if isinstance(info, dict) else None
+    return size if type(size) is int and size > 0 else None
+
+
 def _action(name: Any, cat: Any) -> tuple[Any, ...]:
     """What parse_trace does with an X event of this name and category: (_STEPPED, N) for ProfilerStep#N, (_CALL, op,
     where, backend of a receive range or None) for a collective known by its name, (_RECORD,) for c10d's record (its op
@@ -282,18 +289,18 @@ def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
 StepRow = tuple[int, float, float, float, float, float]
 CallRow = tuple[str, str, "int | None", float, None]
 LinkRow = tuple[int, int, str, str, float, float]  # LinkSample's fields
-TraceParts = tuple[int, list[StepRow], list[CallRow], list[LinkRow]]
+TraceParts = tuple[int, list[StepRow], list[CallRow], list[LinkRow], "int | None"]  # ..., the world size it says
 
 
 def _rank_input(shown: str, parts: TraceParts, names: dict[str, str] | None = None) -> RankInput:
     """The RankInput of a trace's parts; `names` shares one string per call key over all ranks (1,024 ranks name the
     same 1,000 calls: 70 MB less)."""
-    rank, steps, calls, received = parts
+    rank, steps, calls, received, world = parts
     same = names if names is not None else {}
     make = CommCall._make
     return RankInput(rank, "torch", (shown,), tuple([StepTimes(*row) for row in steps]),
                      tuple([make((same.setdefault(key, key), op, step, ms, wait)) for key, op, step, ms, wait in calls]),
-                     tuple([LinkSample(*row) for row in received]))
+                     tuple([LinkSample(*row) for row in received]), world)
 
 
 def _trace_parts(data: bytes, rel: str) -> TraceParts:
@@ -408,7 +415,7 @@ def _trace_parts(data: bytes, rel: str) -> TraceParts:
     pgs = document["distributedInfo"].get("pg_config") if isinstance(document.get("distributedInfo"), dict) else None
     one_group = not isinstance(pgs, list) or len(pgs) <= 1  # a peer is a group rank: the global rank in the only group
     found_links = [] if on_gpu or not one_group else _received(rank, receives, ranges, steps, step_starts)
-    return rank, step_times, calls, found_links
+    return rank, step_times, calls, found_links, _trace_world(document)
 
 
 def _tensor_bytes(event: dict[str, Any]) -> int | None:
