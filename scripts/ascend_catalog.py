@@ -8,12 +8,16 @@ each group into one signature row at import time.
     .venv/bin/python scripts/ascend_catalog.py --cann-error-codes runtime/src/dfx/error_manager/error_code.json \\
         --rt-error-codes runtime/include/external/acl/error_codes/rt_error_codes.h \\
         --rt-errcode-manage runtime/src/runtime/core/src/common/errcode_manage.cc \\
-        --verbs-enum-strs rdma-core/libibverbs/enum_strs.c --nccl-ibvwrap nccl/src/misc/ibvwrap.cc
+        --verbs-enum-strs rdma-core/libibverbs/enum_strs.c --nccl-ibvwrap nccl/src/misc/ibvwrap.cc \\
+        --ge-error-codes ge/base/common/error_registry/error_registry.cc
     .venv/bin/python scripts/ascend_catalog.py --index-only     # rewrite INDEX.md from the JSON
 
 Which code goes to which group (and so which triage Category) is decided here, in GROUP_OF: a code the
-table does not name is left out of the catalog. The upstream commits are recorded in SOURCES; bump them
-with the files.
+table does not name is left out of the catalog. The Graph Engine's family of codes (E1xxxx of GE/ATC, from
+hicann/ge's error registry; E2xxxx-EBxxxx of the fusion engine, AI CPU, TE fusion, the operators' own checks and
+the operator compilers, from CANN's error_code.json) is too large for a list: GE_RULES maps each of those codes
+by its prefix and the error class the catalog itself gives it (errTitle), never by a log. The upstream commits are
+recorded in SOURCES; bump them with the files.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ RUNTIME = "https://github.com/hicann/runtime/blob/681ef7610df13c8128982901142a2c
 HCOMM = "https://github.com/hicann/hcomm/blob/84a35f54d92e43fd35074eb6dfebb181b0828b0c"
 RDMA = "https://github.com/linux-rdma/rdma-core/blob/691953d8d502f54088f776c5ba2aeed0a5ac945d"
 NCCL = "https://github.com/NVIDIA/nccl/blob/5067397c2676d5aed50042fc39e5c8ee96eb0027"
+GE = "https://github.com/hicann/ge/blob/ffdcbc9f7496c17a98c1d12762c61ed608ef3503"
 
 SOURCES: dict[str, dict[str, str]] = {
     "cann-error-codes": {
@@ -67,6 +72,11 @@ SOURCES: dict[str, dict[str, str]] = {
                        "what": "ibv_event_type_str(): the text of each asynchronous event of an RDMA device"},
     "nccl-ibvwrap": {"url": f"{NCCL}/src/misc/ibvwrap.cc",
                      "what": "NCCL's verbs wrappers: `Call to <verb> failed ...` for each verb NCCL calls"},
+    "ge-error-registry": {
+        "url": f"{GE}/base/common/error_registry/error_registry.cc",
+        "what": "the Graph Engine's error-code catalog (the JSON its error registry registers with the ErrorManager): "
+                "E1xxxx GE/ATC codes (arguments and options, model files, operators, E19999 inner error); explained "
+                f"one page a code under {GE}/docs/en/user_guides/error_codes"},
 }
 
 _HINT_TIMEOUT = "@timeout"  # the table's own timeout hint (signatures._HINT_TIMEOUT)
@@ -149,6 +159,13 @@ GROUPS: dict[str, dict[str, str]] = {
                    "memory or create a queue pair failed): NCCL's verbs wrappers",
         "hint": "check this node's NIC (`ibv_devinfo`, port state), the locked-memory limit (`ulimit -l`) and the "
                 "peer-memory module (nvidia_peermem); NCCL_IB_HCA / NCCL_IB_GID_INDEX select the NIC and GID"},
+    "cann.catalog.ge_setup": {
+        "category": "LAUNCH", "role": "error", "kind": "", "form": "cann",
+        "meaning": "the Graph Engine, ATC or the operator compiler rejected the job's setup: an argument or option, a "
+                   "configuration file or environment variable, a model or file it could not open or parse, the Python "
+                   "environment, an operator not registered in the installed operator package (GE/ATC error catalog)",
+        "hint": "fix what the message names (the option or variable, the file's path and permissions, the model, "
+                "ASCEND_OPP_PATH and the installed CANN packages, the Python environment: source set_env.sh) and relaunch"},
 }
 
 # CANN codes -> group. A code not listed here is not in the catalog (profiling, dump, compiler codes).
@@ -168,6 +185,40 @@ GROUP_OF: dict[str, str] = {
                      "EH0012", "EH0013", "EH0014", "EL0003", "EL0006", "EL0008", "EL0009", "EL0010", "EL0011", "EL0014",
                      "EZ9903"], "cann.catalog.generic"),
 }
+# The Graph Engine's family -> group: the first rule whose code prefix and errTitle (the catalog's own class of the
+# error, e.g. Invalid_Argument, Config_Error, Compilation_Error, Inner_Error_Tiling_Fail) both match, by re.match. A code
+# of the family no rule takes is left out (none is, today: the last rule takes every setup error of E1-E4 and E8).
+GE_FAMILY = re.compile(r"E[1-9AB]\d{4}")  # E1 GE/ATC, E2 FE, E3 AI CPU, E4 TE fusion, E5-E7 operators, E8 OPP, E9/EA/EB compilers
+GE_RULES: tuple[tuple[str, str, str], ...] = (
+    # the ErrorManager's inner codes (IsInnerErrorCode: digits 3-6 are 9999, as EE9999/EZ9999) and every code the
+    # catalog files as an inner error (a compile, tiling or device-process internal): they wrap or trail the error
+    # that says what failed, so they are generic and yield to a more specific line
+    (r"E.9999", "", "cann.catalog.generic"),
+    ("", "Inner_Error", "cann.catalog.generic"),
+    # AI CPU: a catch-all "The argument is invalid." (as EE1001/EL0003, generic)
+    ("E3", "Invalid_Argument", "cann.catalog.generic"),
+    # AI CPU: the device lost (missing heartbeats, channel down) or its process binary damaged by an ECC error
+    ("E3", "Device_Connection_Failure|NN_Process_Bin_Error", "cann.catalog.device"),
+    # model files and their parsers (Caffe, TensorFlow, ONNX), before the operators' rule (E76002, ONNX parser)
+    ("", r"Invalid_Argument_(Model|OM_Model|Caffe|TensorFlow|ONNX)|ONNX_Model", "cann.catalog.ge_setup"),
+    # an operator that rejected what the program gave it: the operators' own checks (E5-E7: input shape, dtype,
+    # format, attribute, tiling), a kernel that did not finish on its core (as ACL_ERROR_RT_AICPU_TIMEOUT), an operator
+    # or graph fusion pass that failed to compile (the catalog: an invalid argument or the operator's own logic),
+    # operator-level arguments of a graph or single-op call
+    ("E[5-7]", "", "cann.catalog.program"),
+    ("", "Execution_Error", "cann.catalog.program"),
+    ("", r"Compilation_Error(?!_Load)", "cann.catalog.program"),
+    ("E1", r"Invalid_Argument_(Operator_(Input|Output|Compilation)|Tensor_Attribute|API_Call)", "cann.catalog.program"),
+    # the rest of GE/ATC, FE, AI CPU, TE fusion and the operator package: the job's setup (an argument or option, a
+    # configuration file or environment variable, a file or path, the Python environment, an operator or plugin not
+    # registered, a package that fails verification, a process limit)
+    ("E[1-48]", "", "cann.catalog.ge_setup"),
+)
+GE_EMITTER = {"E1": "Graph Engine (GE/ATC)", "E2": "Graph Engine (fusion engine)", "E3": "AI CPU",
+              "E4": "operator compiler (TE fusion)", "E5": "operator (parameter check)",
+              "E6": "operator (parameter check, tiling)", "E7": "operator (parameter check)",
+              "E8": "operator package (OPP)", "E9": "operator compiler", "EA": "operator compiler",
+              "EB": "operator compiler (TBE pass)"}
 # Codes of HCCL newer than the runtime's catalog: (code, title, message, source).
 EXTRA_CANN = [
     ("EI0009", "Communication_Error_Initialize_Transport", "Device %s transport init error. Reason: %s.", "cann-doc-ei0009"),
@@ -221,6 +272,44 @@ def cann_entries(path: Path) -> list[dict[str, Any]]:
     missing = set(GROUP_OF) - {e["code"] for e in out}
     if missing:
         sys.exit(f"codes mapped here but absent from the upstream catalog: {sorted(missing)}")
+    return out
+
+
+def ge_group(code: str, title: str) -> str | None:
+    """The group GE_RULES gives a code of the Graph Engine's family (None: left out)."""
+    for prefix, klass, group in GE_RULES:
+        if re.match(prefix, code) and re.match(klass, title):
+            return group
+    return None
+
+
+def _ge_registry(path: Path) -> list[dict[str, Any]]:
+    """The catalog of hicann/ge's error registry: the JSON in its raw string literal (or a plain JSON file)."""
+    text = path.read_text(encoding="utf-8")
+    literal = re.search(r'R"\((.*?)\)"', text, re.S)
+    data = json.loads(literal[1] if literal else text)
+    rows: list[dict[str, Any]] = data["error_info_list"]
+    return rows
+
+
+def ge_entries(registry: Path, cann: Path) -> list[dict[str, Any]]:
+    """The Graph Engine's family: E1 codes from GE's registry, E2-EB codes from CANN's catalog; warnings (Wxxxxx) and
+    codes of other emitters are not in it."""
+    rows = [(e, "ge-error-registry") for e in _ge_registry(registry)]
+    rows += [(e, "cann-error-codes") for e in json.loads(cann.read_text(encoding="utf-8"))["error_info_list"]
+             if not e["ErrCode"].startswith("E1")]
+    out = []
+    for e, source in rows:
+        code, title = e["ErrCode"], e.get("errTitle", "").strip()
+        if not GE_FAMILY.fullmatch(code):
+            continue
+        group = ge_group(code, title)
+        if group is None:
+            continue
+        out.append({"code": code, "emitter": GE_EMITTER[code[:2]], "title": title,
+                    "message": " ".join(e.get("ErrMessage", "").split()), "group": group, "source": source})
+    if not any(e["source"] == "ge-error-registry" for e in out):
+        sys.exit(f"{registry}: no GE error code found")
     return out
 
 
@@ -296,6 +385,17 @@ def write_index(catalog: dict[str, Any], path: Path) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def build(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The catalog of these entries, as ascend_codes.json holds it."""
+    return {"about": "generated by scripts/ascend_catalog.py from the emitters' own catalogs; see INDEX.md",
+            "sources": SOURCES, "groups": GROUPS, "entries": entries}
+
+
+def render(catalog: dict[str, Any]) -> str:
+    """The text of ascend_codes.json."""
+    return json.dumps(catalog, indent=1, ensure_ascii=False) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cann-error-codes", type=Path, help="hicann/runtime src/dfx/error_manager/error_code.json")
@@ -303,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rt-errcode-manage", type=Path, help="hicann/runtime src/runtime/core/src/common/errcode_manage.cc")
     ap.add_argument("--verbs-enum-strs", type=Path, help="rdma-core libibverbs/enum_strs.c")
     ap.add_argument("--nccl-ibvwrap", type=Path, help="NVIDIA/nccl src/misc/ibvwrap.cc")
+    ap.add_argument("--ge-error-codes", type=Path, help="hicann/ge base/common/error_registry/error_registry.cc (its "
+                    "E2-EB family is read from --cann-error-codes)")
     ap.add_argument("--out", type=Path, default=OUT, help=f"output folder (default {OUT.relative_to(REPO)})")
     ap.add_argument("--index-only", action="store_true", help="rewrite INDEX.md from the existing JSON")
     args = ap.parse_args(argv)
@@ -310,15 +412,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.index_only:
         write_index(json.loads(target.read_text(encoding="utf-8")), args.out / "INDEX.md")
         return 0
-    inputs = (args.cann_error_codes, args.rt_error_codes, args.rt_errcode_manage, args.verbs_enum_strs, args.nccl_ibvwrap)
+    inputs = (args.cann_error_codes, args.rt_error_codes, args.rt_errcode_manage, args.verbs_enum_strs, args.nccl_ibvwrap,
+              args.ge_error_codes)
     if not all(inputs):
         ap.error("give every upstream file (or --index-only)")
     entries = [*cann_entries(args.cann_error_codes), *acl_entries(args.rt_error_codes), *reason_entries(args.rt_errcode_manage),
-               *verbs_entries(args.verbs_enum_strs), *nccl_entries(args.nccl_ibvwrap)]
-    catalog = {"about": "generated by scripts/ascend_catalog.py from the emitters' own catalogs; see INDEX.md",
-               "sources": SOURCES, "groups": GROUPS, "entries": entries}
+               *verbs_entries(args.verbs_enum_strs), *nccl_entries(args.nccl_ibvwrap),
+               *ge_entries(args.ge_error_codes, args.cann_error_codes)]
+    catalog = build(entries)
     args.out.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(catalog, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    target.write_text(render(catalog), encoding="utf-8")
     write_index(catalog, args.out / "INDEX.md")
     print(f"{len(entries)} entries, {len(GROUPS)} groups -> {target}")
     return 0

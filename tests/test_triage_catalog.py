@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 from types import ModuleType
@@ -165,17 +166,123 @@ def test_a_task_timeout_wrapped_in_an_inner_error_is_a_communication_timeout(tmp
     assert report.category is Category.COMM_TIMEOUT
 
 
+_GE_CODE = re.compile(r"E[1-9AB]\d{4}")
+
+
+def _ge_family(e: dict[str, Any]) -> bool:
+    """An entry of the Graph Engine's family (GE_RULES), not of the hand-made GROUP_OF."""
+    return e["source"] == "ge-error-registry" or (e["source"] == "cann-error-codes" and bool(_GE_CODE.fullmatch(e["code"])))
+
+
 def test_generator_maps_only_what_its_table_names() -> None:
     gen = _generator()
     mapped = set(gen.GROUP_OF) | set(gen.ACL_GROUP_OF)
     for e in ENTRIES:
-        if e["source"] in ("cann-error-codes", "cann-doc-ei0009") or e["source"].startswith("hcomm-"):
+        if _ge_family(e):  # by the rule on the code's prefix and the class the catalog gives it
+            assert e["code"] not in gen.GROUP_OF and gen.ge_group(e["code"], e["title"]) == e["group"], e
+        elif e["source"] in ("cann-error-codes", "cann-doc-ei0009") or e["source"].startswith("hcomm-"):
             assert gen.GROUP_OF[e["code"]] == e["group"], e
         elif e["source"] in ("cann-rt-error-codes", "cann-rt-reasons"):
             assert gen.ACL_GROUP_OF[e["title"]] == e["group"], e
     assert all(g in GROUPS for g in set(gen.GROUP_OF.values()) | set(gen.ACL_GROUP_OF.values()))
+    assert all(g in GROUPS for *_, g in gen.GE_RULES)
     assert mapped  # the mapping table is the generator's, the data file only records its result
     json.dumps(CATALOG)  # plain data
+
+
+def _upstream_row(e: dict[str, Any]) -> dict[str, Any]:
+    return {"errClass": "GE Errors", "errTitle": e["title"], "ErrCode": e["code"], "ErrMessage": e["message"],
+            "Arglist": "", "suggestion": {"Possible Cause": "N/A", "Solution": "N/A"}}
+
+
+def test_the_committed_json_is_what_the_generator_writes_from_ges_catalogs(tmp_path: Path) -> None:
+    # The upstream files are not in the repository (see the script's docstring): they are rebuilt here in their own
+    # formats from the committed GE-family rows, with rows the script must leave out (a warning, a code of another
+    # emitter); the script must give back exactly those rows, and with the other rows the committed file, byte for byte.
+    gen = _generator()
+    ge = [e for e in ENTRIES if _ge_family(e)]
+    rest = [e for e in ENTRIES if not _ge_family(e)]
+    assert ENTRIES == rest + ge  # the GE family is written last: the rows before it are those of the other inputs
+    registry = {"error_info_list": [_upstream_row(e) for e in ge if e["source"] == "ge-error-registry"]
+                + [_upstream_row({"code": "W11001", "title": "Performance_Not_Optimal_Operator", "message": "Op %s ..."})]}
+    (tmp_path / "error_registry.cc").write_text(
+        '#include <string>\nnamespace {\nconst std::string ge_error_code = R"(\n' + json.dumps(registry, indent=2)
+        + '\n)";\nREG_FORMAT_ERROR_MSG(ge_error_code.c_str(), ge_error_code.size());\n}  // namespace\n', encoding="utf-8")
+    cann = {"error_info_list": [_upstream_row(e) for e in ge if e["source"] == "cann-error-codes"]
+            + [_upstream_row({"code": "EK0001", "title": "Invalid_Argument", "message": "Value %s for parameter %s is invalid."}),
+               _upstream_row({"code": "EZ0001", "title": "Invalid_Input_Shape", "message": "OP[%s] %sth input ..."})]}
+    (tmp_path / "error_code.json").write_text(json.dumps(cann), encoding="utf-8")
+    got = gen.ge_entries(tmp_path / "error_registry.cc", tmp_path / "error_code.json")
+    assert got == ge
+    assert gen.render(gen.build(rest + got)) == CATALOG_PATH.read_text(encoding="utf-8")
+    assert gen.build(rest + got)["groups"] == GROUPS and gen.build([])["sources"] == CATALOG["sources"]
+
+
+def test_ge_family_rules_follow_the_codes_documented_class() -> None:
+    gen = _generator()
+    assert gen.ge_group("E19999", "Inner_Error") == "cann.catalog.generic"  # the ErrorManager's inner wrapper
+    assert gen.ge_group("E90001", "Inner_Error_Compile_Fail") == "cann.catalog.generic"
+    assert gen.ge_group("E10001", "Invalid_Argument") == "cann.catalog.ge_setup"  # an option of GE/ATC
+    assert gen.ge_group("E40020", "Environment_Error_Import_Python_Module_Failed") == "cann.catalog.ge_setup"
+    assert gen.ge_group("E10501", "Not_Supported_Operator") == "cann.catalog.ge_setup"  # ASCEND_OPP_PATH, the OPP
+    assert gen.ge_group("E20001", "Compilation_Error") == "cann.catalog.program"
+    assert gen.ge_group("E50003", "Not_Supported_Data_Type") == "cann.catalog.program"  # an operator's own check
+    assert gen.ge_group("E30005", "Device_Connection_Failure") == "cann.catalog.device"
+    by_code = {e["code"]: e for e in ENTRIES}
+    assert not any(code.startswith("W") for code in by_code)  # warnings are no failure
+    assert GROUPS["cann.catalog.ge_setup"]["category"] == "LAUNCH"
+
+
+@pytest.mark.parametrize("line,signature,category", [
+    # hicann/runtime's ErrorManager::GetErrorMessage: "[PID: N] <time> <errTitle>(<code>): <message>"
+    ("[PID: 4021] 2025-12-01-10:00:00.000.000 Invalid_Argument(E10001): Value [abc] for parameter [ge.exec.precision_mode] "
+     "is invalid. Reason: it must be one of force_fp16, allow_mix_precision", "cann.catalog.ge_setup", Category.LAUNCH),
+    ("[PID: 4021] 2025-12-01-10:00:00.000.000 Environment_Error_Import_Python_Module_Failed(E40020): Failed to import "
+     "Python module [tbe.common.utils]. Reason: No module named 'decorator'.", "cann.catalog.ge_setup", Category.LAUNCH),
+    # the older classic form, with FE's older message (fe_error_code.h of hicann/ge)
+    ("E20001: 2024-05-01-10:00:00.000.000 Failed to compile Op [MatMul_12]. (optype: [MatMulV2])", "cann.catalog.program",
+     Category.EXCEPTION),
+    # ErrorManager::AssembleInnerErrorMessage and OutputErrMessage: the inner wrapper, generic
+    ("E19999: Internal error!", "cann.catalog.generic", Category.EXCEPTION),
+    ("E19999[PID: 4021] 2025-12-01-10:00:00.000.000 Inner_Error(E19999):  Call OptimizeGraph failed."
+     "[FUNC:Optimize][FILE:graph_optimize.cc][LINE:120]", "cann.catalog.generic", Category.EXCEPTION),
+    ("E29999: Internal error!", "cann.inner_error", Category.EXCEPTION),  # FE's inner code, not in a catalog
+])
+def test_ge_code_lines_as_the_error_manager_prints_them(line: str, signature: str, category: Category) -> None:
+    sig = match_line(line)
+    assert sig is not None and (sig.id, sig.category) == (signature, category), (line, sig and sig.id)
+    assert (sig.role == "generic") == ("9999" in line)
+
+
+def test_a_ge_code_never_seen_in_the_corpus_gets_its_category_with_the_evidence_line(tmp_path: Path) -> None:
+    # E40020 (TE fusion could not import a Python module) is in no log of tests/data: only the catalog knows it
+    (tmp_path / "train.log").write_text(
+        "[INFO] start training\n"
+        "[PID: 4021] 2025-12-01-10:00:00.000.000 Environment_Error_Import_Python_Module_Failed(E40020): Failed to import "
+        "Python module [tbe.common.utils]. Reason: No module named 'decorator'.\n"
+        "        Possible Cause: Some required Python modules are not installed.\n"
+        "        Solution: Check that all required components are properly installed.\n", encoding="utf-8")
+    report = triage([str(tmp_path)])
+    assert report.category is Category.LAUNCH
+    assert report.first_failure is not None and report.first_failure.signature == "cann.catalog.ge_setup"
+    assert "E40020" in report.first_failure.text and report.first_failure.line == 2
+
+
+def test_ges_inner_wrapper_code_yields_to_a_more_specific_line(tmp_path: Path) -> None:
+    # E19999 (the ErrorManager's inner error) says only that something failed inside; GE's own code later in the same
+    # process's log says what: an option of the session (E10001), a setup error
+    (tmp_path / "train.log").write_text(
+        "E19999: Internal error!\n"
+        "E19999[PID: 4021] 2025-12-01-10:00:00.000.000 Inner_Error(E19999):  Call InitGraph failed."
+        "[FUNC:Init][FILE:ge_api.cc][LINE:300]\n"
+        "TraceBack (most recent call last):\n"
+        "[PID: 4021] 2025-12-01-10:00:01.000.000 Invalid_Argument(E10001): Value [abc] for parameter "
+        "[ge.exec.precision_mode] is invalid. Reason: it must be one of force_fp16, allow_mix_precision\n", encoding="utf-8")
+    report = triage([str(tmp_path)])
+    assert report.category is Category.LAUNCH
+    assert report.first_failure is not None and "E10001" in report.first_failure.text
+    wrapper = [f for f in report.findings if "E19999" in f.text]
+    assert wrapper and all(f.role == "generic" for f in wrapper)
 
 
 def test_an_unattributed_cann_error_joins_the_one_rank_whose_only_line_wraps_it(tmp_path: Path) -> None:
