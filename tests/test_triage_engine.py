@@ -564,3 +564,53 @@ def test_a_multi_host_runners_prefix_names_the_host_and_keeps_each_hosts_traceba
     write(tmp_path / "cann.log", ["EH9999: Inner Error!", "EL0004: [PID: 553] 2025-09-17-04:55:13.065.712 Failed to allocate memory."])
     report = triage([tmp_path / "cann.log"])
     assert report.category == Category.OOM and report.first_failure is not None and report.first_failure.node is None
+
+
+def test_the_node_msruns_scheduler_saw_time_out_is_the_culprit_on_the_node_msrun_started_it(tmp_path: Path) -> None:
+    """Issue #26 (the real case: tests/cluster/test_triage_hosts.py, a rank frozen): MindSpore's scheduler names the node
+    whose heartbeats stopped; the others' communication kernels then fail (victims, not their own error). The rank's
+    node is the one whose msrun started it. msrun's own summary ("Time out nodes are ['3']") is read the same way."""
+    ms = "[ERROR] DISTRIBUTED(1715,7ffa,python):2026-11-27-10:25:49.084.843 [mindspore/ccsrc/cluster/topology/"
+    write(tmp_path / "h01" / "launcher.log", [
+        "Start worker process with rank id:0, log file:/logs/h01/workers/worker_0.log. Environment variable [RANK_ID=0] is exported.",
+        "Start worker process with rank id:1, log file:/logs/h01/workers/worker_1.log. Environment variable [RANK_ID=1] is exported.",
+        "[WORKER 0] RuntimeError: Launch kernel failed, name:Default/AllReduce-op0",
+    ])
+    write(tmp_path / "h01" / "workers" / "scheduler.log", [
+        ms + "meta_server_node.cc:548] UpdateTopoState] The node: 3 is timed out. It may exit with exception, please check "
+        "this node's log.",
+    ])
+    write(tmp_path / "h02" / "launcher.log", [
+        "Start worker process with rank id:2, log file:/logs/h02/workers/worker_2.log. Environment variable [RANK_ID=2] is exported.",
+        "Start worker process with rank id:3, log file:/logs/h02/workers/worker_3.log. Environment variable [RANK_ID=3] is exported.",
+        "RuntimeError: Launch kernel failed, name:Default/AllReduce-op0",
+    ])
+    report = triage([tmp_path])
+    assert (report.rule, report.category, report.culprit_rank, report.culprit_node) == (
+        "absent_named", Category.COMM_TIMEOUT, 3, "h02"), report.reason
+    assert "msrun's scheduler names it as the node whose heartbeats stopped" in report.reason
+
+    summary = tmp_path / "summary"
+    write(summary / "h01" / "launcher.log", [
+        "Start worker process with rank id:0, log file:/l/worker_0.log. Environment variable [RANK_ID=0] is exported.",
+        "Start worker process with rank id:1, log file:/l/worker_1.log. Environment variable [RANK_ID=1] is exported.",
+        "Start worker process with rank id:2, log file:/l/worker_2.log. Environment variable [RANK_ID=2] is exported.",
+        "Start worker process with rank id:3, log file:/l/worker_3.log. Environment variable [RANK_ID=3] is exported.",
+        "[ERROR] ME(16:28,MainProcess):2025-03-10-09:40:38.720.000 [mindspore/parallel/cluster/process_entity/_api.py:331] "
+        "Scheduler process 162146 exit with exception.",
+        "[ERROR] ME(16:28,MainProcess):2025-03-10-09:40:38.722.000 [mindspore/parallel/cluster/process_entity/_api.py:431] "
+        "Time out nodes are ['2']",
+    ])
+    report = triage([summary])
+    assert (report.rule, report.culprit_rank, report.culprit_node) == ("absent_named", 2, "h01"), report.reason
+
+
+def test_a_communication_kernel_that_failed_is_a_victim_and_another_kernel_its_own_error(tmp_path: Path) -> None:
+    from ascendctl.triage.extract import match_line
+
+    for op in ("Default/AllReduce-op0", "Gradients/Default/network/AllGather-op12", "HcomAllReduce", "Default/Send-op3"):
+        sig = match_line(f"RuntimeError: Launch kernel failed, name:{op}")
+        assert sig is not None and sig.id == "mindspore.comm_kernel_failed" and sig.category == Category.COMM_TIMEOUT, op
+    for op in ("Default/MatMul-op0", "Default/SendFoo-op1", "Default/ReduceMean-op4"):
+        sig = match_line(f"RuntimeError: Launch kernel failed, name:{op}")
+        assert sig is not None and sig.id != "mindspore.comm_kernel_failed", op

@@ -135,6 +135,7 @@ class Facts:
     teardown_time: str | None = None
     order: dict[str, int] = field(default_factory=dict)  # file -> read order
     capture: CaptureJudgement | None = None  # the newest `stacks` capture: every rank's stack while the job hung
+    homes: dict[int, set[str]] = field(default_factory=dict)  # rank -> nodes the job record, launchers or findings put it on
 
     def actor(self, node: str | None, rank: int | None, local: int | None = None) -> Actor:
         key = (node, rank, local if rank is None else None)
@@ -150,8 +151,9 @@ class Facts:
         return [a for a in self.actors.values() if a.rank is not None]
 
     def node_of_rank(self, rank: int) -> str | None:
-        nodes = {a.node for a in self.actors.values() if a.rank == rank and a.node}
-        return nodes.pop() if len(nodes) == 1 else None
+        """The one node this rank ran on: where its findings were, else where the job record or a launcher put it."""
+        nodes = {a.node for a in self.actors.values() if a.rank == rank and a.node} or self.homes.get(rank, set())
+        return next(iter(nodes)) if len(nodes) == 1 else None
 
     def sort_key(self, f: Finding) -> tuple[int, str, int, int]:
         """Time first; untimed findings after timed ones, then read order and line (a paste's lines are in time order)."""
@@ -277,10 +279,12 @@ def build_facts(ex: Extraction) -> Facts:
             nodes_of.setdefault(f.rank, set()).add(f.node)
     for (node, _), rank in local_map.items():
         nodes_of.setdefault(rank, set()).add(node)
+    for rank, homes in ex.rank_homes.items():
+        nodes_of.setdefault(rank, set()).update(homes)
     joined = [replace(f, node=next(iter(nodes_of[f.rank]))) if f.node is None and f.rank is not None
               and len(nodes_of.get(f.rank, ())) == 1 else f for f in joined]
     addresses = {**ex.addresses, **job_addresses}
-    facts = Facts({}, set(universe), addresses, joined, teardown_time)
+    facts = Facts({}, set(universe), addresses, joined, teardown_time, homes=nodes_of)
     facts.order = {}
     for f in joined:
         facts.order.setdefault(f.file, len(facts.order))
@@ -743,8 +747,12 @@ def rule_absent_named(facts: Facts) -> RuleVerdict | None:
     culprit = replace(first, node=node, rank=rank, local_rank=None, device=None, pid=None)
     monitor = f"rank {first.rank}" if first.rank is not None else "the monitor"
     more = f" (also absent: ranks {', '.join(map(str, absent[1:]))})" if len(absent) > 1 else ""
-    said = ("'s desync report names it as the rank that lagged behind the collective that timed out"
-            if first.signature == "torch.desync_report" else "'s monitored barrier names it as the rank that failed to pass")
+    if first.signature == "msrun.node_timeout":  # the scheduler, not a rank, is the monitor
+        monitor, said = "msrun's scheduler", " names it as the node whose heartbeats stopped (timed out)"
+    elif first.signature == "torch.desync_report":
+        said = "'s desync report names it as the rank that lagged behind the collective that timed out"
+    else:
+        said = "'s monitored barrier names it as the rank that failed to pass"
     return RuleVerdict("absent_named", Category.COMM_TIMEOUT, culprit, f"{actor.label()} never arrived: {monitor}{said}{more}",
                        "high", actor,
                        ("look at what that rank was doing when the others waited (its last log lines, `ascendctl stacks` "

@@ -68,7 +68,11 @@ _ABSENT_RX = re.compile(r"\bRanks? (\d+(?:\s*,\s*\d+)*) (?:failed to pass|did no
                         r"collective|"
                         # Horovod's stall inspector: "<tensor> [missing ranks: 1, 3]" (operations.cc), or under "Missing
                         # ranks:" one line per rank, "0: [<tensor>, ...]" (stall_inspector.cc)
-                        r"\[missing ranks: (\d+(?:\s*,\s*\d+)*)\]|^\W*(\d+): \[[^\]]*\b" + HOROVOD_OPS)
+                        r"\[missing ranks: (\d+(?:\s*,\s*\d+)*)\]|^\W*(\d+): \[[^\]]*\b" + HOROVOD_OPS + "|"
+                        # MindSpore's scheduler (meta_server_node.cc: whose heartbeats stopped; its node ids are msrun's
+                        # ranks) and msrun's summary of its log (process_entity/_api.py: "Time out nodes are ['3']")
+                        r"Timed out node list is: (?:\[const vector\])?\{(\d+(?:\s*,\s*\d+)*)\}|"
+                        r"\b[Tt]he node:? (\d+) is timed out\b|Time out nodes are \[('\d+'(?:\s*,\s*'\d+')*)\]")
 _MONITOR_RX = re.compile(r"waiting for send/recv from rank (\d+)")
 _ADDR = r"(?:\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*(?:\.[\w-]+)*)"
 _PEER_ADDR_RXS = (
@@ -250,6 +254,7 @@ class Extraction:
     # the ranks each device was paired with by context lines (HCCL init), per node (or per file of no known node)
     device_ranks: dict[tuple[tuple[str, str], int], set[int]] = field(default_factory=dict)
     local_ranks: dict[tuple[str | None, int], int] = field(default_factory=dict)  # (node, local rank) -> global rank
+    rank_homes: dict[int, set[str]] = field(default_factory=dict)  # global rank -> the nodes a launcher said it started it on
     progress: dict[tuple[str | None, int | None, int | None], Progress] = field(default_factory=dict)  # (node, rank, local)
     scales: dict[tuple[str | None, int | None, str], list[tuple[float, Finding]]] = field(default_factory=dict)
     files: int = 0
@@ -317,8 +322,9 @@ class Extraction:
             self._context(src, text, m, local)
             return
         start = _MSRUN_START_RX.search(text)
-        if start is not None:
-            self._inert(raw)
+        if start is not None:  # msrun: "Start worker process with rank id:3": that rank runs on this node
+            if src.node is not None:
+                self.rank_homes.setdefault(int(start.group(1)), set()).add(src.node)
             return
         spawn = _SPAWN_RX.search(text)
         if spawn is not None:

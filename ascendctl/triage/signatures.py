@@ -515,10 +515,22 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("msrun.node_timeout", _T,
               r"[Tt]he node:? (?P<culprit>\d+) is timed? ?out|[Nn]ode (?P<culprit2>\S+) is timed out|timed out node|"
               r"Failed to connect to the (?:meta server|scheduler)|Cluster is not ready|[Tt]opology build timed out|"
-              r"(?:[Ss]cheduler|meta server).{0,60}(?:timed out|time out|timeout)",
+              r"(?:[Ss]cheduler|meta server).{0,60}(?:timed out|time out|timeout)|"
+              # msrun's own summary of the scheduler's log (mindspore/parallel/cluster/process_entity/_api.py, _analyze_log)
+              r"Time out nodes are \[",
               "the msrun/MindSpore scheduler saw a node time out (it names the first to time out, not always the culprit)",
               _HINT_TIMEOUT, ("is timed out", "is timeout", "is time out", "timed out node", "Failed to connect to the",
-                              "Cluster is not ready", "build timed out")),
+                              "Cluster is not ready", "build timed out", "Time out nodes are")),
+    # MindSpore's kernel launch of a communication operator failed ("Launch kernel failed, name:Default/AllReduce-op0",
+    # the runtime's message; the op names are MindSpore's communication primitives, mindspore/ops/operations/comm_ops.py):
+    # the collective this rank was in broke, as when a peer stopped or the scheduler aborted the cluster; a rank's own
+    # cause is a line of its own (an HCCL code, an exception before it)
+    Signature("mindspore.comm_kernel_failed", _T,
+              r"Launch kernel failed, (?:kernel )?name: ?(?:\S*/)?(?:Hcom|Dist)?(?:AllReduce|AllGather\w*|ReduceScatter\w*|"
+              r"Broadcast|Alltoall\w*|AlltoAll\w*|AllToAll\w*|NeighborExchange\w*|Send|Receive|Barrier|Reduce|"
+              r"CollectiveScatter|CollectiveGather|BatchISendIRecv)(?:-op\d+|\b)",
+              "a communication operator's kernel failed on this rank: its collective broke (a peer stopped, or the "
+              "cluster was aborted)", _HINT_TIMEOUT, ("Launch kernel failed",)),
     # A rank's traceback whose innermost frames are a torch.distributed collective, barrier or store wait (or a wrapper
     # that only calls one): that rank was WAITING for its peers when it ended (issue #26). extract.py reads tracebacks
     # frame by frame and emits these rows itself (a frame line is never matched alone): when the traceback ends in such

@@ -335,6 +335,24 @@ def test_msrun_rank_that_exits_7_without_a_message_is_named(cluster_factory: Any
     agree(case)
 
 
+def test_msrun_rank_frozen_is_the_node_the_scheduler_saw_time_out(cluster_factory: Any, tmp_path: Path) -> None:
+    # issue #26: rank 3 stops (SIGSTOP) after init: no error, no output, no heartbeat. msrun's scheduler (h01's
+    # workers/scheduler.log) says "The node: 3 is timed out" and aborts the cluster; the others' AllReduce kernels fail
+    # ("Launch kernel failed, name:Default/AllReduce-op0": victims, not their own error). Rank 3's node comes from
+    # h02's msrun line "Start worker process with rank id:3".
+    case = run_case(cluster_factory(hosts()), tmp_path, "faults_ms.py", {"GLOG_v": "2", "JOB_FAULT": "freeze",
+                                                                          "JOB_FAULT_RANK": "3", "MS_NODE_TIMEOUT": "15"},
+                    launcher="msrun", timeout=240)
+    assert verdict(case) == ("COMM_TIMEOUT", "h02", 3), case.brief()
+    assert case.doc["culprit_reason"] == "absent_named" and "msrun's scheduler" in case.doc["reason"], case.brief()
+    assert "The node: 3 is timed out" in case.doc["first_failure"]["text"] and in_bundle(case, tmp_path, "h01")
+    assert ("h02", 3) not in victims(case), case.brief()
+    # launch's live verdict reads what the launchers print; the scheduler's log is on h01's disk and only the bundle
+    # has it: launch names no one (never a victim) and sends the reader to collect
+    assert launch_verdict(case) == ("COMM_TIMEOUT", None, None), case.brief()
+    assert case.job["first_failure"]["single_culprit"] is False, case.brief()
+
+
 def test_launcher_missing_on_one_node_is_a_launch_failure_there_not_on_the_first_node(cluster_factory: Any,
                                                                                        tmp_path: Path) -> None:
     # h02's python is the system's, next to which there is no torchrun: its launcher exits 127 at once
