@@ -343,3 +343,47 @@ def test_a_time_that_is_not_a_finite_number_never_votes_and_never_crashes() -> N
         assert low_outlier([1.0] * 150 + [bad, 0.5]) is None
         assert low_outlier([1.0, 1.1, bad, 0.2]) is None
     assert low_outlier([1.0] * 150 + [0.5]) is not None  # the same values without it still find the low one
+
+
+def gpu_job(root: Path, *, host_delay: dict[int, float], compute: dict[int, float], ranks: int = 4, steps: int = 6) -> Path:
+    """A GPU job's traces (torch.profiler's shape: ProfilerStep ranges on the main thread, kernels on a stream): each
+    step a rank's host waits `host_delay[rank]` us before launching a compute kernel of `compute[rank]` us, then an
+    NCCL all_reduce kernel that ends for every rank 500 us after the last one starts it."""
+    root.mkdir(parents=True, exist_ok=True)
+    events: dict[int, list[dict[str, Any]]] = {r: [] for r in range(ranks)}
+    t = 1_000_000.0
+    for step in range(1, steps + 1):
+        arrive = {r: t + host_delay.get(r, 100.0) + compute.get(r, 5_000.0) for r in range(ranks)}
+        end = max(arrive.values()) + 500.0
+        for r in range(ranks):
+            launch = t + host_delay.get(r, 100.0)
+            events[r] += [
+                {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1, "ts": t,
+                 "dur": end + 100.0 - t},
+                {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_f32", "pid": 0, "tid": 7, "ts": launch,
+                 "dur": compute.get(r, 5_000.0)},
+                {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                 "pid": 0, "tid": 7, "ts": arrive[r], "dur": end - arrive[r]},
+            ]
+        t = end + 100.0
+    for r, found in events.items():
+        doc = {"distributedInfo": {"backend": "nccl", "rank": r, "world_size": ranks}, "traceEvents": found}
+        (root / f"rank{r}.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return root
+
+
+def test_a_gpu_straggler_is_device_bound_when_its_kernels_take_longer_and_host_bound_when_its_gpu_waits(
+        tmp_path: Path) -> None:
+    """Issue #31: where the device timeline allows (GPU kernels, Ascend's step trace), the straggler's lost time is
+    its device's extra compute (device-bound) or its device idle before the work arrives (host-bound)."""
+    device = perf([gpu_job(tmp_path / "device", host_delay={}, compute={2: 9_000.0})])
+    assert device.straggler is not None and (device.straggler.rank, device.straggler.bound) == (2, "device")
+    assert "device-bound" in device.verdict and "its device computes 4.0 ms more per step" in device.straggler.bound_why
+    host = perf([gpu_job(tmp_path / "host", host_delay={1: 4_100.0}, compute={})])
+    assert host.straggler is not None and (host.straggler.rank, host.straggler.bound) == (1, "host")
+    assert "host-bound" in host.verdict and "its device sits idle 4.0 ms more per step" in host.straggler.bound_why
+    cpu = perf([DATA / "straggler"])  # gloo on CPU: no device timeline, nothing said
+    assert cpu.straggler is not None and cpu.straggler.bound is None and "-bound" not in cpu.verdict
+    assert "no device timeline" in cpu.straggler.bound_why
+    ascend = perf([DATA / "ascend"])  # rank 1 computes 13 ms more per step (make_ascend.py)
+    assert ascend.straggler is not None and (ascend.straggler.rank, ascend.straggler.bound) == (1, "device")

@@ -199,7 +199,7 @@ def _delta(mine: float | None, others: list[float | None]) -> float | None:
 
 
 def _straggler(votes: list[Vote], compared: dict[str, dict[int, tuple[str, float]]],
-               summaries: list[RankMeans]) -> Straggler | None:
+               summaries: list[RankMeans], device: bool = False) -> Straggler | None:
     """The rank with votes in more than half of the calls compared (and at least two), or None."""
     counts = Counter(v.rank for v in votes)
     if not counts:
@@ -215,9 +215,37 @@ def _straggler(votes: list[Vote], compared: dict[str, dict[int, tuple[str, float
     means = {r: statistics.fmean(values) for r, values in comm.items()}
     others = [s for s in summaries if s.rank != rank]
     me = next(s for s in summaries if s.rank == rank)
+    bound, why = _bound(me, others, device)
     return Straggler(rank, count, len(compared), dict(sorted(ops.items())),
                      _delta(me.compute_ms, [s.compute_ms for s in others]),
-                     _delta(means.get(rank), [means.get(s.rank) for s in others]))
+                     _delta(means.get(rank), [means.get(s.rank) for s in others]), bound, why)
+
+
+BOUND_SHARE = 0.02  # of the others' median step: an excess of compute or device idle time below it tells nothing
+
+
+def _bound(me: RankMeans, others: Sequence[RankMeans], device: bool) -> tuple[str | None, str]:
+    """Host-bound or device-bound, from the straggler's device timeline against the other ranks' medians: the step it
+    loses is either more work on its device (compute: device-bound) or its device sitting idle, waiting for the host
+    to launch the work (free: host-bound: data loading, the Python side, operator dispatch)."""
+    if not device:
+        return None, "no device timeline in its profile (CPU ranges): host and device are not told apart"
+    def median(values: Iterable[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return statistics.median(known) if known else None
+
+    compute, free, step = (median(getattr(s, f"{name}_ms") for s in others) for name in ("compute", "free", "step"))
+    if me.compute_ms is None or me.free_ms is None or compute is None or free is None or not step:
+        return None, "its compute or idle time is not measured"
+    more_compute, more_idle = me.compute_ms - compute, me.free_ms - free
+    if max(more_compute, more_idle) < BOUND_SHARE * step:
+        return None, (f"neither its device's compute ({more_compute:+.1f} ms) nor its idle time ({more_idle:+.1f} ms per "
+                      f"step) stands out against the others' median")
+    if more_compute >= more_idle:
+        return "device", (f"its device computes {more_compute:.1f} ms more per step than the others' median "
+                          f"(idle {more_idle:+.1f} ms)")
+    return "host", (f"its device sits idle {more_idle:.1f} ms more per step than the others' median, waiting for the "
+                    f"host to launch work (compute {more_compute:+.1f} ms)")
 
 
 def spreads(summaries: Sequence[RankMeans]) -> list[DimensionSpread]:
@@ -296,8 +324,9 @@ def verdict_line(straggler: Straggler | None, votes: list[Vote], compared: int, 
     if straggler is not None:
         ops = "/".join(straggler.ops)
         unit = "steps" if vote_on == "step communication" else f"{ops} calls"
+        bound = f", {straggler.bound}-bound" if straggler.bound else ""
         return (f"rank {straggler.rank} is the straggler in {straggler.votes} of {straggler.compared} {unit}: "
-                f"compute {_percent(straggler.compute_delta)}, {what} {_percent(straggler.comm_delta)}; {link_text}")
+                f"compute {_percent(straggler.compute_delta)}, {what} {_percent(straggler.comm_delta)}{bound}; {link_text}")
     if ranks < 2:
         return f"no straggler: {ranks} rank(s), nothing to compare; {link_text}"
     unit = "steps" if vote_on == "step communication" else "collective calls"
@@ -313,7 +342,7 @@ def analyse(profiles: Sequence[RankInput], problems: Sequence[PerfProblem] = ())
     vote_on, compared = _compared([p for p in profiles if p.rank not in out])
     votes = vote(compared)
     summaries = _summaries(profiles, Counter(v.rank for v in votes))
-    straggler = _straggler(votes, compared, summaries)
+    straggler = _straggler(votes, compared, summaries, all(p.device_timeline for p in profiles))
     link_list = links(s for p in profiles for s in p.links)
     line = verdict_line(straggler, votes, len(compared), len(profiles) - len(dropped), vote_on, link_list)
     if dropped:  # said on the verdict's line: the vote did not hear these ranks

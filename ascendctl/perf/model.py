@@ -64,6 +64,7 @@ class RankInput:
     calls: tuple[CommCall, ...] = ()
     links: tuple[LinkSample, ...] = ()
     world_size: int | None = None  # the job's ranks as the profile says (a torch trace's distributedInfo.world_size)
+    device_timeline: bool = False  # compute and free are the device's (GPU kernels; Ascend's step trace), not a CPU thread's
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,10 +167,13 @@ class Straggler:
     ops: dict[str, int]
     compute_delta: float | None
     comm_delta: float | None
+    bound: str | None = None  # "device" or "host": what makes it late, where its device's timeline tells (else None)
+    bound_why: str = ""  # the figures behind `bound`, or why it is not told
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "votes": self.votes, "compared": self.compared, "ops": dict(self.ops),
-                "compute_delta": self.compute_delta, "comm_delta": self.comm_delta}
+                "compute_delta": self.compute_delta, "comm_delta": self.comm_delta, "bound": self.bound,
+                "bound_why": self.bound_why}
 
 
 @dataclass(frozen=True, slots=True)

@@ -289,18 +289,19 @@ def parse_trace(data: bytes, rel: str, shown: str) -> RankInput:
 StepRow = tuple[int, float, float, float, float, float]
 CallRow = tuple[str, str, "int | None", float, None]
 LinkRow = tuple[int, int, str, str, float, float]  # LinkSample's fields
-TraceParts = tuple[int, list[StepRow], list[CallRow], list[LinkRow], "int | None"]  # ..., the world size it says
+# ..., the world size it states, whether compute is its GPU's kernels
+TraceParts = tuple[int, list[StepRow], list[CallRow], list[LinkRow], "int | None", bool]
 
 
 def _rank_input(shown: str, parts: TraceParts, names: dict[str, str] | None = None) -> RankInput:
     """The RankInput of a trace's parts; `names` shares one string per call key over all ranks (1,024 ranks name the
     same 1,000 calls: 70 MB less)."""
-    rank, steps, calls, received, world = parts
+    rank, steps, calls, received, world, on_gpu = parts
     same = names if names is not None else {}
     make = CommCall._make
     return RankInput(rank, "torch", (shown,), tuple([StepTimes(*row) for row in steps]),
                      tuple([make((same.setdefault(key, key), op, step, ms, wait)) for key, op, step, ms, wait in calls]),
-                     tuple([LinkSample(*row) for row in received]), world)
+                     tuple([LinkSample(*row) for row in received]), world, on_gpu)
 
 
 def _trace_parts(data: bytes, rel: str) -> TraceParts:
@@ -415,7 +416,7 @@ def _trace_parts(data: bytes, rel: str) -> TraceParts:
     pgs = document["distributedInfo"].get("pg_config") if isinstance(document.get("distributedInfo"), dict) else None
     one_group = not isinstance(pgs, list) or len(pgs) <= 1  # a peer is a group rank: the global rank in the only group
     found_links = [] if on_gpu or not one_group else _received(rank, receives, ranges, steps, step_starts)
-    return rank, step_times, calls, found_links, _trace_world(document)
+    return rank, step_times, calls, found_links, _trace_world(document), on_gpu
 
 
 def _tensor_bytes(event: dict[str, Any]) -> int | None:
@@ -790,5 +791,5 @@ def _read_profiles(paths: Iterable[Path], readers: int) -> tuple[list[RankInput]
             problems.append(PerfProblem(slot["sources"][0], f"rank {rank} has a Chrome trace too: the trace is used"))
             continue
         profiles.append(RankInput(rank, "ascend", tuple(slot["sources"]), tuple(slot["steps"]), tuple(slot["calls"]),
-                                  tuple(slot["links"])))
+                                  tuple(slot["links"]), device_timeline=True))  # the step trace is the NPU's
     return sorted(profiles, key=lambda p: p.rank), problems, found[0]

@@ -32,6 +32,8 @@ def evidence_lines(report: PerfReport) -> list[str]:
     if report.straggler is not None:
         ops = ", ".join(f"{op} {count}" for op, count in report.straggler.ops.items())
         lines.append(f"votes for rank {report.straggler.rank}: {ops}")
+        lines.append(f"host or device: {report.straggler.bound + '-bound: ' if report.straggler.bound else ''}"
+                     f"{report.straggler.bound_why}")
     for vote in report.votes[:10]:
         lines.append(f"  {vote.key}: rank {vote.rank} {vote.ms:.3f} ms, median {vote.median_ms:.3f} ms "
                      f"({vote.test} {vote.statistic:.3g})")
