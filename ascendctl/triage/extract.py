@@ -634,6 +634,7 @@ class Extraction:
     def tail(self, src: Source, data: bytes) -> None:
         """The last bytes of a file: the last training step each rank in it logged."""
         text = data.decode("utf-8", "replace")
+        last: dict[tuple[str | None, int | None, int | None], tuple[int, str | None, str]] = {}  # first-met order kept
         for raw in text.splitlines()[-2000:]:
             stamp, line = split_stamp(raw)
             m = PROGRESS_RX.search(line)
@@ -645,9 +646,9 @@ class Extraction:
                 local = src.local_rank
             if rank is None:
                 rank = src.rank
-            key = (src.node, rank, local if rank is None else None)
-            when = parse_time(line) or stamp
-            self.progress[key] = Progress(int(m.group(1)), when, src.file, line.strip()[:MAX_TEXT])
+            last[(src.node, rank, local if rank is None else None)] = (int(m.group(1)), stamp, line)
+        for key, (step, stamp, line) in last.items():  # a time is parsed only for the line that stays
+            self.progress[key] = Progress(step, parse_time(line) or stamp, src.file, line.strip()[:MAX_TEXT])
 
 
 # Prefixes runners put in front of a process's lines; signatures are matched on what follows them.
