@@ -9,15 +9,18 @@ each group into one signature row at import time.
         --rt-error-codes runtime/include/external/acl/error_codes/rt_error_codes.h \\
         --rt-errcode-manage runtime/src/runtime/core/src/common/errcode_manage.cc \\
         --verbs-enum-strs rdma-core/libibverbs/enum_strs.c --nccl-ibvwrap nccl/src/misc/ibvwrap.cc \\
-        --ge-error-codes ge/base/common/error_registry/error_registry.cc
+        --ge-error-codes ge/base/common/error_registry/error_registry.cc \\
+        --torch-npu-error-codes pytorch/torch_npu/utils/_error_code.py
     .venv/bin/python scripts/ascend_catalog.py --index-only     # rewrite INDEX.md from the JSON
 
 Which code goes to which group (and so which triage Category) is decided here, in GROUP_OF: a code the
 table does not name is left out of the catalog. The Graph Engine's family of codes (E1xxxx of GE/ATC, from
 hicann/ge's error registry; E2xxxx-EBxxxx of the fusion engine, AI CPU, TE fusion, the operators' own checks and
 the operator compilers, from CANN's error_code.json) is too large for a list: GE_RULES maps each of those codes
-by its prefix and the error class the catalog itself gives it (errTitle), never by a log. The upstream commits are
-recorded in SOURCES; bump them with the files.
+by its prefix and the error class the catalog itself gives it (errTitle), never by a log. torch_npu's own codes
+(`ERR<submodule:02><error type:03> <SUBMODULE> <text>`, from Ascend/pytorch's torch_npu/utils/_error_code.py) are one
+entry per code its helpers can print, mapped by the error type's documented meaning (TORCH_NPU_GROUP_OF). The upstream
+commits are recorded in SOURCES; bump them with the files.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ HCOMM = "https://github.com/hicann/hcomm/blob/84a35f54d92e43fd35074eb6dfebb181b0
 RDMA = "https://github.com/linux-rdma/rdma-core/blob/691953d8d502f54088f776c5ba2aeed0a5ac945d"
 NCCL = "https://github.com/NVIDIA/nccl/blob/5067397c2676d5aed50042fc39e5c8ee96eb0027"
 GE = "https://github.com/hicann/ge/blob/ffdcbc9f7496c17a98c1d12762c61ed608ef3503"
+TORCH_NPU = "https://github.com/Ascend/pytorch/blob/9e73e708ab9350d203475609f36f8a43f6a0c2ab"
 
 SOURCES: dict[str, dict[str, str]] = {
     "cann-error-codes": {
@@ -77,6 +81,14 @@ SOURCES: dict[str, dict[str, str]] = {
         "what": "the Graph Engine's error-code catalog (the JSON its error registry registers with the ErrorManager): "
                 "E1xxxx GE/ATC codes (arguments and options, model files, operators, E19999 inner error); explained "
                 f"one page a code under {GE}/docs/en/user_guides/error_codes"},
+    "torch-npu-error-codes": {
+        "url": f"{TORCH_NPU}/torch_npu/utils/_error_code.py",
+        "what": "torch_npu's error codes: its submodules (_SubModuleID: PTA 0, OPS 1, DIST 2, GRAPH 3, PROF 4, UNKNOWN 99), "
+                "its error types and their texts (ErrCode) and the line it prints, `[ERROR] <time> (PID:<pid>, "
+                "Device:<device>, RankID:<rank>) ERR<submodule:02><type:03> <SUBMODULE> <text>` (the C++ side, "
+                "torch_npu/csrc/core/npu/NPUException.h and .cpp, prints the same codes and texts; the first release, "
+                "Ascend/pytorch@2f47d73c2a4f43253c6707c4e3071dc47b1585be, printed the code alone); each type explained in "
+                f"{TORCH_NPU}/docs/zh/user_guide/troubleshooting/error_code_description/error_code_information.md"},
 }
 
 _HINT_TIMEOUT = "@timeout"  # the table's own timeout hint (signatures._HINT_TIMEOUT)
@@ -166,6 +178,33 @@ GROUPS: dict[str, dict[str, str]] = {
                    "environment, an operator not registered in the installed operator package (GE/ATC error catalog)",
         "hint": "fix what the message names (the option or variable, the file's path and permissions, the model, "
                 "ASCEND_OPP_PATH and the installed CANN packages, the Python environment: source set_env.sh) and relaunch"},
+    # torch_npu's codes end the message of the exception they close: placed late, after the hand-written rows that read
+    # the call a code wraps (HCCL's result codes, torch_npu's failed initialisation), before its wrapper line's row
+    "torch_npu.catalog.comm": {
+        "category": "COMM_TIMEOUT", "role": "error", "kind": "", "form": "torch_npu", "place": "late",
+        "meaning": "torch_npu reported a timeout (its catalog: unexpected communication link state, or operations that "
+                   "differ between nodes) or a failed HCCL call: torch_npu's error-code catalog",
+        "hint": _HINT_TIMEOUT},
+    "torch_npu.catalog.program": {
+        "category": "EXCEPTION", "role": "error", "kind": "", "form": "torch_npu", "place": "late",
+        "meaning": "torch_npu rejected what the program gave it: an invalid parameter, type or value (dtype, shape, "
+                   "dimension), or a feature it does not support (torch_npu's error-code catalog)",
+        "hint": "read the message above the code (the argument, dtype, value or feature it names) and this rank's "
+                "traceback; use a supported call or dtype instead"},
+    "torch_npu.catalog.setup": {
+        "category": "LAUNCH", "role": "error", "kind": "", "form": "torch_npu", "place": "late",
+        "meaning": "torch_npu could not find or use what the job's environment must provide: a file or a function of "
+                   "the installed CANN (resource not found), a resource that is unavailable (no NPU, a configuration "
+                   "file), the permissions of a file or directory (torch_npu's error-code catalog)",
+        "hint": "fix what the message above the code names (source CANN's set_env.sh, CANN and driver versions that match "
+                "torch_npu, ASCEND_RT_VISIBLE_DEVICES, the file's path and permissions) and relaunch"},
+    "torch_npu.catalog.generic": {
+        "category": "EXCEPTION", "role": "generic", "kind": "", "form": "torch_npu", "place": "late",
+        "meaning": "torch_npu reported that a call it wraps failed (an ACL or GE API), an internal, pointer, memory or "
+                   "system-call error, or an exception of the application: says little by itself (torch_npu's "
+                   "error-code catalog)",
+        "hint": "read the lines around it: CANN's error code (EExxxx, EIxxxx, `error code is N`) or the exception "
+                "before it says what failed"},
 }
 
 # CANN codes -> group. A code not listed here is not in the catalog (profiling, dump, compiler codes).
@@ -249,6 +288,26 @@ ACL_GROUP_OF: dict[str, str] = {
                      "ACL_ERROR_RT_VECTOR_CORE_TRAP_READ_OVERFLOW", "ACL_ERROR_RT_VECTOR_CORE_TRAP_WRITE_OVERFLOW"],
                     "acl.rt.kernel"),
 }
+# torch_npu's error types -> group, by the meaning torch_npu's error-code page gives each (error_code_information.md,
+# "ERR**<type>": possible cause and solution), the same for every submodule; a type not named here stops the script
+# (a new type needs a decision), SUCCESS is no error.
+TORCH_NPU_GROUP_OF: dict[str, str] = {
+    # ERR**011: "unexpected situations occur during the communication link; the operations on different nodes are
+    # inconsistent"; ERR**200: a call of HCCL's API failed (the collective or the communicator)
+    **dict.fromkeys(["TIMEOUT", "HCCL"], "torch_npu.catalog.comm"),
+    # ERR**001-003: the input parameters, a parameter's dtype, the input's value, shape or dimension are not as expected;
+    # ERR**007: a feature (an interface, an operator, a dtype) torch_npu does not support: "use other similar functions"
+    **dict.fromkeys(["PARAM", "TYPE", "VALUE", "NOT_SUPPORT"], "torch_npu.catalog.program"),
+    # ERR**008: "some files are not found: check if the execution environment is configured correctly"; ERR**009: "some
+    # required resources are unavailable"; ERR**012: "the permissions of the file or directory have some problems"
+    **dict.fromkeys(["NOT_FOUND", "UNAVAIL", "PERMISSION"], "torch_npu.catalog.setup"),
+    # ERR**100/300: an ACL or GE API call failed: "check CANN-related errors in logs and find the CANN error code"; ERR**004,
+    # 005, 010: an invalid pointer, an internal error, a failed system call: "submit an issue"; ERR**006: "exceptions in
+    # memory usage", not the device's memory exhausted (an allocator's own "out of memory" line says that); ERR99999:
+    # "the code of the application or a third-party library throws an exception" (the traceback says which)
+    **dict.fromkeys(["PTR", "INTERNAL", "MEMORY", "SYSCALL", "ACL", "GE", "EXCEPT"], "torch_npu.catalog.generic"),
+}
+TORCH_NPU_SKIP = {"SUCCESS", "SUC"}
 # ibv_wc_status values that are failures (all but IBV_WC_SUCCESS and the tag-matching rendezvous notice).
 WC_SKIP = {"IBV_WC_SUCCESS", "IBV_WC_TM_RNDV_INCOMPLETE"}
 EVENT_FATAL = {"IBV_EVENT_DEVICE_FATAL", "IBV_EVENT_PORT_ERR"}
@@ -368,11 +427,46 @@ def nccl_entries(path: Path) -> list[dict[str, Any]]:
              "group": "ibv.setup_failed", "source": "nccl-ibvwrap"} for verb in verbs]
 
 
+def _py_enum(text: str, name: str) -> str:
+    """The body of `class <name>(Enum):` of a Python source: its indented lines."""
+    m = re.search(rf"^class {name}\(Enum\):\n((?:[ \t]+.*\n|[ \t]*\n)+)", text, re.M)
+    if m is None:
+        sys.exit(f"class {name}(Enum) not found")
+    return m[1]
+
+
+def torch_npu_entries(path: Path) -> list[dict[str, Any]]:
+    """torch_npu's codes: every error type (but success) with every submodule that has a helper (pta_error, ...), and
+    the pairs the file formats itself (UNKNOWN with EXCEPT: an exception raised by another component)."""
+    text = path.read_text(encoding="utf-8")
+    if '"ERR{:0>2d}{:0>3d}"' not in text or "{error_code} {submodule_name} {error_code_msg}" not in text:
+        sys.exit(f"{path}: torch_npu's `ERR<submodule><type> <SUBMODULE> <text>` format not found")
+    submodules = {m[1]: int(m[2]) for m in re.finditer(r"^\s+(\w+) = (\d+)\s*$", _py_enum(text, "_?SubModuleID"), re.M)}
+    types = {m[1]: (int(m[2]), m[3]) for m in re.finditer(r'^\s+(\w+) = \((\d+), "([^"]*)"\)', _py_enum(text, "ErrCode"), re.M)}
+    helpers = re.findall(r"def \w+_error\(error: ErrCode\) -> str:\s*return _format_error_msg\(_?SubModuleID\.(\w+), error\)",
+                         text)
+    if not submodules or not types or not helpers:
+        sys.exit(f"{path}: torch_npu's submodules, error types or helpers not found")
+    unmapped = set(types) - set(TORCH_NPU_GROUP_OF) - TORCH_NPU_SKIP
+    if unmapped:
+        sys.exit(f"{path}: error types TORCH_NPU_GROUP_OF does not map: {sorted(unmapped)}")
+    pairs = [(sub, kind) for sub in helpers for kind in types if kind not in TORCH_NPU_SKIP]
+    pairs += [p for p in re.findall(r"_format_error_msg\(_?SubModuleID\.(\w+), ErrCode\.(\w+)\)", text) if p not in pairs]
+    out = []
+    for sub, kind in pairs:
+        number, message = types[kind]
+        out.append({"code": f"ERR{submodules[sub]:02d}{number:03d}", "emitter": f"torch_npu ({sub})", "title": kind,
+                    "message": message, "submodule": sub, "group": TORCH_NPU_GROUP_OF[kind],
+                    "source": "torch-npu-error-codes"})
+    return out
+
+
 def write_index(catalog: dict[str, Any], path: Path) -> None:
     lines = ["# Error-code catalog: sources", "",
              "Generated by `scripts/ascend_catalog.py` with `ascend_codes.json`; do not edit by hand. Every signature "
-             "of the `cann.catalog.*`, `acl.rt.*` and `ibv.*` rows of `ascendctl/triage/signatures.py` comes from a "
-             "row below, and every row from the emitter's own catalog (never from a log).", "", "## Sources", ""]
+             "of the `cann.catalog.*`, `acl.rt.*`, `ibv.*` and `torch_npu.catalog.*` rows of "
+             "`ascendctl/triage/signatures.py` comes from a row below, and every row from the emitter's own catalog "
+             "(never from a log).", "", "## Sources", ""]
     for key, src in catalog["sources"].items():
         lines.append(f"- `{key}`: {src['what']}. <{src['url']}>")
     lines += ["", "## Entries", "", "| code | emitter | meaning (upstream text) | group | category | source |",
@@ -405,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nccl-ibvwrap", type=Path, help="NVIDIA/nccl src/misc/ibvwrap.cc")
     ap.add_argument("--ge-error-codes", type=Path, help="hicann/ge base/common/error_registry/error_registry.cc (its "
                     "E2-EB family is read from --cann-error-codes)")
+    ap.add_argument("--torch-npu-error-codes", type=Path, help="Ascend/pytorch torch_npu/utils/_error_code.py")
     ap.add_argument("--out", type=Path, default=OUT, help=f"output folder (default {OUT.relative_to(REPO)})")
     ap.add_argument("--index-only", action="store_true", help="rewrite INDEX.md from the existing JSON")
     args = ap.parse_args(argv)
@@ -413,12 +508,12 @@ def main(argv: list[str] | None = None) -> int:
         write_index(json.loads(target.read_text(encoding="utf-8")), args.out / "INDEX.md")
         return 0
     inputs = (args.cann_error_codes, args.rt_error_codes, args.rt_errcode_manage, args.verbs_enum_strs, args.nccl_ibvwrap,
-              args.ge_error_codes)
+              args.ge_error_codes, args.torch_npu_error_codes)
     if not all(inputs):
         ap.error("give every upstream file (or --index-only)")
     entries = [*cann_entries(args.cann_error_codes), *acl_entries(args.rt_error_codes), *reason_entries(args.rt_errcode_manage),
                *verbs_entries(args.verbs_enum_strs), *nccl_entries(args.nccl_ibvwrap),
-               *ge_entries(args.ge_error_codes, args.cann_error_codes)]
+               *ge_entries(args.ge_error_codes, args.cann_error_codes), *torch_npu_entries(args.torch_npu_error_codes)]
     catalog = build(entries)
     args.out.mkdir(parents=True, exist_ok=True)
     target.write_text(render(catalog), encoding="utf-8")

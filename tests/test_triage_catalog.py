@@ -91,6 +91,11 @@ def _lines(e: dict[str, Any]) -> list[str]:
         return [f"node01:1234:5678 [0] NCCL WARN NET/IB : mlx5_0:1 async fatal event: {message}", f"async event {code}"]
     if form == "ibv_call":  # NCCL ibvwrap: "Call to " name " failed with error %s"
         return [f"node01:1234:5678 [0] NCCL WARN Call to {code} failed with error Cannot allocate memory"]
+    if form == "torch_npu":  # torch_npu's _format_error_msg / formatErrorCode; HCCLUtils adds a "."; the first release
+        # printed the code alone at the end of the message
+        return [f"[ERROR] 2025-12-01-10:00:00 (PID:4242, Device:0, RankID:3) {code} {e['submodule']} {message}",
+                f"[rank3]: [ERROR] 2025-12-01-10:00:00 (PID:4242, Device:3, RankID:-1) {code} {e['submodule']} {message}.",
+                f"[rank3]: {code}"]
     raise AssertionError(form)
 
 
@@ -195,14 +200,19 @@ def _upstream_row(e: dict[str, Any]) -> dict[str, Any]:
             "Arglist": "", "suggestion": {"Possible Cause": "N/A", "Solution": "N/A"}}
 
 
+def _torch_npu(e: dict[str, Any]) -> bool:
+    return e["source"] == "torch-npu-error-codes"
+
+
 def test_the_committed_json_is_what_the_generator_writes_from_ges_catalogs(tmp_path: Path) -> None:
     # The upstream files are not in the repository (see the script's docstring): they are rebuilt here in their own
     # formats from the committed GE-family rows, with rows the script must leave out (a warning, a code of another
     # emitter); the script must give back exactly those rows, and with the other rows the committed file, byte for byte.
     gen = _generator()
     ge = [e for e in ENTRIES if _ge_family(e)]
-    rest = [e for e in ENTRIES if not _ge_family(e)]
-    assert ENTRIES == rest + ge  # the GE family is written last: the rows before it are those of the other inputs
+    tnpu = [e for e in ENTRIES if _torch_npu(e)]
+    rest = [e for e in ENTRIES if not _ge_family(e) and not _torch_npu(e)]
+    assert ENTRIES == rest + ge + tnpu  # the GE family, then torch_npu's codes are written last
     registry = {"error_info_list": [_upstream_row(e) for e in ge if e["source"] == "ge-error-registry"]
                 + [_upstream_row({"code": "W11001", "title": "Performance_Not_Optimal_Operator", "message": "Op %s ..."})]}
     (tmp_path / "error_registry.cc").write_text(
@@ -214,7 +224,7 @@ def test_the_committed_json_is_what_the_generator_writes_from_ges_catalogs(tmp_p
     (tmp_path / "error_code.json").write_text(json.dumps(cann), encoding="utf-8")
     got = gen.ge_entries(tmp_path / "error_registry.cc", tmp_path / "error_code.json")
     assert got == ge
-    assert gen.render(gen.build(rest + got)) == CATALOG_PATH.read_text(encoding="utf-8")
+    assert gen.render(gen.build(rest + got + tnpu)) == CATALOG_PATH.read_text(encoding="utf-8")
     assert gen.build(rest + got)["groups"] == GROUPS and gen.build([])["sources"] == CATALOG["sources"]
 
 
@@ -324,3 +334,131 @@ def test_a_core_execution_timeout_is_the_kernels_failure_not_a_collectives(line:
     assert sig is not None and sig.id == "acl.rt.kernel" and sig.category is Category.EXCEPTION, (line, sig and sig.id)
     task = match_line("rtStreamSynchronize execute failed, reason=[task timeout]")
     assert task is not None and task.category is Category.COMM_TIMEOUT
+
+
+def _torch_npu_source(entries: list[dict[str, Any]]) -> str:
+    """torch_npu/utils/_error_code.py in its own form, rebuilt from catalog rows: the submodules and error types they
+    name (with success, which is no error), a helper per submodule that has every type, and the one pair the file
+    formats itself."""
+    subs = {e["submodule"]: int(e["code"][3:5]) for e in entries}
+    types = {e["title"]: (int(e["code"][5:]), e["message"]) for e in entries}
+    count = {sub: sum(e["submodule"] == sub for e in entries) for sub in subs}
+    helpers = [sub for sub in subs if count[sub] == len(types)]
+    own = [(e["submodule"], e["title"]) for e in entries if e["submodule"] not in helpers]
+    return "\n".join([
+        "import os", "from enum import Enum", "", "", "class _SubModuleID(Enum):",
+        *(f"    {sub} = {number}" for sub, number in subs.items()), "", "",
+        "class ErrCode(Enum):", '    SUCCESS = (0, "success")',
+        *(f'    {name} = ({number}, "{message}")' for name, (number, message) in types.items()), "",
+        "    @property", "    def code(self):", "        return self.value[0]", "", "",
+        "def _format_error_msg(submodule, error_code):",
+        '    error_msg = "\\n[ERROR] {time} (PID:{pid}, Device:{device}, RankID:{rank}) {error_code} {submodule_name} '
+        '{error_code_msg}"',
+        '    return error_msg.format(time="", pid=os.getpid(), device=-1, rank=-1,',
+        '        error_code="ERR{:0>2d}{:0>3d}".format(submodule.value, error_code.code, ),',
+        "        submodule_name=submodule.name, error_code_msg=error_code.value[1])", "",
+        *(f"\n\ndef {sub.lower()}_error(error: ErrCode) -> str:\n    return _format_error_msg(_SubModuleID.{sub}, error)"
+          for sub in helpers), "",
+        "def handle_exception():",
+        *(f"    print(_format_error_msg(_SubModuleID.{sub}, ErrCode.{name}).lstrip())" for sub, name in own), ""])
+
+
+def test_the_committed_json_is_what_the_generator_writes_from_torch_npus_catalog(tmp_path: Path) -> None:
+    # the upstream file (Ascend/pytorch torch_npu/utils/_error_code.py, see SOURCES) rebuilt from the committed rows: the
+    # script must give back exactly those rows, and with the other rows the committed file, byte for byte
+    gen = _generator()
+    tnpu = [e for e in ENTRIES if _torch_npu(e)]
+    rest = [e for e in ENTRIES if not _torch_npu(e)]
+    assert ENTRIES == rest + tnpu and len(tnpu) == 81  # 5 submodules x 16 error types, and UNKNOWN's EXCEPT
+    (tmp_path / "_error_code.py").write_text(_torch_npu_source(tnpu), encoding="utf-8")
+    got = gen.torch_npu_entries(tmp_path / "_error_code.py")
+    assert got == tnpu
+    assert gen.render(gen.build(rest + got)) == CATALOG_PATH.read_text(encoding="utf-8")
+    # an error type the script's table does not map stops it: a new type needs a decision, not a default
+    (tmp_path / "new.py").write_text(_torch_npu_source(tnpu).replace('    SUCCESS = (0, "success")',
+                                                                      '    SUCCESS = (0, "success")\n    RETRY = (13, "retry error")'))
+    with pytest.raises(SystemExit, match="RETRY"):
+        gen.torch_npu_entries(tmp_path / "new.py")
+
+
+def test_torch_npu_codes_follow_the_rule_on_their_documented_meaning() -> None:
+    gen = _generator()
+    tnpu = [e for e in ENTRIES if _torch_npu(e)]
+    for e in tnpu:
+        assert e["group"] == gen.TORCH_NPU_GROUP_OF[e["title"]], e  # by the error type, the same for every submodule
+        assert re.fullmatch(r"ERR\d{5}", e["code"]) and e["emitter"] == f"torch_npu ({e['submodule']})", e
+    by_code = {e["code"]: (e["submodule"], e["title"], e["group"]) for e in tnpu}
+    assert by_code["ERR02011"] == ("DIST", "TIMEOUT", "torch_npu.catalog.comm")
+    assert by_code["ERR02200"] == ("DIST", "HCCL", "torch_npu.catalog.comm")
+    assert by_code["ERR01002"] == ("OPS", "TYPE", "torch_npu.catalog.program")  # an operator's input dtype
+    assert by_code["ERR00007"] == ("PTA", "NOT_SUPPORT", "torch_npu.catalog.program")
+    assert by_code["ERR00008"] == ("PTA", "NOT_FOUND", "torch_npu.catalog.setup")  # a CANN function, set_env.sh
+    assert by_code["ERR04012"] == ("PROF", "PERMISSION", "torch_npu.catalog.setup")
+    assert by_code["ERR00100"] == ("PTA", "ACL", "torch_npu.catalog.generic")  # the wrapped CANN code says more
+    assert by_code["ERR00006"] == ("PTA", "MEMORY", "torch_npu.catalog.generic")  # "memory error": not exhaustion
+    assert by_code["ERR02005"] == ("DIST", "INTERNAL", "torch_npu.catalog.generic")
+    assert by_code["ERR99999"] == ("UNKNOWN", "EXCEPT", "torch_npu.catalog.generic")  # another component's exception
+    assert {(g, GROUPS[g]["category"], GROUPS[g]["role"]) for g in set(gen.TORCH_NPU_GROUP_OF.values())} == {
+        ("torch_npu.catalog.comm", "COMM_TIMEOUT", "error"), ("torch_npu.catalog.program", "EXCEPTION", "error"),
+        ("torch_npu.catalog.setup", "LAUNCH", "error"), ("torch_npu.catalog.generic", "EXCEPTION", "generic")}
+
+
+@pytest.mark.parametrize("line,signature,category", [
+    # torch_npu's own line, as _format_error_msg / formatErrorCode print it
+    ("[ERROR] 2025-03-01-10:00:00 (PID:4242, Device:3, RankID:3) ERR02011 DIST timeout error", "torch_npu.catalog.comm",
+     Category.COMM_TIMEOUT),
+    ("[rank3]: [ERROR] 2025-03-01-10:00:00 (PID:4242, Device:3, RankID:3) ERR00008 PTA resource not found",
+     "torch_npu.catalog.setup", Category.LAUNCH),
+    ("[ERROR] 2025-03-01-10:00:00 (PID:4242, Device:0, RankID:-1) ERR01007 OPS feature not supported",
+     "torch_npu.catalog.program", Category.EXCEPTION),
+    ("[ERROR] 2025-03-01-10:00:00 (PID:4242, Device:0, RankID:-1) ERR00006 PTA memory error", "torch_npu.catalog.generic",
+     Category.EXCEPTION),
+    ("[ERROR] 2025-03-01-10:00:00 (PID:4242, Device:0, RankID:-1) ERR99999 UNKNOWN application exception",  # typo fixed
+     "torch_npu.catalog.generic", Category.EXCEPTION),
+    ("ERR02011", "torch_npu.catalog.comm", Category.COMM_TIMEOUT),  # the first release: the code alone
+    # HCCLUtils' "ERR02200 DIST call hccl api failed.": the hand-written HCCL row still names it, as before
+    ("[ERROR] 2024-05-21-11:57:54 (PID:927000, Device:3, RankID:3) ERR02200 DIST call hccl api failed.", "hccl.op_failed",
+     Category.COMM_TIMEOUT),
+    # a code newer than the catalog: torch_npu's error, generic
+    ("[ERROR] 2025-03-01-10:00:00 (PID:4242, Device:0, RankID:-1) ERR05005 NEWMOD internal error", "torch_npu.error",
+     Category.EXCEPTION),
+])
+def test_torch_npu_code_lines_as_it_prints_them(line: str, signature: str, category: Category) -> None:
+    sig = match_line(line)
+    assert sig is not None and (sig.id, sig.category) == (signature, category), (line, sig and sig.id)
+    assert (sig.role == "generic") == (signature in ("torch_npu.catalog.generic", "torch_npu.error"))
+
+
+def test_a_torch_npu_code_never_seen_in_the_corpus_gives_the_exception_it_closes_its_category(tmp_path: Path) -> None:
+    # ERR00008 (PTA resource not found) is in no log of the tuned and dev splits: only torch_npu's catalog knows it. The
+    # code closes the exception's message, so the bare RuntimeError line above it yields to the code's category
+    (tmp_path / "train.log").write_text(
+        "[rank3]: Traceback (most recent call last):\n"
+        '[rank3]:   File "/home/user/train.py", line 12, in <module>\n'
+        "[rank3]:     torch_npu.npu.set_device(3)\n"
+        "[rank3]: RuntimeError: Failed to find function aclrtGetDeviceResLimit, maybe your hdk version is too low, please "
+        "upgrade it.\n"
+        "[rank3]: [ERROR] 2025-03-01-10:00:00 (PID:4242, Device:3, RankID:3) ERR00008 PTA resource not found\n",
+        encoding="utf-8")
+    report = triage([str(tmp_path)])
+    assert report.category is Category.LAUNCH
+    assert report.first_failure is not None and report.first_failure.signature == "torch_npu.catalog.setup"
+    assert report.first_failure.rank == 3 and report.first_failure.line == 5
+    assert [f.role for f in report.findings if f.signature == "python.exception"] == ["generic"]
+
+
+def test_torch_npus_wrapper_code_yields_to_a_more_specific_line(tmp_path: Path) -> None:
+    # ERR00100 (PTA call acl api failed) only says that an ACL call failed; CANN's own code below it says what: HCCL's
+    # socket timeout (EI0006)
+    (tmp_path / "train.log").write_text(
+        "[rank2]: RuntimeError: npuSynchronizeDevice:torch_npu/csrc/core/npu/NPUFunctions.cpp:467 NPU function error: "
+        "AclrtSynchronizeDeviceWithTimeout, error code is 507899\n"
+        "[rank2]: [ERROR] 2025-03-01-10:00:00 (PID:4242, Device:2, RankID:2) ERR00100 PTA call acl api failed\n"
+        "[rank2]: EI0006: [PID: 4242] 2025-03-01-09:59:59.000.000 Getting socket times out. Reason: 1. The remote does "
+        "not initiate a connect request.\n", encoding="utf-8")
+    report = triage([str(tmp_path)])
+    assert report.category is Category.COMM_TIMEOUT
+    own = [f for f in report.findings if f.role == "error"]
+    assert own and all("EI0006" in f.text and f.category is Category.COMM_TIMEOUT for f in own)
+    wrapper = [f for f in report.findings if "ERR00100" in f.text]
+    assert wrapper and all(f.role == "generic" and f.signature == "torch_npu.catalog.generic" for f in wrapper)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Iterable
 
-from ascendctl.triage.signatures import CATALOG_IDS, HOROVOD_OPS, SIGNATURES, Category
+from ascendctl.triage.signatures import CATALOG_IDS, HOROVOD_OPS, SIGNATURES, TORCH_NPU_CODE_IDS, Category
 from ascendctl.triage.model import SIGNAL_WORDS, Finding, signal_of
 from ascendctl.triage.times import parse_time, split_stamp
 
@@ -432,12 +432,21 @@ class Extraction:
         """CANN reports an error as a heading with its code (`EZ1001: ... LaunchAicore failed.`) then, under
         `TraceBack (most recent call last):`, the messages of the layers below it (`Cannot find bin of op ...`): a
         line there that a hand-written row knows says what the code only wraps, so the heading becomes generic
-        evidence (used when nothing more specific is found)."""
-        if not self.findings or finding.role != "error" or finding.signature in CATALOG_IDS:
+        evidence (used when nothing more specific is found). torch_npu ends an exception's message with its own code
+        (`RuntimeError: Failed to find function aclrtX` then `[ERROR] ... ERR00008 PTA resource not found`): that code's
+        category, from torch_npu's catalog, says more than the bare exception line, which becomes generic."""
+        if not self.findings or finding.role != "error":
             return
         last = self.findings[-1]
-        if (last.signature in CATALOG_IDS and last.role == "error" and last.file == finding.file
-                and 0 < finding.line - last.line <= CANN_TRACEBACK_LINES and last.category != finding.category):
+        if (last.role != "error" or last.file != finding.file or not 0 < finding.line - last.line <= CANN_TRACEBACK_LINES
+                or last.category == finding.category):
+            return
+        if finding.signature in TORCH_NPU_CODE_IDS:
+            if last.signature == "python.exception" and last.rank == finding.rank:
+                self.findings[-1] = replace(last, role="generic")
+        elif finding.signature not in CATALOG_IDS and last.signature in CATALOG_IDS and not (
+                last.signature in TORCH_NPU_CODE_IDS and finding.signature == "python.exception"):
+            # (a bare exception after torch_npu's code is another exception's: the code closed the message before it)
             self.findings[-1] = replace(last, role="generic")
 
     def _header_closes_message(self, src: Source, number: int, block: tuple[int, int | None, int | None, int | None, int]) -> None:
