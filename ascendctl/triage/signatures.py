@@ -114,7 +114,7 @@ TRIGGERS: tuple[str, ...] = (
     "link_status", "[Rr]ank_?[Tt]able", "RANK_TABLE", "stablish", "no connect", "NOTIFY WAIT", "not ready",
     "DEVICE_DOWN", "bad_alloc", "specific port", "bind", "not found", "No such file", "can't open", "atchdog",
     "endezvous", "FullMesh", "aborted", "hcom init", "SetupAgent", "CommInitRootInfo", "LocalRank Key", "RankID",
-    "exitcode", "      :", "ParameterConflict", "between ranks", "ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES",
+    "exitcode", "      :", "ParameterConflict", "ncclInvalid", "between ranks", "ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES",
     "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "occupying", "EADDRINUSE", "closing signal", "death signal",
     "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
     "srun: error", "Task launch for", "store based barrier", "built in", "CANN failure", "is not implemented", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
@@ -420,6 +420,15 @@ SIGNATURES: tuple[Signature, ...] = (
               "two ranks were given the same device (a launch configuration error both ranks take part in)",
               "give each rank its own device: check nproc per node, CUDA/ASCEND_RT_VISIBLE_DEVICES and LOCAL_RANK handling",
               ("Duplicate GPU", "both on"), node_wide=True),
+    # NCCL's ncclInvalidUsage, as NCCL (ncclGetErrorString: "invalid usage") and torch (NCCLUtils' detail string:
+    # "ncclInvalidUsage: This usually reflects invalid usage of NCCL library") print it: raised before any transfer, by
+    # a setup NCCL refuses; the usual one is two ranks on one device (NCCL says "Duplicate GPU detected" under
+    # NCCL_DEBUG=WARN), also mismatched or repeated communicator setup
+    Signature("nccl.invalid_usage", _L, r"\bncclInvalidUsage\b|NCCL error.{0,200}?\binvalid usage\b",
+              "NCCL refused how it was set up (ncclInvalidUsage): most often two ranks on one device",
+              "give each rank its own device (nproc per node, CUDA_VISIBLE_DEVICES, LOCAL_RANK -> device) and match the "
+              "world size to the GPUs launched; NCCL_DEBUG=WARN names the exact misuse", ("ncclInvalidUsage", "NCCL error"),
+              node_wide=True),
     Signature("launch.device_ordinal", _L,
               r"invalid device ordinal|No CUDA GPUs are available|"
               r"(?:CUDA|ASCEND_RT|ASCEND)_VISIBLE_DEVICES.{0,60}(?:invalid|out of range|not match|error)|"
