@@ -272,6 +272,17 @@ def test_rank_killed_by_the_kernel_oom_killer_in_a_memory_cgroup_is_named(cluste
     assert launch_verdict(case) == verdict(case), case.brief()
 
 
+def test_rank_killed_by_sigkill_with_no_message_is_named_not_its_victims(cluster_factory: Any, tmp_path: Path) -> None:
+    # issue #26: rank 3 dies of SIGKILL at step 2 and says nothing (no kernel log either: not an OOM kill here); the
+    # others lose their peer in the all-reduce. Only torchrun's exit report says what happened to it.
+    case = run_case(cluster_factory(hosts()), tmp_path, "faults_torch.py",
+                    {"JOB_TIMEOUT": "20", "JOB_FAULT": "kill", "JOB_FAULT_RANK": "3"})
+    assert verdict(case) == ("OOM", "h02", 3), case.brief()  # the usual sender of a bare SIGKILL: the OOM killer
+    assert "SIGKILL" in case.doc["reason"] and case.doc["confidence"] != "high", case.brief()
+    assert ("h02", 3) not in victims(case) and victims(case) <= others("h02", 3), case.brief()
+    agree(case)
+
+
 def test_nan_on_every_rank_at_the_same_step_has_no_single_culprit(cluster_factory: Any, tmp_path: Path) -> None:
     case = run_case(cluster_factory(hosts()), tmp_path, "faults_torch.py", {"JOB_TIMEOUT": "20", "JOB_FAULT": "nan",
                                                                               "JOB_FAULT_STEP": "3"})

@@ -7,6 +7,7 @@ progress stopped. JOB_FAULT picks what goes wrong, on rank JOB_FAULT_RANK at ste
           sometimes aborts in the interpreter's teardown, SIGABRT instead of 7, which is another case)
   raise   the rank raises RuntimeError in the middle of training (JOB_FAULT_TEXT is appended to its message)
   hang    the rank stops calling collectives (sleeps) while the others wait in the all-reduce
+  kill    the rank is killed by SIGKILL (sent to itself: no message, no traceback, as the OOM killer or an operator)
   nan     every rank's loss becomes NaN at that step (a diverged model): each logs it and exits 1
   import  (at start) `import asct_dep`, a module only some hosts have on their PYTHONPATH
 JOB_TIMEOUT: the gloo timeout in seconds (default 60). JOB_NUMEL: floats all-reduced per step
@@ -16,6 +17,7 @@ passes `dist.monitored_barrier` (rank 0 then names the ranks that did not arrive
 
 import datetime
 import os
+import signal
 import sys
 import time
 
@@ -45,6 +47,9 @@ for step in range(1, 6):
             raise RuntimeError(f"rank {rank}: bad batch at step {step}" + os.environ.get("JOB_FAULT_TEXT", ""))
         if fault == "hang":
             time.sleep(600)
+        if fault == "kill":
+            sys.stdout.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
     loss = ((x @ weight - y) ** 2).mean()
     if fault == "nan" and step == fault_step:
         loss = loss * float("nan")
