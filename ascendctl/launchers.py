@@ -72,6 +72,10 @@ class LauncherSpec:
     line_rx: re.Pattern[str]  # reads `rank` (and `local_rank` where given) from a line of the launcher's output
     rendezvous: bool  # takes --rdzv: ranks are then given out at start, so no node's first rank is known beforehand
     run_modes: tuple[str, ...] = ()  # what may come first after `--` in place of a script file (`-m module`, ...)
+    # logs the launcher's own processes write on the master node (under the workers' log dir) that a failed job's
+    # verdict must read: what they say is never printed on the launcher's output (msrun's scheduler names the node that
+    # timed out only in scheduler.log)
+    master_logs: tuple[str, ...] = ()
 
     def binary(self, node: HasPython) -> str:
         """The launcher next to the node's python when that is an absolute path, else the one on PATH."""
@@ -124,6 +128,7 @@ MSRUN = LauncherSpec(
     line_prefix=None,
     line_rx=re.compile(r"Start worker process with rank id:(?P<rank>\d+), log file:(?P<log>\S+?)\.?(?:\s|$)"),
     rendezvous=False,
+    master_logs=("scheduler.log",),  # the scheduler (node rank 0's msrun starts it) logs heartbeat timeouts there
 )
 
 TORCHRUN = LauncherSpec(

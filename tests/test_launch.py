@@ -770,3 +770,36 @@ def test_start_end_and_status_fold_many_nodes_into_one_line_per_state(capsys: py
     few = JobRecord("j2", "torchrun", "inv.yaml", ["t.py"], "10.0.0.1", 29500, "/tmp/l", tuple(node(i) for i in range(1, 4)), started=1.0)
     show_status(few)  # a small job keeps its per-node lines (pid, rank, log)
     assert "pid 1002" in capsys.readouterr().out
+
+
+# A stand-in msrun: node rank 0 starts the "scheduler", whose log (--log_dir/scheduler.log, never printed) names node 1
+# as timed out; node 1's worker fails in its AllReduce as the others do when the scheduler aborts the cluster.
+FAKE_MSRUN = """#!/bin/sh
+for a in "$@"; do case $a in --node_rank=*) rank=${a#--node_rank=};; --log_dir=*) dir=${a#--log_dir=};; esac; done
+mkdir -p "$dir"
+echo "Start worker process with rank id:$rank, log file:$dir/worker_$rank.log. Environment variable [RANK_ID=$rank] is exported."
+if [ "$rank" = 0 ]; then
+  echo "[ERROR] DISTRIBUTED(7,7f,python):2026-11-27-10:25:49.084.843 [mindspore/ccsrc/cluster/topology/meta_server_node.cc:548] UpdateTopoState] The node: 1 is timed out. It may exit with exception, please check this node's log." > "$dir/scheduler.log"
+fi
+sleep 0.5
+echo "RuntimeError: Launch kernel failed, name:Default/AllReduce-op0"
+exit 1
+"""
+
+
+def test_a_failed_msrun_jobs_verdict_reads_the_scheduler_log_its_launcher_never_printed(tmp_path: Path) -> None:
+    """msrun's scheduler names the node whose heartbeats stopped only in scheduler.log on the master node: launch reads
+    it after the teardown (LauncherSpec.master_logs), so its verdict names that rank, as triage of the bundle does."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "msrun").write_text(FAKE_MSRUN)
+    (bin_dir / "msrun").chmod(0o755)
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"defaults:\n  transport: local\n  slots: 1\n  python: {bin_dir}/python\n"
+                   "nodes:\n  - {name: a, host: 127.0.0.1}\n  - {name: b, host: 127.0.0.2}\n")
+    outcome = launch_job(load_inventory(inv), LaunchOptions("msrun", ("t.py",), grace=1, log_dir=str(tmp_path / "logs")),
+                         preflight=False)
+    failure = outcome.record.first_failure
+    assert failure is not None and (failure.category, failure.node, failure.rank, failure.rule) == (
+        "COMM_TIMEOUT", "b", 1, "absent_named"), failure
+    assert failure.file == "a:workers/scheduler.log" and "The node: 1 is timed out" in (failure.text or "")

@@ -78,9 +78,10 @@ class Runner(Protocol):
         """Per node: the pids of every process of the job still there (after a teardown that could not reach it)."""
         ...
 
-    def log_lines(self, record: JobRecord, node: str) -> Iterator[str]:
-        """One node's launcher log so far, line by line as it is read (stamps included; lines cut at MAX_LINE bytes
-        with a note): memory stays bounded whatever the log's size. Raises AscendctlError when the node cannot be read."""
+    def log_lines(self, record: JobRecord, node: str, path: str | None = None) -> Iterator[str]:
+        """One node's launcher log so far (or `path`, another file of the job there), line by line as it is read (stamps
+        included; lines cut at MAX_LINE bytes with a note): memory stays bounded whatever the log's size. Nothing for a
+        file that is not there. Raises AscendctlError when the node cannot be read."""
         ...
 
     def artifacts(self, record: JobRecord, node: str) -> tuple[str, ...]:

@@ -374,10 +374,11 @@ class SSHRunner:
     def leftovers(self, record: JobRecord, nodes: Sequence[str]) -> NodeResults[tuple[int, ...]]:
         return self._job_state(record, nodes).map(lambda value: value[1])
 
-    def log_lines(self, record: JobRecord, node: str) -> Iterator[str]:
-        """The node's launcher log so far, streamed line by line (spawned_lines: cut at MAX_LINE, bounded memory)."""
+    def log_lines(self, record: JobRecord, node: str, path: str | None = None) -> Iterator[str]:
+        """The node's launcher log (or `path`) so far, streamed line by line (spawned_lines: cut at MAX_LINE, bounded
+        memory)."""
         target = self.group.inventory.node(node)
-        spawned = self.group.spawn(target, f"cat {shlex.quote(record.node(node).log)} 2>/dev/null")
+        spawned = self.group.spawn(target, f"cat {shlex.quote(path or record.node(node).log)} 2>/dev/null")
         try:
             yield from spawned_lines(spawned, idle=target.command_timeout)
         finally:

@@ -270,6 +270,33 @@ class _Loop:
         self.selector.close()
 
 
+MASTER_LOG_LINES = 20_000  # of a launcher's own log read for a failed job's verdict: its last lines (bounded memory)
+
+
+def read_master_logs(runner: Runner, record: JobRecord, live: LiveTriage) -> None:
+    """Feed the verdict what the launcher's own processes logged on the master node and never printed
+    (`LauncherSpec.master_logs`: msrun's scheduler.log, where it names the node whose heartbeats stopped). After the
+    teardown, best effort: a node that cannot be read leaves the verdict to the streamed lines."""
+    from collections import deque
+    from pathlib import PurePosixPath
+
+    from ascendctl.launchers import LAUNCHERS
+
+    spec = LAUNCHERS.get(record.launcher)
+    master = next((n for n in record.nodes if n.rank == 0), None)
+    if spec is None or not spec.master_logs or master is None or not master.log_dir:
+        return
+    folder = PurePosixPath(master.log_dir)
+    for name in spec.master_logs:
+        try:
+            kept = deque(enumerate(runner.log_lines(record, master.name, str(folder / name)), 1), maxlen=MASTER_LOG_LINES)
+        except AscendctlError as exc:
+            log.info("%s: %s not read for the verdict: %s", master.name, folder / name, exc)
+            continue
+        for number, text in kept:
+            live.line(master.name, text, file=f"{folder.name}/{name}", number=number)
+
+
 def supervise(
     runner: Runner,
     record: JobRecord,
@@ -350,6 +377,8 @@ def supervise(
         status = JobState.SUCCEEDED
     # a hang the stacks named keeps their verdict: the logs of a job stopped for a hang show only the teardown
     kept = loop.hung and record.first_failure is not None
+    if status == JobState.FAILED and not kept and stopped_by is None:
+        read_master_logs(runner, record, loop.live)
     verdict = loop.live.report(record.to_dict()) if status == JobState.FAILED and not kept else None
     record = replace(record, status=status, first_failure=first_failure(verdict) if verdict else record.first_failure,
                      stopped_by=stopped_by)

@@ -358,14 +358,9 @@ def test_msrun_rank_frozen_is_the_node_the_scheduler_saw_time_out(cluster_factor
     assert case.doc["culprit_reason"] == "absent_named" and "msrun's scheduler" in case.doc["reason"], case.brief()
     assert "The node: 3 is timed out" in case.doc["first_failure"]["text"] and in_bundle(case, tmp_path, "h01")
     assert ("h02", 3) not in victims(case), case.brief()
-    # launch's live verdict reads what the launchers print: the scheduler's own log is on h01's disk (the bundle has
-    # it), and whether msrun on h01 printed the scheduler's error before the teardown reached it is a race. So launch
-    # either agrees or names no one (and sends the reader to collect): never a victim
-    if launch_verdict(case) == verdict(case):
-        agree(case)
-    else:
-        assert launch_verdict(case) == ("COMM_TIMEOUT", None, None), case.brief()
-        assert case.job["first_failure"]["single_culprit"] is False, case.brief()
+    # the scheduler's own log is on h01's disk, never printed unless msrun on h01 outlives the teardown: launch reads
+    # it once the job is down (LauncherSpec.master_logs) and agrees
+    agree(case)
 
 
 def test_launcher_missing_on_one_node_is_a_launch_failure_there_not_on_the_first_node(cluster_factory: Any,
