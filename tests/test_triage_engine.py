@@ -614,3 +614,24 @@ def test_a_communication_kernel_that_failed_is_a_victim_and_another_kernel_its_o
     for op in ("Default/MatMul-op0", "Default/SendFoo-op1", "Default/ReduceMean-op4"):
         sig = match_line(f"RuntimeError: Launch kernel failed, name:{op}")
         assert sig is not None and sig.id != "mindspore.comm_kernel_failed", op
+
+
+def test_slurms_oom_kill_count_printed_as_the_step_ends_is_not_later_than_the_exception_it_caused(tmp_path: Path) -> None:
+    """slurmstepd prints its OOM-kill count when the step ends, below everything the job printed (Slurm's task/cgroup
+    plugin; both its older and its newer wording): its place in the log is no time, so the worker that died of it
+    and the exception that followed are its consequences, not an earlier error of their own."""
+    for summary in ("slurmstepd: error: Detected 8 oom-kill event(s) in step 59137890.batch cgroup. Some of your "
+                    "processes may have been killed by the cgroup out-of-memory handler.",
+                    "slurmstepd: error: Detected 1 oom_kill event in StepId=412.0. Some of the step tasks have been OOM "
+                    "Killed."):
+        folder = tmp_path / str(len(summary))
+        write(folder / "slurm-412.out", [
+            "Traceback (most recent call last):",
+            '  File "/home/u/train.py", line 40, in <module>',
+            "    results = ray.get(futures)",
+            "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+            summary,
+        ])
+        report = triage([folder])
+        assert report.category == Category.OOM and report.first_failure is not None, report.reason
+        assert report.first_failure.text.startswith("slurmstepd: error: Detected"), report.first_failure

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from ascendctl.triage.signatures import Category, hint_of, is_node_wide, meaning_of
+from ascendctl.triage.signatures import Category, hint_of, is_at_end, is_node_wide, meaning_of
 from ascendctl.triage.extract import HALVINGS_TO_COLLAPSE, PROGRESS_RX, device_scope
 from ascendctl.triage.model import STOP_SIGNALS, Finding, RankSummary, TriageReport, Victim, signal_of
 from ascendctl.triage.times import NO_YEAR, from_epoch, seconds, with_year
@@ -156,8 +156,9 @@ class Facts:
         return next(iter(nodes)) if len(nodes) == 1 else None
 
     def sort_key(self, f: Finding) -> tuple[int, str, int, int]:
-        """Time first; untimed findings after timed ones, then read order and line (a paste's lines are in time order)."""
-        return (0 if f.time else 1, f.time or "", self.order.get(f.file, 0), f.line)
+        """Time first; untimed findings after timed ones, then read order and line (a paste's lines are in time order;
+        an untimed summary printed as the step ends stands for no line: it goes first of its file)."""
+        return (0 if f.time else 1, f.time or "", self.order.get(f.file, 0), _place(f))
 
     def before(self, a: Finding, b: Finding) -> bool:
         """Is `a` known to have happened before `b`? Whole-second times closer than SAME_MOMENT cannot tell."""
@@ -169,11 +170,17 @@ class Facts:
             if a.file != b.file:
                 return False
         if a.file == b.file:
-            return a.line < b.line
+            return _place(a) < _place(b)
         return False
 
     def earliest(self, items: Iterable[Finding]) -> Finding | None:
         return min(items, key=lambda f: (self.sort_key(f), PRIORITY.index(f.category)), default=None)
+
+
+def _place(f: Finding) -> int:
+    """Where a finding stands in its file as evidence of order: its line, but none (0) for an untimed summary its
+    emitter prints when the step ends (`Signature.at_end`), which says nothing of when the thing it counts happened."""
+    return 0 if not f.time and is_at_end(f.signature) else f.line
 
 
 def _fill_years(findings: list[Finding]) -> list[Finding]:

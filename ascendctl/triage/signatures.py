@@ -57,6 +57,9 @@ class Signature:
     # a setup every rank of a node (or the job) shares (a missing module or program, a device setting, a variable the
     # launcher did not set, two ranks on one device): the node is where it started, never the rank that printed first
     node_wide: bool = False
+    # a summary its emitter prints when the step ends (slurmstepd's OOM-kill count): where it stands in a log says
+    # nothing of when it happened, so an untimed one is not taken for later than the errors above it
+    at_end: bool = False
     # a condition on the match beyond the pattern (numbers a regex cannot compare); the line is no finding without it
     holds: Callable[[re.Match[str]], bool] | None = field(default=None, repr=False, compare=False)
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
@@ -290,7 +293,7 @@ SIGNATURES: tuple[Signature, ...] = (
               _HINT_HOST_OOM, ("invoked oom-killer", "oom_kill_process"), kind="host", role="generic"),
     Signature("slurm.oom_kill", _O, r"Detected \d+ oom[-_]kill events?",
               "Slurm saw the kernel OOM killer end a process of the job step (cgroup memory limit)", _HINT_HOST_OOM,
-              ("oom-kill event", "oom_kill event"), kind="host"),
+              ("oom-kill event", "oom_kill event"), kind="host", at_end=True),  # slurmstepd, as the step ends
     Signature("kernel.oom_kill_record", _O, r"\boom-kill:.*?\btask=(?P<comm>[^,]*),pid=(?P<pid>\d+)",
               "the Linux OOM killer picked a process", _HINT_HOST_OOM, ("oom-kill:",), kind="host"),
     Signature("kernel.oom_reaper", _O, r"oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>[^)]*)\)",
@@ -769,6 +772,12 @@ def hint_of(signature_id: str) -> str | None:
     """The next step a signature suggests; None for a finding the engine made itself."""
     sig = _BY_ID.get(signature_id)
     return sig.hint if sig is not None else None
+
+
+def is_at_end(signature_id: str) -> bool:
+    """Whether the signature is a summary printed as a step ends (`Signature.at_end`): its place is no time."""
+    sig = _BY_ID.get(signature_id)
+    return sig is not None and sig.at_end
 
 
 def is_node_wide(signature_id: str) -> bool:
