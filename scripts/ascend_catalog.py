@@ -10,7 +10,8 @@ each group into one signature row at import time.
         --rt-errcode-manage runtime/src/runtime/core/src/common/errcode_manage.cc \\
         --verbs-enum-strs rdma-core/libibverbs/enum_strs.c --nccl-ibvwrap nccl/src/misc/ibvwrap.cc \\
         --ge-error-codes ge/base/common/error_registry/error_registry.cc \\
-        --torch-npu-error-codes pytorch/torch_npu/utils/_error_code.py
+        --torch-npu-error-codes pytorch/torch_npu/utils/_error_code.py \\
+        --acl-base-codes runtime/include/external/acl/acl_base_rt.h --acl-error-doc runtime/docs/zh/api_ref/25-01_aclError.md
     .venv/bin/python scripts/ascend_catalog.py --index-only     # rewrite INDEX.md from the JSON
 
 Which code goes to which group (and so which triage Category) is decided here, in GROUP_OF: a code the
@@ -19,8 +20,10 @@ hicann/ge's error registry; E2xxxx-EBxxxx of the fusion engine, AI CPU, TE fusio
 the operator compilers, from CANN's error_code.json) is too large for a list: GE_RULES maps each of those codes
 by its prefix and the error class the catalog itself gives it (errTitle), never by a log. torch_npu's own codes
 (`ERR<submodule:02><error type:03> <SUBMODULE> <text>`, from Ascend/pytorch's torch_npu/utils/_error_code.py) are one
-entry per code its helpers can print, mapped by the error type's documented meaning (TORCH_NPU_GROUP_OF). The upstream
-commits are recorded in SOURCES; bump them with the files.
+entry per code its helpers can print, mapped by the error type's documented meaning (TORCH_NPU_GROUP_OF). AscendCL's
+own return codes (ACL_ERROR_* of acl_base.h, declared in acl_base_rt.h: 1000xx/1480xx, 2000xx, 300000, 5000xx) are
+mapped one by one by the cause CANN's aclError reference gives each (ACL_BASE_GROUP_OF); a new code stops the script
+until it is mapped. The upstream commits are recorded in SOURCES; bump them with the files.
 """
 
 from __future__ import annotations
@@ -53,6 +56,12 @@ SOURCES: dict[str, dict[str, str]] = {
         "what": "the runtime's aclError numbers (ACL_ERROR_RT_*: 107xxx, 207xxx, 507xxx); explained in "
                 f"{RUNTIME}/docs/zh/api_ref/25-01_aclError.md",
     },
+    "acl-base-codes": {
+        "url": f"{RUNTIME}/include/external/acl/acl_base_rt.h",
+        "what": "AscendCL's own return codes (ACL_ERROR_*: 1000xx and 1480xx the environment or the program's logic, "
+                "2000xx resources and unsupported calls, 300000 storage, 5000xx internal errors of ACL, GE, runtime, "
+                "driver), declared in acl_base_rt.h, which acl/acl_base.h includes; the meaning of each (the message "
+                f"here) and its cause from {RUNTIME}/docs/zh/api_ref/25-01_aclError.md"},
     "cann-doc-ei0009": {"url": "https://www.hiascend.com/document/detail/zh/canncommercial/900/maintenref/troubleshooting/"
                                "atlaserrorcode_15_0381.html",
                         "what": "CANN 9.0 error-code reference page of EI0009 (absent from the runtime's catalog); older "
@@ -204,7 +213,35 @@ GROUPS: dict[str, dict[str, str]] = {
                    "system-call error, or an exception of the application: says little by itself (torch_npu's "
                    "error-code catalog)",
         "hint": "read the lines around it: CANN's error code (EExxxx, EIxxxx, `error code is N`) or the exception "
-                "before it says what failed"},
+                "before it says what failed"},    # AscendCL's own return codes (acl_base.h): the number where the runtime's forms print it, a wrapper's "error code is
+    # N" / ONNX Runtime's "CANN failure N: <name>" (weak), and the ACL_ERROR_* name itself; placed late, after the
+    # hand-written rows that read the call a code wraps (torch_npu's failed initialisation: "Initialize:... error code
+    # is 500001")
+    "acl.base.setup": {
+        "category": "LAUNCH", "role": "error", "kind": "", "form": "acl_base", "place": "late",
+        "meaning": "AscendCL rejected the job's setup: initialised twice or not at all, a configuration, model or "
+                   "operator file it could not read or parse, the dump/profiling/operator-queue configuration, "
+                   "ASCEND_OPP_PATH, a stub library on the library path, a device that is not there (aclError catalog)",
+        "hint": "fix what the message names (aclInit called once per process and before any other call, the file or "
+                "model path and its version, ASCEND_OPP_PATH and LD_LIBRARY_PATH: source set_env.sh, the device id) "
+                "and relaunch"},
+    "acl.base.program": {
+        "category": "EXCEPTION", "role": "error", "kind": "", "form": "acl_base", "place": "late",
+        "meaning": "AscendCL rejected what the program passed or the order of its calls: an invalid parameter, model "
+                   "or queue id, an operator's type, input, output, attribute, dtype or format, an unsupported API, a "
+                   "stream or context that does not match or was destroyed, a subscription or registration twice or "
+                   "missing (aclError catalog)",
+        "hint": "read the call and the value the message names and this rank's traceback; rerun it with "
+                "ASCEND_LAUNCH_BLOCKING=1 to find the call"},
+    "acl.base.oom": {
+        "category": "OOM", "role": "error", "kind": "device", "form": "acl_base", "place": "late",
+        "meaning": "AscendCL could not allocate memory (ACL_ERROR_BAD_ALLOC): aclError catalog", "hint": "@oom"},
+    "acl.base.generic": {
+        "category": "EXCEPTION", "role": "generic", "kind": "", "form": "acl_base", "place": "late",
+        "meaning": "AscendCL reported an internal error or the failure of a module it wraps (GE, runtime, driver, "
+                   "profiling), an unsupported feature or a storage limit: says little by itself (aclError catalog)",
+        "hint": "read the lines around it: CANN's own code (EExxxx, EIxxxx, a runtime result) or the call before it "
+                "says what failed"},
 }
 
 # CANN codes -> group. A code not listed here is not in the catalog (profiling, dump, compiler codes).
@@ -308,6 +345,48 @@ TORCH_NPU_GROUP_OF: dict[str, str] = {
     **dict.fromkeys(["PTR", "INTERNAL", "MEMORY", "SYSCALL", "ACL", "GE", "EXCEPT"], "torch_npu.catalog.generic"),
 }
 TORCH_NPU_SKIP = {"SUCCESS", "SUC"}
+# AscendCL's own codes (acl_base.h) -> group, by the cause CANN's aclError reference (25-01_aclError.md) gives each; a code
+# not named here stops the script (a new code needs a decision), ACL_SUCCESS/ACL_ERROR_NONE are no error.
+ACL_BASE_GROUP_OF: dict[str, str] = {
+    # the environment or the job's setup (the reference: "check whether aclInit was called / called twice", "whether the
+    # file exists and can be read", "the model may not match this version: rebuild it", "the dump/profiling/operator
+    # queue configuration", "ASCEND_OPP_PATH", "the library path is the compile stub's", "whether the device exists")
+    **dict.fromkeys(["ACL_ERROR_UNINITIALIZE", "ACL_ERROR_REPEAT_INITIALIZE", "ACL_ERROR_INVALID_FILE",
+                     "ACL_ERROR_WRITE_FILE", "ACL_ERROR_INVALID_FILE_SIZE", "ACL_ERROR_PARSE_FILE",
+                     "ACL_ERROR_FILE_MISSING_ATTR", "ACL_ERROR_FILE_ATTR_INVALID", "ACL_ERROR_INVALID_DUMP_CONFIG",
+                     "ACL_ERROR_INVALID_PROFILING_CONFIG", "ACL_ERROR_DESERIALIZE_MODEL", "ACL_ERROR_PARSE_MODEL",
+                     "ACL_ERROR_READ_MODEL_FAILURE", "ACL_ERROR_MODEL_SIZE_INVALID", "ACL_ERROR_MODEL_MISSING_ATTR",
+                     "ACL_ERROR_OP_LOAD_FAILED", "ACL_ERROR_COMPILING_STUB_MODE", "ACL_ERROR_INVALID_MAX_OPQUEUE_NUM_CONFIG",
+                     "ACL_ERROR_INVALID_OPP_PATH", "ACL_ERROR_INVALID_DEVICE", "ACL_ERROR_PROF_MODULES_UNSUPPORTED"],
+                    "acl.base.setup"),
+    # the program's arguments or the order of its calls (the reference: "check the API's input values", "the model's or
+    # the operator's inputs, outputs, attributes, type, format", "the call order", "called twice", "the Stream or
+    # Context passed", "whether the API is supported", "the address must be aligned")
+    **dict.fromkeys(["ACL_ERROR_INVALID_PARAM", "ACL_ERROR_INVALID_MODEL_ID", "ACL_ERROR_MODEL_INPUT_NOT_MATCH",
+                     "ACL_ERROR_MODEL_OUTPUT_NOT_MATCH", "ACL_ERROR_MODEL_NOT_DYNAMIC", "ACL_ERROR_OP_TYPE_NOT_MATCH",
+                     "ACL_ERROR_OP_INPUT_NOT_MATCH", "ACL_ERROR_OP_OUTPUT_NOT_MATCH", "ACL_ERROR_OP_ATTR_NOT_MATCH",
+                     "ACL_ERROR_OP_NOT_FOUND", "ACL_ERROR_UNSUPPORTED_DATA_TYPE", "ACL_ERROR_FORMAT_NOT_MATCH",
+                     "ACL_ERROR_BIN_SELECTOR_NOT_REGISTERED", "ACL_ERROR_KERNEL_NOT_FOUND",
+                     "ACL_ERROR_BIN_SELECTOR_ALREADY_REGISTERED", "ACL_ERROR_KERNEL_ALREADY_REGISTERED",
+                     "ACL_ERROR_INVALID_QUEUE_ID", "ACL_ERROR_REPEAT_SUBSCRIBE", "ACL_ERROR_STREAM_NOT_SUBSCRIBE",
+                     "ACL_ERROR_THREAD_NOT_SUBSCRIBE", "ACL_ERROR_WAIT_CALLBACK_TIMEOUT", "ACL_ERROR_REPEAT_FINALIZE",
+                     "ACL_ERROR_NOT_STATIC_AIPP", "ACL_ERROR_GROUP_NOT_SET", "ACL_ERROR_GROUP_NOT_CREATE",
+                     "ACL_ERROR_PROF_ALREADY_RUN", "ACL_ERROR_PROF_NOT_RUN", "ACL_ERROR_DUMP_ALREADY_RUN",
+                     "ACL_ERROR_DUMP_NOT_RUN", "ACL_ERROR_PROF_REPEAT_SUBSCRIBE", "ACL_ERROR_PROF_API_CONFLICT",
+                     "ACL_ERROR_OP_UNSUPPORTED_DYNAMIC", "ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED",
+                     "ACL_ERROR_UNSUPPORTED_JPEG", "ACL_ERROR_INVALID_BUNDLE_MODEL_ID", "ACL_ERROR_API_NOT_SUPPORT",
+                     "ACL_ERROR_MEMORY_ADDRESS_UNALIGNED", "ACL_ERROR_RESOURCE_NOT_MATCH",
+                     "ACL_ERROR_INVALID_RESOURCE_HANDLE"], "acl.base.program"),
+    # "failed to allocate memory: check the memory left on the hardware"
+    "ACL_ERROR_BAD_ALLOC": "acl.base.oom",
+    # the reference's rule 4/5 (5XXXXX: an inner error of ACL or of the module it wraps, "contact support"): the wrapped
+    # code or the lines around say more; an unsupported feature ("contact support"); the storage limit (3XXXXX, a
+    # business error: storage, not device memory)
+    **dict.fromkeys(["ACL_ERROR_INTERNAL_ERROR", "ACL_ERROR_FAILURE", "ACL_ERROR_GE_FAILURE", "ACL_ERROR_RT_FAILURE",
+                     "ACL_ERROR_DRV_FAILURE", "ACL_ERROR_PROFILING_FAILURE", "ACL_ERROR_FEATURE_UNSUPPORTED",
+                     "ACL_ERROR_STORAGE_OVER_LIMIT"], "acl.base.generic"),
+}
+ACL_BASE_SKIP = {"ACL_SUCCESS", "ACL_ERROR_NONE"}
 # ibv_wc_status values that are failures (all but IBV_WC_SUCCESS and the tag-matching rendezvous notice).
 WC_SKIP = {"IBV_WC_SUCCESS", "IBV_WC_TM_RNDV_INCOMPLETE"}
 EVENT_FATAL = {"IBV_EVENT_DEVICE_FATAL", "IBV_EVENT_PORT_ERR"}
@@ -397,6 +476,27 @@ def reason_entries(path: Path) -> list[dict[str, Any]]:
     if not out:
         sys.exit(f"{path}: no rtErrMap_ entry found")
     return out
+
+
+def acl_base_entries(header: Path, doc: Path, taken: frozenset[str] | set[str] = frozenset()) -> list[dict[str, Any]]:
+    """AscendCL's own codes: every ACL_ERROR_* the header declares (but success and codes already in the catalog,
+    `taken`: numbers or names), with the meaning the aclError reference gives it."""
+    found = {m[1]: m[2] for m in re.finditer(r"^static\s+(?:const\s+)?(?:int\s+)?(ACL_\w+)\s*=\s*(\d+)\s*;",
+                                             header.read_text(encoding="utf-8"), re.M)}
+    meaning = {m[1]: m[2].strip() for m in re.finditer(r"^\|\s*static\s[^|]*?\b(ACL_\w+)\s*=\s*\d+;[^|]*\|\s*([^|]*?)\s*\|",
+                                                       doc.read_text(encoding="utf-8"), re.M)}
+    if not found or not meaning:
+        sys.exit(f"{header} / {doc}: no ACL_ERROR_* code found")
+    codes = {name: number for name, number in found.items() if name not in ACL_BASE_SKIP and number not in taken
+             and name not in taken}
+    unmapped = set(codes) - set(ACL_BASE_GROUP_OF)
+    if unmapped:
+        sys.exit(f"{header}: codes ACL_BASE_GROUP_OF does not map: {sorted(unmapped)}")
+    missing = set(ACL_BASE_GROUP_OF) - set(codes)
+    if missing:
+        sys.exit(f"codes mapped here but absent from {header} (or already in the catalog): {sorted(missing)}")
+    return [{"code": number, "emitter": "AscendCL (aclError)", "title": name, "message": meaning.get(name, ""),
+             "group": ACL_BASE_GROUP_OF[name], "source": "acl-base-codes"} for name, number in codes.items()]
 
 
 def _c_table(text: str, function: str) -> dict[str, str]:
@@ -500,6 +600,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ge-error-codes", type=Path, help="hicann/ge base/common/error_registry/error_registry.cc (its "
                     "E2-EB family is read from --cann-error-codes)")
     ap.add_argument("--torch-npu-error-codes", type=Path, help="Ascend/pytorch torch_npu/utils/_error_code.py")
+    ap.add_argument("--acl-base-codes", type=Path, help="hicann/runtime include/external/acl/acl_base_rt.h (acl_base.h's codes)")
+    ap.add_argument("--acl-error-doc", type=Path, help="hicann/runtime docs/zh/api_ref/25-01_aclError.md (each code's meaning)")
     ap.add_argument("--out", type=Path, default=OUT, help=f"output folder (default {OUT.relative_to(REPO)})")
     ap.add_argument("--index-only", action="store_true", help="rewrite INDEX.md from the existing JSON")
     args = ap.parse_args(argv)
@@ -508,10 +610,12 @@ def main(argv: list[str] | None = None) -> int:
         write_index(json.loads(target.read_text(encoding="utf-8")), args.out / "INDEX.md")
         return 0
     inputs = (args.cann_error_codes, args.rt_error_codes, args.rt_errcode_manage, args.verbs_enum_strs, args.nccl_ibvwrap,
-              args.ge_error_codes, args.torch_npu_error_codes)
+              args.ge_error_codes, args.torch_npu_error_codes, args.acl_base_codes, args.acl_error_doc)
     if not all(inputs):
         ap.error("give every upstream file (or --index-only)")
-    entries = [*cann_entries(args.cann_error_codes), *acl_entries(args.rt_error_codes), *reason_entries(args.rt_errcode_manage),
+    acl = [*acl_entries(args.rt_error_codes), *reason_entries(args.rt_errcode_manage)]
+    taken = {e["code"] for e in acl} | {e["title"] for e in acl}
+    entries = [*cann_entries(args.cann_error_codes), *acl, *acl_base_entries(args.acl_base_codes, args.acl_error_doc, taken),
                *verbs_entries(args.verbs_enum_strs), *nccl_entries(args.nccl_ibvwrap),
                *ge_entries(args.ge_error_codes, args.cann_error_codes), *torch_npu_entries(args.torch_npu_error_codes)]
     catalog = build(entries)

@@ -85,6 +85,12 @@ def _lines(e: dict[str, Any]) -> list[str]:
         return [f"EH9999: 2025-12-01-10:00:00.000.000 wait for compute device to finish failed, runtime result = {code}.",
                 f"RuntimeError: synchronize:torch_npu/csrc/core/npu/NPUStream.cpp:256 NPU function error: "
                 f"AclrtSynchronizeStreamWithTimeout(stream), error code is {code}"]
+    if form == "acl_base":  # AscendCL's own codes: the runtime's "ret = N", a wrapper's "error code is N", ONNX Runtime's
+        # CANN provider (cann_call.cc: "CANN failure %d: %s ; NPU=%d ; hostname=%s ; expr=%s"), the name alone
+        return [f"[ERROR] ASCENDCL(4021,python):2025-12-01-10:00:00.000.000 aclInit failed, ret = {code}",
+                f"RuntimeError: NPU function error: aclInit, error code is {code}",
+                f"CANN failure {code}: {e['title']} ; NPU=0 ; hostname=node01 ; expr=aclrtSetDevice(0);",
+                f"Call acl api failed: {e['title']}"]
     if form == "ibv_wc":  # rdma-core's examples: "Failed status %s (%d) for wr_id %d"
         return [f"Failed status {message} (12) for wr_id 1", f"poll cq failed: wc.status={code}"]
     if form == "ibv_event":  # NCCL net_ib: "NET/IB : %s:%d async fatal event: %s"
@@ -189,6 +195,8 @@ def test_generator_maps_only_what_its_table_names() -> None:
             assert gen.GROUP_OF[e["code"]] == e["group"], e
         elif e["source"] in ("cann-rt-error-codes", "cann-rt-reasons"):
             assert gen.ACL_GROUP_OF[e["title"]] == e["group"], e
+        elif e["source"] == "acl-base-codes":
+            assert gen.ACL_BASE_GROUP_OF[e["title"]] == e["group"], e
     assert all(g in GROUPS for g in set(gen.GROUP_OF.values()) | set(gen.ACL_GROUP_OF.values()))
     assert all(g in GROUPS for *_, g in gen.GE_RULES)
     assert mapped  # the mapping table is the generator's, the data file only records its result
@@ -462,3 +470,84 @@ def test_torch_npus_wrapper_code_yields_to_a_more_specific_line(tmp_path: Path) 
     assert own and all("EI0006" in f.text and f.category is Category.COMM_TIMEOUT for f in own)
     wrapper = [f for f in report.findings if "ERR00100" in f.text]
     assert wrapper and all(f.role == "generic" and f.signature == "torch_npu.catalog.generic" for f in wrapper)
+
+
+def _acl_base(e: dict[str, Any]) -> bool:
+    return e["source"] == "acl-base-codes"
+
+
+def test_the_committed_json_is_what_the_generator_writes_from_acl_base_h(tmp_path: Path) -> None:
+    # hicann/runtime's acl_base_rt.h (which acl_base.h includes) and the aclError reference, rebuilt in their own
+    # formats from the committed rows with success and a runtime code already in the catalog (left out); the earlier rows
+    # are unchanged, the new ones follow the runtime's
+    gen = _generator()
+    base = [e for e in ENTRIES if _acl_base(e)]
+    rest = [e for e in ENTRIES if not _acl_base(e)]
+    last_rt = max(i for i, e in enumerate(ENTRIES) if e["source"] in ("cann-rt-error-codes", "cann-rt-reasons"))
+    assert ENTRIES == rest[:last_rt + 1] + base + rest[last_rt + 1:] and len(base) == 69
+    decls = [("ACL_ERROR_NONE", "0"), ("ACL_SUCCESS", "0"), *((e["title"], e["code"]) for e in base),
+             ("ACL_ERROR_RT_TASK_TIMEOUT", "107020")]
+    (tmp_path / "acl_base_rt.h").write_text(
+        "#ifndef INC_EXTERNAL_ACL_ACL_BASE_RT_H_\ntypedef int aclError;\n"
+        + "".join(f"static const int {name} = {number};\n" for name, number in decls) + "#endif\n", encoding="utf-8")
+    (tmp_path / "aclError.md").write_text(
+        "| 返回码 | 含义 | 可能原因及解决方法 |\n| --- | --- | --- |\n| static const int ACL_SUCCESS = 0; | 执行成功。 | - |\n"
+        + "".join(f"| static const int {e['title']} = {e['code']};<br>须知：... | {e['message']} | ... |\n" for e in base),
+        encoding="utf-8")
+    taken = {e["code"] for e in rest if e["source"] == "cann-rt-error-codes"} | {"ACL_ERROR_RT_TASK_TIMEOUT"}
+    got = gen.acl_base_entries(tmp_path / "acl_base_rt.h", tmp_path / "aclError.md", taken)
+    assert got == base
+    assert gen.render(gen.build(rest[:last_rt + 1] + got + rest[last_rt + 1:])) == CATALOG_PATH.read_text(encoding="utf-8")
+    # no number or name of the runtime's rows comes back, and a code the table does not map stops the script
+    assert not {e["code"] for e in got} & {e["code"] for e in rest} and not {e["title"] for e in got} & {e["title"] for e in rest}
+    (tmp_path / "new.h").write_text((tmp_path / "acl_base_rt.h").read_text(encoding="utf-8")
+                                    + "static const int ACL_ERROR_NEW_THING = 100046;\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="ACL_ERROR_NEW_THING"):
+        gen.acl_base_entries(tmp_path / "new.h", tmp_path / "aclError.md", taken)
+
+
+def test_acl_base_codes_follow_the_rule_on_their_documented_cause() -> None:
+    group = {e["title"]: e["group"] for e in ENTRIES if _acl_base(e)}
+    # initialisation, files, models, configuration, environment, device: the job's setup
+    for name in ("ACL_ERROR_UNINITIALIZE", "ACL_ERROR_REPEAT_INITIALIZE", "ACL_ERROR_INVALID_FILE", "ACL_ERROR_PARSE_MODEL",
+                 "ACL_ERROR_INVALID_DUMP_CONFIG", "ACL_ERROR_INVALID_OPP_PATH", "ACL_ERROR_COMPILING_STUB_MODE",
+                 "ACL_ERROR_INVALID_DEVICE"):
+        assert group[name] == "acl.base.setup", name
+    # what the program passed or the order of its calls
+    for name in ("ACL_ERROR_INVALID_PARAM", "ACL_ERROR_OP_INPUT_NOT_MATCH", "ACL_ERROR_UNSUPPORTED_DATA_TYPE",
+                 "ACL_ERROR_REPEAT_FINALIZE", "ACL_ERROR_API_NOT_SUPPORT", "ACL_ERROR_RESOURCE_NOT_MATCH",
+                 "ACL_ERROR_INVALID_RESOURCE_HANDLE", "ACL_ERROR_PROF_NOT_RUN"):
+        assert group[name] == "acl.base.program", name
+    assert group["ACL_ERROR_BAD_ALLOC"] == "acl.base.oom" and GROUPS["acl.base.oom"]["kind"] == "device"
+    # every 5000xx code wraps a lower error: generic
+    five = {name for name, g in group.items() if g == "acl.base.generic"}
+    assert {e["title"] for e in ENTRIES if _acl_base(e) and e["code"].startswith("5")} <= five
+    assert GROUPS["acl.base.generic"]["role"] == "generic"
+    assert all(len(e["code"]) == 6 and e["code"][:3] not in ("107", "207", "507") for e in ENTRIES if _acl_base(e))
+
+
+@pytest.mark.parametrize("line,signature,category", [
+    ("CANN failure 100002: ACL_ERROR_REPEAT_INITIALIZE ; NPU=0 ; hostname=node01 ; expr=aclInit(nullptr);",
+     "acl.base.setup", Category.LAUNCH),
+    ("[ERROR] ASCENDCL(4021,python):2025-12-01-10:00:00.000.000 aclInit failed, ret = 100001", "acl.base.setup",
+     Category.LAUNCH),
+    ("RuntimeError: NPU function error: aclrtMalloc, error code is 200000", "acl.base.oom.wrapped", Category.OOM),
+    ("aclmdlExecute failed: ACL_ERROR_INVALID_PARAM", "acl.base.program", Category.EXCEPTION),
+    # the runtime's own numbers keep their rows
+    ("CANN failure 507013: ACL_ERROR_RT_DEVICE_MEM_ERROR ; NPU=0", "acl.rt.hardware.wrapped", Category.HARDWARE),
+])
+def test_acl_base_code_lines_as_their_emitters_print_them(line: str, signature: str, category: Category) -> None:
+    sig = match_line(line)
+    assert sig is not None and sig.id == signature and sig.category is category, (line, sig and sig.id)
+
+
+def test_an_acl_failure_wrapper_code_yields_to_a_more_specific_line(tmp_path: Path) -> None:
+    # ACL_ERROR_FAILURE (500001) only says that ACL failed inside; HCCL's own code in the same log says what
+    (tmp_path / "train.log").write_text(
+        "CANN failure 500001: ACL_ERROR_FAILURE ; NPU=0 ; hostname=node01 ; expr=aclrtSynchronizeStream(stream);\n"
+        "EI0006: [PID: 4242] 2025-03-01-09:59:59.000.000 Getting socket times out. Reason: 1. The remote does "
+        "not initiate a connect request.\n", encoding="utf-8")
+    report = triage([str(tmp_path)])
+    assert report.category is Category.COMM_TIMEOUT
+    wrapper = [f for f in report.findings if "500001" in f.text]
+    assert wrapper and all(f.role == "generic" and f.signature == "acl.base.generic" for f in wrapper)

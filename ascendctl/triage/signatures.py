@@ -120,7 +120,7 @@ TRIGGERS: tuple[str, ...] = (
     "exitcode", "      :", "ParameterConflict", "ncclInvalid", "between ranks", "ordinal", "Duplicate GPU", "No CUDA GPUs", "VISIBLE_DEVICES",
     "nvalid device", "device id", "SetDevice", "set device", "busy", "occupied", "occupying", "EADDRINUSE", "closing signal", "death signal",
     "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
-    "srun: error", "Task launch for", "store based barrier", "built in", "CANN failure", "is not implemented", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
+    "srun: error", "Task launch for", "store based barrier", "built in", "CANN failure", "ACL_ERROR_", "is not implemented", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
     "rank id", "setting loss scale to", "Killed", "已杀死", "Cannot find bin", "op store", "Cannot parse json",
     "Unsupported device target", r"batch size: *\d+ [|] loss scale", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
     "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
@@ -194,6 +194,11 @@ def _catalog_pattern(form: str, entries: list[dict[str, Any]],
         reasons = "|".join(sorted(re.escape(e["message"]) for e in entries if e.get("field") == "reason"))
         return (rf"(?:\bresult\s*=|\bret(?:Code)?\s*(?:=|\[)|\bErrCode=)\s*(?:{numbers})\b|"
                 rf"(?:\breason=|\bdesc=)\[?(?:{reasons})\b", ("runtime result", "ailed", "ErrCode="))
+    if form == "acl_base":  # AscendCL's own codes (acl_base.h): the number as the runtime's forms print it ("aclInit failed,
+        # ret = 100002") or the ACL_ERROR_* name itself (ONNX Runtime's "CANN failure 100002: ACL_ERROR_REPEAT_INITIALIZE")
+        names = "|".join(sorted(re.escape(e["title"]) for e in entries))
+        return (rf"(?:\bresult\s*=|\bret(?:Code)?\s*(?:=|\[)|\bErrCode=)\s*(?:{numbers})\b|\b(?:{names})\b",
+                ("runtime result", "ailed", "ErrCode=", "ACL_ERROR_"))
     if form == "acl_wrapped":  # torch_npu's "NPU function error: ..., error code is 507035": CANN's detail follows it;
         # ONNX Runtime's CANN provider (cann_call.cc): "CANN failure 507013: <name> ; NPU=0 ; hostname=... ; expr=..."
         return (rf"[Ee]rror ?[Cc]ode(?: is|\s*[=:])?\s*\[?(?:{numbers})\b|\bCANN failure (?:{numbers})\b",
@@ -232,7 +237,7 @@ def _catalog_signatures(catalog: dict[str, Any], place: str = "") -> tuple[Signa
         pattern, anchors = _catalog_pattern(group["form"], entries, shared)
         rows.append(Signature(gid, Category(group["category"]), pattern, group["meaning"], hint, anchors,
                               role=group["role"], kind=group["kind"]))
-        if group["form"] == "acl":  # the same numbers as a wrapper reports them: weak, the detail lines say more
+        if group["form"] in ("acl", "acl_base"):  # the same numbers as a wrapper reports them: weak, the detail lines say more
             pattern, anchors = _catalog_pattern("acl_wrapped", entries)
             rows.append(Signature(f"{gid}.wrapped", Category(group["category"]), pattern,
                                   f"{group['meaning']}, as a wrapper (torch_npu) reports the return code; CANN's own "
