@@ -135,9 +135,11 @@ def test_submit_mode_refuses_restarts_and_its_inner_launch_never_runs_the_invent
     flagged = runner.invoke(app, ["launch", "-i", str(inv), "--launcher", "torchrun", "--restarts", "2", "--dry-run",
                                   "--", "train.py"])
     assert flagged.exit_code == 2 and "restarts run inside a Slurm allocation, not in submit mode" in flagged.stderr
+    assert "(asked by --restarts 2;" in flagged.stderr
     inv.write_text(inv.read_text() + "restart: {restarts: 3}\n")
     from_file = runner.invoke(app, ["launch", "-i", str(inv), "--launcher", "torchrun", "--dry-run", "--", "train.py"])
     assert from_file.exit_code == 2 and "--restarts 0 to submit without restarts" in from_file.stderr
+    assert f"(asked by {inv}:4: restart.restarts = 3;" in from_file.stderr  # a user who gave no flag is told why
     off = runner.invoke(app, ["launch", "-i", str(inv), "--launcher", "torchrun", "--restarts", "0", "--dry-run",
                               "--", "train.py"])
     assert off.exit_code == 0, off.output

@@ -110,12 +110,12 @@ def launch(
         from ascendctl.jobs.submit import render_submission, submit_options
 
         from ascendctl.inventory.nodestate import submit_exclusions
-        from ascendctl.jobs.restart import policy_for
+        from ascendctl.jobs.restart import policy_for, restarts_asked_by
 
         if policy_for(whole.restart, restarts=restarts, backoff=restart_backoff, spares=spares, allow_shrink=allow_shrink,
                       no_progress=no_progress_attempts, checkpoint_dir=checkpoint_dir) is not None:
-            raise UsageError("restarts run inside a Slurm allocation, not in submit mode (the submitting launch follows "
-                             "one job id)", hint="salloc -N K ascendctl launch --restarts N ..., or --restarts 0 to submit "
+            raise UsageError("restarts run inside a Slurm allocation, not in submit mode (asked by "
+                             f"{restarts_asked_by(whole.restart, restarts)}; the submitting launch follows one job id)", hint="salloc -N K ascendctl launch --restarts N ..., or --restarts 0 to submit "
                              "without restarts (the inventory's restart.restarts is then off)")
         # submit mode: -w/--nodes is how many nodes to ask sbatch for (else the inventory's slurm.nodes); the
         # quarantined nodes (of the Slurm cluster, of the inventory) are sbatch --exclude, said once
@@ -141,15 +141,16 @@ def launch(
         raise UsageError(f"{whole.source}: `backend: slurm` outside an allocation: nothing to launch on with --backend ssh",
                          hint="drop --backend ssh to submit, or run inside salloc/sbatch")
     inv = cluster.select(base=whole)
-    from ascendctl.jobs.restart import policy_for, spare_names
+    from ascendctl.jobs.restart import policy_for, restarts_asked_by, spare_names
 
     # each flag given wins over the inventory's `restart:` key (docs/launch.md#restarts)
     policy = policy_for(inv.restart, restarts=restarts, backoff=restart_backoff, spares=spares, allow_shrink=allow_shrink,
                         no_progress=no_progress_attempts, checkpoint_dir=checkpoint_dir)
     if policy is not None:
         if inv.allocation is not None and detach:  # the loop would outlive the command that holds the allocation
-            raise UsageError("--restarts with --detach runs on SSH nodes; inside a Slurm allocation the loop runs in the "
-                             "foreground", hint="drop --detach (salloc/sbatch holds the allocation while it runs)")
+            raise UsageError(f"restarts with --detach run on SSH nodes (asked by {restarts_asked_by(inv.restart, restarts)}); "
+                             "inside a Slurm allocation the loop runs in the foreground",
+                             hint="drop --detach (salloc/sbatch holds the allocation while it runs)")
         held = spare_names(inv, policy)
         if dry_run and held:  # the first attempt runs without the spares
             inv = select_nodes(inv, exclude=",".join(held))

@@ -117,6 +117,14 @@ def policy_for(section: RestartSettings | None, *, restarts: int | None = None, 
                          chosen(checkpoint_dir, "checkpoint_dir", None))
 
 
+def restarts_asked_by(section: RestartSettings | None, restarts: int | None) -> str:
+    """Who asked for restarts, for a message that refuses them: the flag, or the inventory's key (its file and line),
+    which a user who gave no flag would not otherwise think of."""
+    if restarts is not None or section is None or section.restarts is None:
+        return f"--restarts {restarts}"
+    return f"{section.where}.restarts = {section.restarts}"
+
+
 @dataclass(frozen=True, slots=True)
 class Choice:
     """What to do after an attempt, and why (shown and recorded)."""

@@ -414,6 +414,7 @@ def test_restarts_with_detach_inside_the_allocation_are_refused_clearly(slurm: S
     proc = launch(slurm, allocation, tmp_path, "--no-preflight", "--restarts", "1", "--detach", script="restart_torch.py")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "inside a Slurm allocation the loop runs in the foreground" in proc.stderr and "Traceback" not in proc.stderr
+    assert "(asked by --restarts " in proc.stderr, proc.stderr
 
 
 def test_a_log_dir_holding_a_previous_jobs_pid_and_exit_status_does_not_end_the_new_job(slurm: SlurmCluster,
