@@ -211,16 +211,21 @@ esac
 """
 
 
+def write_local_inventory(tmp_path: Path, launcher: str, script: str, names: str = "a b c") -> Path:
+    """Local nodes (no SSH) whose python's folder holds `script` as the stand-in `launcher`."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / launcher).write_text(script)
+    (bin_dir / launcher).chmod(0o755)
+    listed = "".join(f"  - {{name: {n}, host: 127.0.0.{i + 1}}}\n" for i, n in enumerate(names.split()))
+    path = tmp_path / "inv.yaml"
+    path.write_text(f"defaults:\n  transport: local\n  slots: 1\n  python: {bin_dir}/python\nnodes:\n{listed}")
+    return path
+
+
 @pytest.fixture
 def local_inventory(tmp_path: Path) -> Path:
-    bin_dir = tmp_path / "venv" / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "torchrun").write_text(FAKE_TORCHRUN)
-    (bin_dir / "torchrun").chmod(0o755)
-    path = tmp_path / "inv.yaml"
-    path.write_text(f"defaults:\n  transport: local\n  slots: 1\n  python: {bin_dir}/python\n"
-                    "nodes:\n  - {name: a, host: 127.0.0.1}\n  - {name: b, host: 127.0.0.2}\n  - {name: c, host: 127.0.0.3}\n")
-    return path
+    return write_local_inventory(tmp_path, "torchrun", FAKE_TORCHRUN)
 
 
 def marked(job_id: str) -> list[str]:
@@ -790,13 +795,7 @@ exit 1
 def test_a_failed_msrun_jobs_verdict_reads_the_scheduler_log_its_launcher_never_printed(tmp_path: Path) -> None:
     """msrun's scheduler names the node whose heartbeats stopped only in scheduler.log on the master node: launch reads
     it after the teardown (LauncherSpec.master_logs), so its verdict names that rank, as triage of the bundle does."""
-    bin_dir = tmp_path / "venv" / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "msrun").write_text(FAKE_MSRUN)
-    (bin_dir / "msrun").chmod(0o755)
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(f"defaults:\n  transport: local\n  slots: 1\n  python: {bin_dir}/python\n"
-                   "nodes:\n  - {name: a, host: 127.0.0.1}\n  - {name: b, host: 127.0.0.2}\n")
+    inv = write_local_inventory(tmp_path, "msrun", FAKE_MSRUN, "a b")
     outcome = launch_job(load_inventory(inv), LaunchOptions("msrun", ("t.py",), grace=1, log_dir=str(tmp_path / "logs")),
                          preflight=False)
     failure = outcome.record.first_failure

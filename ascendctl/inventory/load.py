@@ -321,7 +321,7 @@ def _parse(text: str, *, source: str, flags: Mapping[str, Any] | None, environ: 
     if backend == "slurm":
         built = _slurm_backend(data, source=source, defaults=defaults, slurm=slurm, flags=flags, environ=environ,
                                submit=submit, where=where, errors=errors)
-        return replace(built, restart=restart) if restart is not None else built
+        return replace(built, restart=restart)
 
     raw_nodes: list[tuple[dict[str, Any], str]] = []
     nodes_raw = data.get("nodes")

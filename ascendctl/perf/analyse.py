@@ -104,6 +104,11 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return statistics.fmean(present) if present else None
 
 
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
 def _summaries(profiles: Sequence[RankInput], votes: Counter[int]) -> list[RankMeans]:
     found = []
     for p in profiles:
@@ -191,10 +196,9 @@ def _natural(key: str) -> list[object]:
 
 
 def _delta(mine: float | None, others: list[float | None]) -> float | None:
-    present = [o for o in others if o is not None]
-    if mine is None or not present:
+    center = _median(others)
+    if mine is None or center is None:
         return None
-    center = statistics.median(present)
     return mine / center - 1 if center > 0 else None
 
 
@@ -230,11 +234,7 @@ def _bound(me: RankMeans, others: Sequence[RankMeans], device: bool) -> tuple[st
     to launch the work (free: host-bound: data loading, the Python side, operator dispatch)."""
     if not device:
         return None, "no device timeline in its profile (CPU ranges): host and device are not told apart"
-    def median(values: Iterable[float | None]) -> float | None:
-        known = [v for v in values if v is not None]
-        return statistics.median(known) if known else None
-
-    compute, free, step = (median(getattr(s, f"{name}_ms") for s in others) for name in ("compute", "free", "step"))
+    compute, free, step = (_median(getattr(s, f"{name}_ms") for s in others) for name in ("compute", "free", "step"))
     if me.compute_ms is None or me.free_ms is None or compute is None or free is None or not step:
         return None, "its compute or idle time is not measured"
     more_compute, more_idle = me.compute_ms - compute, me.free_ms - free
