@@ -64,21 +64,20 @@ def _int_range(low: int, high: int) -> Validator:
     return check
 
 
-def _number(high: float, what: str = "a number of seconds") -> Validator:
-    """A finite number greater than 0 and at most `high` (NaN and infinities are refused)."""
+def _number(high: float = math.inf, what: str = "a number of seconds", *, zero_ok: bool = False) -> Validator:
+    """A finite number greater than 0 (or >= 0 with `zero_ok`) and at most `high` (NaN and infinities are refused)."""
+    expected = f"expected {what} {'>= 0' if zero_ok else 'greater than 0'}"
+    if math.isfinite(high):
+        expected += f" and at most {high:g}"
 
     def check(value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= high:
-            raise ValueError(f"expected {what} greater than 0 and at most {high:g}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(expected)
+        if not (0 <= value if zero_ok else 0 < value) or value > high:
+            raise ValueError(expected)
         return float(value)
 
     return check
-
-
-def _seconds_or_zero(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ValueError("expected a number of seconds >= 0")
-    return float(value)
 
 
 def _bool(value: Any) -> bool:
@@ -205,7 +204,7 @@ class SettingSpec:
 # The `restart:` section (launch --restarts's policy; the flags' bounds): each key's validator.
 RESTART_VALIDATORS: dict[str, Validator] = {
     "restarts": _int_range(0, 10_000),
-    "backoff": _seconds_or_zero,
+    "backoff": _number(zero_ok=True),
     "allow_shrink": _bool,
     "no_progress_attempts": _int_range(1, 10_000),
     "checkpoint_dir": _str,

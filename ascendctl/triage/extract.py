@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Iterable
 
+from ascendctl.launchers import MSRUN
 from ascendctl.triage.signatures import CATALOG_IDS, HOROVOD_OPS, SIGNATURES, TORCH_NPU_CODE_IDS, Category
 from ascendctl.triage.model import SIGNAL_WORDS, Finding, signal_of
 from ascendctl.triage.times import parse_time, split_stamp
@@ -106,7 +107,6 @@ BLOCK_LINES = 30
 _SPAWN_RX = re.compile(r"-- Process (\d+) terminated with the following error")
 SPAWN_LINES = 300
 CANN_TRACEBACK_LINES = 10  # lines under a CANN error heading that may still be its TraceBack (the layers below it)
-_MSRUN_START_RX = re.compile(r"Start worker process with rank id:(\d+), log file:(\S+?)\.")
 _TORCHRUN_FIELD_RX = re.compile(r"^\s*(time|host|rank|exitcode|traceback|error_file)\s*: (.*)$")
 _FILE_RANK_RX = re.compile(r"(?:^|[^a-z])(?:rank|worker|default)[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
 _FILE_DEVICE_RX = re.compile(r"(?:^|[^a-z])(?:device|dev|npu)[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
@@ -321,10 +321,10 @@ class Extraction:
         if m is not None:
             self._context(src, text, m, local)
             return
-        start = _MSRUN_START_RX.search(text)
+        start = MSRUN.read_line(text)
         if start is not None:  # msrun: "Start worker process with rank id:3": that rank runs on this node
             if src.node is not None:
-                self.rank_homes.setdefault(int(start.group(1)), set()).add(src.node)
+                self.rank_homes.setdefault(start.rank, set()).add(src.node)
             return
         spawn = _SPAWN_RX.search(text)
         if spawn is not None:
