@@ -752,6 +752,9 @@ def test_launcher_paths_name_the_job_files_triage_needs() -> None:
     assert launcher_paths(relative, "/home/u") == ("/home/u/job/launch.log", "/home/u/job/exit_code", "/home/u/job/pid",
                                                    "/home/u/job/stacks")
     assert launcher_paths(None, "/root") == ()
+    # the job's rank table: triage attributes a plog's device to the rank it puts there (tests/test_triage_ranktable.py)
+    tabled = NodeJob("n1", "10.0.0.1", 0, "torchrun ...", log="job/launch.log", env={"RANK_TABLE_FILE": "/shared/rank_table.json"})
+    assert launcher_paths(tabled, "/home/u")[-1] == "/shared/rank_table.json"
 
 
 def test_collect_of_a_job_keeps_its_launcher_log_and_exit_code_beside_a_huge_new_log(

@@ -17,7 +17,7 @@ MAX_DEPTH = 13  # modules in the longest chain of run-time imports (issue #25: i
 # Lowest first. A module may import its own layer and the layers below it, never one above (type-only imports
 # under `if TYPE_CHECKING:` included). Every module of the package must be in one layer: a new file is placed here.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("errors", "models", "outcome", "paths", "redact", "nodeset", "outliers", "interrupts", "slurm", "collector",
+    ("foundation", ("errors", "models", "outcome", "paths", "redact", "nodeset", "outliers", "interrupts", "slurm", "collector", "ranktable",
                     "version", "launchers", "templating", "schemas", "bundle.layout", "bundle.archive")),
     ("inventory", ("inventory",)),
     ("remote", ("remote",)),

@@ -546,8 +546,8 @@ def collect_node(node: Node, transport: Transport, options: CollectOptions, dire
 
 def launcher_paths(job_node: NodeJob | None, home: str) -> tuple[str, ...]:
     """What collect takes of a job on a node: the launcher log, the exit_code and pid files beside it (what triage
-    cannot do without), the stacks captures beside them, and the launcher's log directory (each rank's log); absolute,
-    relative ones under `home`."""
+    cannot do without), the stacks captures beside them, the launcher's log directory (each rank's log) and the job's
+    rank table (RANK_TABLE_FILE); absolute, relative ones under `home`."""
     if job_node is None:
         return ()
     paths = []
@@ -558,6 +558,8 @@ def launcher_paths(job_node: NodeJob | None, home: str) -> tuple[str, ...]:
         paths += [log_file, *(f"{directory}/{entry}" for entry in JOB_DIR_ENTRIES)]
     if job_node.log_dir:
         paths.append(_absolute(job_node.log_dir, home))
+    if job_node.env.get("RANK_TABLE_FILE"):  # where each rank ran, by device: triage attributes a plog's device with it
+        paths.append(_absolute(job_node.env["RANK_TABLE_FILE"], home))
     return tuple(paths)
 
 

@@ -22,6 +22,7 @@ from ascendctl.models import EndKind, NodeEnd
 from ascendctl.bundle.layout import JOB as JOB_FILE
 
 if TYPE_CHECKING:
+    from ascendctl.ranktable import RankPlace
     from ascendctl.stacks.incident import CaptureJudgement
     from ascendctl.triage.extract import Extraction, Progress
 
@@ -278,9 +279,17 @@ def build_facts(ex: Extraction) -> Facts:
                 if f.device is None and known[1] is not None:
                     f = replace(f, device=known[1])
         joined.append(replace(f, rank=rank) if rank != f.rank else f)
-    joined = _ranks_from_devices(joined, ex.device_ranks)
+    addresses = {**ex.addresses, **job_addresses}
+    table_pairs, table_homes = _rank_table_places(ex.rank_places, addresses,
+                                                  {f.node for f in joined if f.node is not None} | {n for n, _ in local_map})
+    device_ranks = {key: set(ranks) for key, ranks in ex.device_ranks.items()}
+    for key, ranks in table_pairs.items():
+        device_ranks.setdefault(key, set()).update(ranks)
+    joined = _ranks_from_devices(joined, device_ranks)
+    if not universe and ex.rank_places:  # no job record: the rank table says how many ranks the job had
+        universe = {p.rank for p in ex.rank_places}
     # a rank named without a node: the node where that rank was seen, when only one was
-    nodes_of: dict[int, set[str]] = {}
+    nodes_of: dict[int, set[str]] = {rank: set(homes) for rank, homes in table_homes.items()}
     for f in joined:
         if f.rank is not None and f.node is not None:
             nodes_of.setdefault(f.rank, set()).add(f.node)
@@ -290,7 +299,6 @@ def build_facts(ex: Extraction) -> Facts:
         nodes_of.setdefault(rank, set()).update(homes)
     joined = [replace(f, node=next(iter(nodes_of[f.rank]))) if f.node is None and f.rank is not None
               and len(nodes_of.get(f.rank, ())) == 1 else f for f in joined]
-    addresses = {**ex.addresses, **job_addresses}
     facts = Facts({}, set(universe), addresses, joined, teardown_time, homes=nodes_of)
     facts.order = {}
     for f in joined:
@@ -335,6 +343,24 @@ def build_facts(ex: Extraction) -> Facts:
     _loss_scale_collapse(ex, facts)
     _join_unattributed(facts)
     return facts
+
+
+def _rank_table_places(places: list[RankPlace], addresses: Mapping[str, str],
+                       nodes: set[str]) -> tuple[dict[tuple[tuple[str, str], int], set[int]], dict[int, set[str]]]:
+    """A rank table's servers as the nodes of the logs (a server id or host address that is a node's address or its
+    name): each (node, device) pair with the rank the table gives it, and each rank's node. A server that matches no
+    node places nothing: a plog's device on an unknown server is not guessed."""
+    pairs: dict[tuple[tuple[str, str], int], set[int]] = {}
+    homes: dict[int, set[str]] = {}
+    for place in places:
+        node = next((addresses.get(key) or (key if key in nodes else None) for key in (place.server, place.host_ip)
+                     if key is not None and (key in addresses or key in nodes)), None)
+        if node is None:
+            continue
+        homes.setdefault(place.rank, set()).add(node)
+        if place.device is not None:
+            pairs.setdefault((device_scope(node, ""), place.device), set()).add(place.rank)
+    return pairs, homes
 
 
 def _ranks_from_devices(findings: list[Finding], paired: dict[tuple[tuple[str, str], int], set[int]]) -> list[Finding]:

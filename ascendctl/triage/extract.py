@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Iterable
 
 from ascendctl.launchers import MSRUN
+from ascendctl.ranktable import RankPlace
 from ascendctl.triage.signatures import CATALOG_IDS, HOROVOD_OPS, SIGNATURES, TORCH_NPU_CODE_IDS, Category
 from ascendctl.triage.model import SIGNAL_WORDS, Finding, signal_of
 from ascendctl.triage.times import parse_time, split_stamp
@@ -268,6 +269,8 @@ class Extraction:
     # the files of `ascendctl stacks` captures (`stacks/<stamp>/`): (node, capture folder, name, text, size, path)
     stack_files: list[tuple[str, str, str, str, int, str]] = field(default_factory=list)
     addresses: dict[str, str] = field(default_factory=dict)  # address or host name -> node
+    # rank tables that came with the logs (the job's RANK_TABLE_FILE): each rank's server, host address and device
+    rank_places: list[RankPlace] = field(default_factory=list)
     order: int = 0
     # Candidate lines that changed nothing (no signature, no context): what a line does depends on its text alone until
     # it matches, so a line seen again costs a lookup. A flood of one line (1 MB of gzip holds 50 million) stays cheap.

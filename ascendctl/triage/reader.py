@@ -32,6 +32,7 @@ from ascendctl.bundle.archive import COMPRESSED_MAGIC, ArchiveCapError
 from ascendctl.bundle.layout import (CSV_SUFFIX, FACTS, JOB, MANIFEST, META_MAX_BYTES, MSPROF_OUTPUT, SUMMARY_NAMES,
                                      BundleArchive, is_archive_name)
 from ascendctl.errors import parse_json
+from ascendctl.ranktable import NAME_RX, rank_places
 from ascendctl.stacks.incident import MAX_FILE_BYTES as STACK_FILE_BYTES, capture_member
 from ascendctl.triage.signatures import TRIGGERS, trigger_pattern
 from ascendctl.triage.extract import attribute_path_full
@@ -406,6 +407,8 @@ class Reader:
                 self.ex.stack_files.append((node or "-", member[0], member[1],
                                             data[:STACK_FILE_BYTES].decode("utf-8", "replace"), len(data), str(rel)))
             return True
+        if NAME_RX.search(name):  # a rank table (the job's RANK_TABLE_FILE): where each rank ran, never log text
+            return self._rank_table(rel, opener)
         if name not in (JOB, FACTS, *SUMMARY_NAMES):
             return False
         if name in SUMMARY_NAMES and not top:
@@ -428,6 +431,22 @@ class Reader:
             _facts_addresses(self.ex, doc, rel.parts[0] if len(rel.parts) > 1 else None)
         elif name in SUMMARY_NAMES:
             self.ex.notes.extend(summary_notes(doc))
+        return True
+
+    def _rank_table(self, rel: PurePosixPath, opener: Callable[[], IO[bytes] | None]) -> bool:
+        fileobj = opener()
+        if fileobj is None:
+            return True
+        with fileobj:
+            data = fileobj.read(META_MAX_BYTES + 1)
+        try:
+            places = rank_places(parse_json(data)) if len(data) <= META_MAX_BYTES else []
+        except ValueError:
+            places = []
+        if places:
+            self.ex.rank_places.extend(places)
+        else:
+            self.ex.notes.append(f"{rel}: named like a rank table, but no rank table was read from it")
         return True
 
     # ------------------------------------------------------------------------------ files
