@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from ascendctl.cli import app
 from ascendctl.jobs.record import JobRecord, NodeJob, save_job
+from ascendctl.ranktable import rank_places
 from tests.cluster.harness import Cluster, HostSpec
 from tests.sim.hccn_tool import hccn_tool_script
 from tests.sim.npu_smi import npu_smi_script
@@ -53,8 +54,9 @@ def test_collect_job_bundle_has_every_node_and_a_truthful_manifest(cluster_facto
     inventory = cluster.write_inventory(tmp_path / "inv.yaml", defaults={"connect_timeout": 5, "connect_retries": 0})
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     started = time.time() - 600
+    table = (SAMPLES / "rank_table_16p_64_66_ais-bench_merge_hccl-style.json").read_text()
     nodes = tuple(NodeJob(h.name, h.ip, i, "msrun ...", env={"HCCL_CONNECT_TIMEOUT": "600", "HCCL_AUTH_TOKEN": "s3cret",
-                                                                  "PATH": "/bin"},
+                                                                  "PATH": "/bin", "RANK_TABLE_FILE": "/root/job/rank_table.json"},
                           log="/root/job/launch.log", log_dir="/root/job/msrun_log") for i, h in enumerate(cluster.hosts))
     save_job(JobRecord("20261122-190000-ab12", "msrun", str(inventory), ["train.py"], cluster.hosts[0].ip, 8118,
                        "/root/job", nodes, started, ended=time.time() - 60, status="failed"))
@@ -63,6 +65,7 @@ def test_collect_job_bundle_has_every_node_and_a_truthful_manifest(cluster_facto
         plant(cluster, host, f"{PLOG_DIR}/plog-1_old.log", "before the job\n", age=7200)  # outside the window
         plant(cluster, host, "/root/job/launch.log", "worker 3 exited with 1\n", age=120)
         plant(cluster, host, "/root/job/msrun_log/worker_0.log", "Traceback ...\n", age=120)
+        plant(cluster, host, "/root/job/rank_table.json", table, age=3600)  # written before the job: taken all the same
     # h04: a 1 GB plog written during the job, older plogs around it
     plant(cluster, "h04", f"{PLOG_DIR}/plog-2_before.log", "x" * 1000 + "\n", age=500)
     big = f"{PLOG_DIR}/plog-3_big.log"
@@ -93,6 +96,8 @@ def test_collect_job_bundle_has_every_node_and_a_truthful_manifest(cluster_facto
         files = {f["path"]: f for f in node["files"]}
         assert f"{PLOG_DIR}/plog-1_old.log" not in files
         assert files["/root/job/launch.log"]["category"] == "launcher"
+        assert files["/root/job/rank_table.json"]["category"] == "launcher"  # the job's RANK_TABLE_FILE, for triage
+        assert rank_places(json.loads((node_dir / "files/root/job/rank_table.json").read_text()))[15].rank == 15
         assert files["/root/job/msrun_log/worker_0.log"]["truncated"] is False
         for entry in node["files"]:
             assert (bundle_dir / entry["file"]).stat().st_size == entry["bytes"]
