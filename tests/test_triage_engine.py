@@ -188,12 +188,20 @@ def test_nan_on_every_rank_at_one_step_has_no_single_culprit_but_nan_on_one_rank
     assert report.category is Category.NAN and report.culprit_rank == 0 and report.rule == "own_error"
 
 
-def test_a_loss_scale_halved_at_every_step_is_a_nan_failure_a_few_halvings_are_not(tmp_path: Path) -> None:
+# each emitter's own line for one halving (tests/test_triage_upstream_messages.py cites them): DeepSpeed's ZeRO optimizer,
+# DeepSpeed's fused/unfused fp16 optimizer, Colossal-AI's dynamic grad scaler
+HALVING_LINES = ("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {scale}, reducing to {half}",
+                 "[deepspeed] fp16 dynamic loss scale overflow! Skipping step. Reducing dynamic loss scale from {scale} to {half}",
+                 "Overflow occurs, the loss scale is adjusted to {half}.")
+
+
+@pytest.mark.parametrize("form", HALVING_LINES)
+def test_a_loss_scale_halved_at_every_step_is_a_nan_failure_a_few_halvings_are_not(tmp_path: Path, form: str) -> None:
     def halvings(n: int) -> list[str]:
         scale = 65536
         lines = []
         for _ in range(n):
-            lines.append(f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {scale}, reducing to {scale // 2}")
+            lines.append(form.format(scale=scale, half=scale // 2))
             scale //= 2
         return lines
     write(tmp_path / "collapse" / "rank0.log", halvings(9))

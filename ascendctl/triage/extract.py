@@ -117,8 +117,11 @@ _ELASTIC_RX = re.compile(r"^attempt_\d+$")
 PROGRESS_RX = re.compile(
     r"\b(?:global[_ ]step|step|iteration|iter|Step|Iteration|STEP|ITERATION)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?", )
 _NUM = r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
-_LOSS_SCALE_RX = re.compile(r"(?:reducing|Reducing|reduced|Reduced|decreas\w*|setting) (?:the )?loss scale(?: from \S+)? to:? ?"
-                            rf"(?P<to>{_NUM})|[Aa]ttempted loss scale: (?P<from>\S+?),? reducing to (?P<to2>{_NUM})")
+# the spellings of signatures' fp16.loss_scale_halving (DeepSpeed's "Reducing dynamic loss scale from X to Y", Apex's,
+# Megatron's, Colossal-AI's "Overflow occurs, the loss scale is adjusted to Y"): the value each step fell to
+_LOSS_SCALE_RX = re.compile(r"(?:reducing|Reducing|reduced|Reduced|decreas\w*|setting) (?:the )?(?:dynamic )?loss scale"
+                            rf"(?: from \S+)? to:? ?(?P<to>{_NUM})|[Aa]ttempted loss scale: (?P<from>\S+?),? reducing to "
+                            rf"(?P<to2>{_NUM})|Overflow occurs, the loss scale is adjusted to (?P<to3>{_NUM})")
 # NCCL's own log prefix: "<host>:<pid>:<tid> [<cuda device>] NCCL WARN ..."
 _NCCL_PREFIX_RX = re.compile(r"(?:^|[\s:>\]])(?P<host>[\w.-]*[\w-]):(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] (?:\S+ )?NCCL ")
 HALVINGS_TO_COLLAPSE = 8  # a loss scale halved this many times in a row, every step, is a collapse
@@ -492,7 +495,7 @@ class Extraction:
         m = _LOSS_SCALE_RX.search(text)
         if m is None:
             return
-        value = float(m.group("to") or m.group("to2"))
+        value = float(m.group("to") or m.group("to2") or m.group("to3"))
         if value <= 1.0:  # a dynamic loss scale at 1 or below: every step overflows
             self.add(replace(finding, signature="fp16.loss_scale_collapse", role="error",
                              text=f"loss scale reduced to {value:g}: {finding.text}"[:MAX_TEXT]))

@@ -122,7 +122,7 @@ TRIGGERS: tuple[str, ...] = (
     "kill all other workers", "CANCELLED AT", "DUE TO", "KeyboardInterrupt", "exits with return code", "Killing subprocess",
     "srun: error", "Task launch for", "store based barrier", "built in", "CANN failure", "ACL_ERROR_", "is not implemented", "noticed that process rank", "Primary job", "non-zero exit status", "SIGBUS", "ismatch", "across ranks",
     "rank id", "setting loss scale to", "Killed", "已杀死", "Cannot find bin", "op store", "Cannot parse json",
-    "Unsupported device target", r"batch size: *\d+ [|] loss scale", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
+    "Unsupported device target", "WORKER_NUM", "SERVER_NUM", "MS_SCHED_", r"batch size: *\d+ [|] loss scale", r"[Ll]oss [-+]?nan\b", "LOSS NAN", "HCCP process", "last training process",
     "tsd client wait", "': nan", "': inf", "': -inf", "oom-killer", "oom-kill", "oom_kill", "memory allocation of",
     "out of memory", "total mem size", "Failed to CUDA", "running low on memory", "Memory on the node", "KeyError: ",
     "expected, but not set", "monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call",
@@ -132,6 +132,10 @@ TRIGGERS: tuple[str, ...] = (
     "is killed by signal", "hit an exception", "method failed", "encountered an?", "hit a fatal", "Got async error event",
     "ynchronize timeout", "sync timeout", "detected by watchdog", "dump signal", "memory pressure", "last time period",
     r"/[A-Za-z0-9_.@-]+ *[:=] *[-+]?nan *$", "Cannot re-initialize", "both on", "terminated with the following error",
+    # the emitters' own loss-scale/NaN and gloo messages (issue #26; the rows below cite them): fairseq's minimum loss
+    # scale and NaN detector, Lightning's loss check, gloo's transport errors ("[.../gloo/transport/tcp/pair.cc:544] ...")
+    "loss scale reached", "Nan/Inf", "nan/inf", "detected in output of", "training_step` is", "gloo/transport/",
+    "gloo/rendezvous/",
     # the runtime's aclError numbers as the catalog rows read them ("runtime result = 107020", "ret[207001]")
     "runtime result", r"(result|ret) ?(= ?|\[)[125]07\d{3}", "ErrCode=",
     # Python tracebacks (issue #26): every frame line, the header, and the source lines that call a barrier, a
@@ -286,10 +290,164 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("cann.oom_code", _O, _code("EL0004|EI0011|EE1001") + r".*?(?:memory|Memory)",
               "CANN could not allocate device memory", _HINT_OOM, ("EL0004", "EI0011", "EE1001"), kind="device"),
     Signature("cann.oom_code_bare", _O, _code("EL0004|EI0011"), "CANN memory allocation failure code", _HINT_OOM, ("EL0004", "EI0011"), kind="device"),
+    # ---------------------------------------------------------------- MindSpore's own runtime messages (issue #26)
+    # Read from MindSpore's source at https://github.com/mindspore-ai/mindspore/commit/a05ce58802d47fba782ecef8d971e05a078727c1
+    # (master, 2025-07-05; "ms@a05ce58: <path>:<line>" below names the file and line at that commit). MS_LOG(EXCEPTION)
+    # both logs the message ("[ERROR] <MODULE>(pid,...):<time> [file:line] func] <message>") and raises it as a Python
+    # RuntimeError, whose last traceback line is "RuntimeError: <message>"; a "#umsg#Title:#umsg#" prefix is printed
+    # as a "- Title:" heading of its own, so the message's own words start a line. The rows sit here, ahead of the
+    # generic rows (python.exception would otherwise name them all EXCEPTION).
+    # Device memory: ms@a05ce58: plugin/res_manager/ascend/mem_manager/ascend_two_pointer_mem_adapter.cc:118,150
+    # ("Out of Memory!!! Request memory size"), .../ascend_memory_adapter.cc:309 ("Malloc device memory failed, size[..]"),
+    # backend/ge_backend/runtime/actor/actor_common.h:140 and runtime/device/kernel_runtime.cc:427 ("Device(id:N) memory
+    # isn't enough and alloc failed"), backend/ge_backend/executor/ge_memory_manager.cc:80 ("Out of memory, Alloc GE
+    # memory failed"), ge_graph_executor.cc:978 ("Memory pool not enough, graph:"), ge_memory_allocator.cc:334
+    # ("AllocFeatureMemory error, memory not enough") (all under mindspore/ccsrc/). "Memory not enough: current free
+    # memory size[..]" (memory/mem_pool/abstract_dynamic_mem_pool.cc:913 WARNING, mem_dynamic_allocator.cc:618 INFO) is
+    # the pool failing to grow before it looks elsewhere or eager-frees: mindspore.oom_pool_short, generic.
     Signature("mindspore.oom", _O,
-              r"Out of Memory!!!|[Mm]emory isn't enough|Malloc device memory failed|Memory not enough: current free memory size",
+              r"Out of Memory!!!|[Mm]emory isn't enough|Malloc device memory failed|Out of memory, Alloc GE memory failed|"
+              r"Memory pool not enough, graph:|AllocFeatureMemory error, memory not enough",
               "MindSpore could not allocate device memory", _HINT_OOM,
-              ("Out of Memory!!!", "emory isn't enough", "Malloc device memory failed", "Memory not enough"), kind="device"),
+              ("Out of Memory!!!", "emory isn't enough", "Malloc device memory failed", "Alloc GE memory failed",
+               "Memory pool not enough", "AllocFeatureMemory error"), kind="device"),
+    # ms@a05ce58: mindspore/ccsrc/memory/mem_pool/abstract_dynamic_mem_pool.cc:913, mem_dynamic_allocator.cc:561,618 (its
+    # ERROR at :538, "... is more than total mem size", is cann.runtime_oom's)
+    Signature("mindspore.oom_pool_short", _O,
+              r"Memory not enough: current free memory size\[|AllocDeviceMemByEagerFree failed",
+              "MindSpore's memory pool could not grow by the size asked (it may still find memory elsewhere; an "
+              "'Out of Memory'/'memory isn't enough' error follows when it does not)", _HINT_OOM,
+              ("Memory not enough", "AllocDeviceMemByEagerFree failed"), kind="device", role="generic"),
+    # Host memory: the CPU backend's and the offload pool's host blocks (a std::vector that could not grow):
+    # ms@a05ce58: mindspore/ccsrc/plugin/res_manager/cpu/cpu_mem_manager/cpu_memory_manager.cc:32,96,
+    # mindspore/ccsrc/runtime/device/res_manager/auto_mem_offload.cc:36 ("Malloc memory failed: size N")
+    Signature("mindspore.host_oom", _O, r"Malloc memory failed: size \d+",
+              "MindSpore could not allocate host memory (CPU backend or offload pool)", _HINT_HOST_OOM,
+              ("Malloc memory failed",), kind="host"),
+    # UCE (uncorrectable memory error) and HBM multi-bit ECC, as MindSpore names the runtime's 507053
+    # (ACL_ERROR_RT_DEVICE_MEM_ERROR) and 507054 (ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR):
+    # ms@a05ce58: mindspore/core/include/utils/ms_exception.h:206,208 ("UCEError error occurs when execute,
+    # error_code=507053"), mindspore/core/utils/ms_exception.cc:51,78,
+    # mindspore/ccsrc/plugin/res_manager/ascend/ascend_device_address/ascend_device_address.cc:402 ("UCEError occurs
+    # when execute."), mindspore/ccsrc/plugin/res_manager/ascend/symbol_interface/symbol_utils.h:32-54,
+    # mindspore/python/mindspore/train/model.py:151 ("Caught UCEError of type HBM_MULTI_BIT_ECC_ERROR but can not repair")
+    Signature("mindspore.uce", _H, r"\bUCEError (?:error )?occurs when execute|\bUCEError of type HBM_MULTI_BIT_ECC_ERROR",
+              "the NPU reported an uncorrectable memory error (UCE) or an HBM multi-bit ECC error", _HINT_HW,
+              ("UCEError",)),
+    # HCCEError: the runtime's 507904 (ACL_ERROR_RT_COMM_OP_RETRY_FAIL), a communication operator that failed after its
+    # retries: ms@a05ce58: mindspore/core/utils/ms_exception.cc:78, mindspore/core/include/utils/ms_exception.h:210,
+    # mindspore/ccsrc/plugin/res_manager/ascend/symbol_interface/symbol_utils.h:38-50
+    Signature("mindspore.hcce", _T, r"\bHCCEError (?:error )?occurs when execute",
+              "a communication operator failed after its retries (HCCEError, runtime code 507904)", _HINT_TIMEOUT,
+              ("HCCEError",)),
+    # ForceStopError: the fault-tolerance controller (MindIO TFT) stopped this rank's device tasks (runtime code 107022,
+    # ACL_ERROR_RT_DEVICE_TASK_ABORT) because a fault happened elsewhere: ms@a05ce58: mindspore/core/utils/ms_exception.cc:87,
+    # mindspore/core/include/utils/ms_exception.h:218, mindspore/ccsrc/runtime/hardware/device_context_manager.cc:509,
+    # mindspore/ccsrc/plugin/res_manager/ascend/hal_manager/ascend_err_manager.cc:155
+    Signature("mindspore.force_stop", _U, r"\bForceStopError (?:error )?occurs",
+              "MindSpore's fault tolerance (MindIO TFT) stopped this rank's device tasks after a fault elsewhere",
+              "find the rank whose fault made the controller stop the others (a UCEError, HCCEError or another error)",
+              ("ForceStopError",), role="stop"),
+    # The runtime's task-exception callback names the failed task's code and, in parentheses, MindSpore's text for it:
+    # ms@a05ce58: mindspore/ccsrc/plugin/res_manager/ascend/hal_manager/ascend_err_manager.cc:159 ("Run Task failed,
+    # task_id: N, stream_id: N, tid: N, device_id: N, retcode: N (<text>)") and its table (lines 33-99): "ts lost
+    # heartbeat" (ACL_ERROR_RT_LOST_HEARTBEAT) is the device's task scheduler gone; 507053/507054 are the UCE codes
+    # above (not in the table: "Return error code unknown")
+    Signature("mindspore.task_device_fault", _H,
+              r"Run Task failed, task_id: \d+, .*retcode: (?:50705[34]\b|\d+ \(ts lost heartbeat\))",
+              "a device task failed because the NPU lost its heartbeat or hit an uncorrectable memory error", _HINT_HW,
+              ("Run Task failed",)),
+    Signature("mindspore.task_kernel_fault", _E, r"Run Task failed, task_id: \d+, .*retcode: \d+ "
+              r"\((?:aicore exception|aicore trap exception|aicpu exception)\)",
+              "a kernel failed on the device (a bug or bad input, not a network problem)",
+              "rerun that rank with ASCEND_LAUNCH_BLOCKING=1 to find the failing operator", ("Run Task failed",)),
+    Signature("mindspore.task_failed", _E, r"Run Task failed, task_id: \d+",
+              "a device task failed (the code and CANN's error lines around it say why)",
+              "read CANN's error lines (EZ/EE/EI codes) around it and the plog of this device", ("Run Task failed",),
+              role="generic"),
+    # Communicator setup: ms@a05ce58: mindspore/ccsrc/distributed/collective/collective_manager.cc:134 (the device
+    # communicator's init outlived its timeout, HCCL_CONNECT_TIMEOUT/MS's comm_init_timeout, and the process exits:
+    # "Execute function: init_device_comm_group_func to initialize communicator for group G timeout, this node id: N
+    # exit process"); only the init function (finalize_comm_lib_func times out while a job is already ending)
+    Signature("mindspore.comm_init_timeout", _T,
+              r"Execute function: init_device_comm_group_func\b.*? timeout, this node id",
+              "initialising the HCCL/NCCL communicator timed out (a peer never joined, or links could not be built)",
+              _HINT_TIMEOUT, (" timeout, this node id",)),
+    # ...and its failures, whose cause is in the error lines before them: collective_manager.cc:111,408,1034,1123,1190;
+    # mindspore/ccsrc/plugin/res_manager/ascend/collective/ascend_collective_comm_lib.cc:149 ("Hcom init failed."),182;
+    # mindspore/ccsrc/pipeline/jit/ps/pipeline.cc:852 ("InitHccl failed.")
+    Signature("mindspore.comm_init_failed", _T,
+              r"Failed to execute function: init_device_comm_group_func\b|Failed to create comm group on device side for|"
+              r"Failed to wait for communicator of \S+ init done|Communicator of group \S+ inited: failed|"
+              r"Failed to init communicator asynchronizely for group|Ascend collective communication initialization failed|"
+              r"\bHcom init failed\b|\bInitHccl failed\b",
+              "MindSpore could not set up a communicator (HCCL/NCCL); the error lines before it say why",
+              "read this rank's error lines before it (HCCL/CANN codes, a peer that timed out) and the plog",
+              ("Failed to execute function", "Failed to create comm group", "Failed to wait for communicator", "inited: failed",
+               "Failed to init communicator", "communication initialization failed", "Hcom init failed", "InitHccl failed"),
+              role="generic"),
+    # The cluster (msrun's scheduler and its workers, "dynamic cluster"): a worker hears from the scheduler that a node
+    # is gone, or loses the scheduler: ms@a05ce58: mindspore/ccsrc/distributed/cluster/topology/compute_graph_node.cc:286
+    # (heartbeat send failed: it retries), 320 ("The state of the cluster is error, total nodes num: N, abnormal nodes
+    # num: N"); the scheduler's own "The node: N is timed out" rows are msrun.node_timeout
+    Signature("mindspore.cluster_abnormal", _T,
+              r"The state of the cluster is error, total nodes num: \d+, abnormal nodes num: [1-9]",
+              "the msrun scheduler reports a node of the cluster as abnormal (timed out or exited): this rank is its victim",
+              _HINT_TIMEOUT, ("The state of the cluster is error",)),
+    Signature("mindspore.scheduler_heartbeat", _T, r"Failed to send heartbeat message to meta server node",
+              "a worker could not send its heartbeat to the msrun scheduler (it retries; the scheduler may have exited)",
+              _HINT_TIMEOUT, ("Failed to send heartbeat",), role="generic"),
+    # ms@a05ce58: mindspore/ccsrc/distributed/init.cc:45,56: the cluster or the collectives were never built; MindSpore
+    # itself lists launch causes (too few workers spawned, MS_SCHED_PORT taken, MS_SCHED_HOST/PORT differ) besides a
+    # worker that failed to start: generic, the rows that name a cause (a node timed out, a port taken) win
+    Signature("mindspore.cluster_init_failed", _L,
+              r"Failed to initialize (?:distributed job cluster|collective communication) because some processes in the "
+              r"cluster are not successfully spawned",
+              "MindSpore's cluster never formed: some processes were not spawned, or could not reach the scheduler",
+              "check that msrun's --worker_num/--local_worker_num match the processes started, that --master_addr/"
+              "--master_port are the same on every node and the port is free, and the first error of each worker log",
+              ("Failed to initialize distributed", "Failed to initialize collective"), role="generic"),
+    # The scheduler refused a worker's registration: ms@a05ce58: compute_graph_node.cc:225 ("Failed to register the
+    # compute graph node: N. Reason: ..."), meta_server_node.cc:266 (repeated node: a stale scheduler on the port, or an
+    # extra node), 668-671 (rank id taken, or more nodes than --worker_num)
+    Signature("mindspore.register_rejected", _L, r"Failed to register the compute graph node: \S+\. Reason:",
+              "the msrun scheduler rejected this node (a stale scheduler on the port, an extra node, or a rank id taken)",
+              "kill leftover scheduler/worker processes (`netstat -anp | grep <master_port>`) or change --master_port; "
+              "check --worker_num against the processes started", ("Failed to register the compute graph node",)),
+    # Launch settings every rank of a node shares: ms@a05ce58: mindspore/ccsrc/plugin/res_manager/ascend/collective/
+    # ascend_collective_comm_lib.cc:114,120,126,133 (rank table variables, RANK_ID); mindspore/ccsrc/distributed/cluster/
+    # cluster_context.cc:260,265,270,277,282,294,298 (MS_ROLE, MS_WORKER_NUM, MS_SERVER_NUM, MS_SCHED_HOST, MS_SCHED_PORT;
+    # TRY_AND_CATCH_WITH_EXCEPTION, mindspore/core/include/utils/ms_utils.h:58, prefixes "Caught exception of <what>. ");
+    # mindspore/ccsrc/include/backend/distributed/constants.h:37 (kDetailedFailureReason);
+    # mindspore/ccsrc/distributed/collective/collective_manager.cc:197,842; mindspore/python/mindspore/communication/
+    # management.py:82,193,207 (RANK_ID, backend for the device); mindspore/python/mindspore/context.py:559 (device_id)
+    Signature("mindspore.launch_env", _L,
+              r"The environment variable 'MINDSPORE_HCCL_CONFIG_PATH' or 'RANK_TABLE_FILE' is not set|"
+              r"Invalid environment variable 'MINDSPORE_HCCL_CONFIG_PATH' or 'RANK_TABLE_FILE'|"
+              r"Error: Invalid environment variable 'RANK_ID', it should not be empty|"
+              r"Error: Environment variables RANK_ID has not been exported|"
+              r"Please set env '(?:WORKER|SERVER)_NUM' to a number greater than 0|"
+              r"The environment variable MS_(?:WORKER_NUM|SERVER_NUM|SCHED_PORT) is invalid|\bMS_SCHED_HOST is empty\b|"
+              r"Error: Role name '[^']*' is invalid|"
+              r"Error: Maybe you are trying to call 'mindspore\.communication\.init\(\)' without using 'mpirun'|"
+              r"but the deive id is not imported when set env 'RANK_TABLE_FILE'|"
+              r"Ranktable startup method doesn't support pynative mode|"
+              r"Error: For 'init', the argument 'backend_name' should be '\w+' to init '\w+'|"
+              r"Error: For 'context\.set_context', the argument 'device_id' must be in range",
+              "MindSpore's distributed launch settings are missing or wrong (rank table, RANK_ID, MS_* variables of "
+              "msrun's dynamic cluster, the backend for the device, device_id)",
+              "start the job with msrun (or `ascendctl launch`), which sets MS_ROLE/MS_WORKER_NUM/MS_SCHED_HOST/"
+              "MS_SCHED_PORT; with a rank table, export RANK_TABLE_FILE (an existing path), RANK_ID and DEVICE_ID",
+              ("or 'RANK_TABLE_FILE' is not set", "or 'RANK_TABLE_FILE'", "Error: Invalid environment variable 'RANK_ID'",
+               "Error: Environment variables RANK_ID", "WORKER_NUM", "SERVER_NUM", "MS_SCHED_", "Error: Role name '",
+               "Error: Maybe you are trying", "env 'RANK_TABLE_FILE'", "Ranktable startup method",
+               "Error: For 'init', the argument 'backend_name'", "Error: For 'context.set_context', the argument 'device_id'"),
+              node_wide=True),
+    # ms@a05ce58: mindspore/python/mindspore/communication/management.py:118 (the hccl wheel of the CANN install is missing)
+    Signature("mindspore.hccl_missing", _L, r"Error: \"hccl\" wheel was not installed correctly",
+              "the CANN \"hccl\" Python package MindSpore needs for distributed training on Ascend is missing",
+              "install CANN's hccl wheel (it ships with the toolkit) into the job's Python, and source set_env.sh",
+              ("Error: \"hccl\" wheel",), node_wide=True),
     Signature("kernel.oom_kill", _O,
               r"(?:Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)",
               "the Linux OOM killer killed a process", _HINT_HOST_OOM, ("out of memory: Kill", "Out of memory: Kill"), kind="host"),
@@ -311,19 +469,65 @@ SIGNATURES: tuple[Signature, ...] = (
               "the host process could not allocate memory", _HINT_HOST_OOM, ("MemoryError", "bad_alloc", "Cannot allocate memory", "memory allocation of", "cudaHostAlloc failed"),
               kind="host"),
     # ---------------------------------------------------------------- NaN / overflow
+    # The loss scalers' own words (issue #26). An overflow that halves a large scale and skips one step is routine (the
+    # halving row, generic: extract.py counts a run of them); a scale at its minimum, or the run stopped for it, is NAN.
+    # DeepSpeed (https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/
+    # fp16/loss_scaler.py#L174-L190, DynamicLossScaler.update_scale, used by ZeRO 1/2/3): "Current loss scale already at
+    # minimum - cannot decrease scale anymore. Exiting run." (raised), "[deepspeed] OVERFLOW! Rank 0 Skipping step.
+    # Attempted loss scale: 65536, reducing to 32768" and "..., but hysteresis is 2. Reducing hysteresis to 1" (routine);
+    # fp16/fused_optimizer.py#L174 and unfused_optimizer.py#L160 ("[deepspeed] fp16 dynamic loss scale overflow! Skipping
+    # step. Attempted loss scale: 1024.0, reducing to 512.0"), fused_optimizer.py#L392-L393 and unfused_optimizer.py#L283
+    # ("Reducing dynamic loss scale from 1024.0 to 512.0"): those clamp at min_loss_scale without raising, so a scale that
+    # stays where it was ("Attempted loss scale: 128.0, reducing to 128.0") is at its minimum.
+    # NVIDIA Apex amp (https://github.com/NVIDIA/apex/blob/e13873debc4699d39c6861074b9a3b2a02327f92/apex/amp/handle.py#L138,
+    # the last commit with amp): "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0"; no
+    # floor by default, so it goes below 1 ("... to 6.103515625e-05": extract.py reads the value).
+    # Colossal-AI (https://github.com/hpcaitech/ColossalAI/blob/4f9953be335ef371b3848719ddafe596c01ecd37/colossalai/amp/
+    # naive_amp/grad_scaler/dynamic_grad_scaler.py#L90): "Overflow occurs, the loss scale is adjusted to 32768.0" (clamped
+    # at min_scale, 1 by default); its growth message ("No overflow for consecutive 1000 steps, the loss scale is adjusted
+    # to ...") is no reduction.
     Signature("deepspeed.loss_scale_min", _N, r"Current loss scale already at minimum|loss scale (?:is )?already at (?:its )?minimum",
               "the fp16 loss scale collapsed to its minimum", _HINT_NAN, ("already at minimum", "already at its minimum")),
+    # fairseq (https://github.com/facebookresearch/fairseq/blob/3d262bb25690e4eb2e7d3c1309b1e9c406ca4b99/fairseq/optim/
+    # dynamic_loss_scaler.py#L61-L67, amp_optimizer.py#L59-L63): FloatingPointError("Minimum loss scale reached (0.0001).
+    # Your loss is probably exploding. Try lowering the learning rate, ...") / "AMP: Minimum loss scale reached (...)"
+    Signature("fp16.min_loss_scale_reached", _N, r"Minimum loss scale reached \([^)]*\)",
+              "the loss scale reached its minimum and the run stopped (fairseq: the loss is probably exploding)", _HINT_NAN,
+              ("loss scale reached",)),
     Signature("fp16.loss_scale_collapse", _N,
-              r"(?:[Rr]educing|[Rr]educed|[Dd]ecreas\w*)(?: the)? loss scale (?:from \S+ )?to (?:1|1\.0+|0\.\d+|0)\b(?!\.\d*[1-9])|"
-              r"Attempted loss scale: \S+, reducing to (?:1|1\.0+|0\.\d+)\b(?!\.\d*[1-9])",
-              "the fp16 loss scale fell to 1 or below (every step overflows)", _HINT_NAN, ("reducing loss scale", "reducing to", "decrease")),
+              r"(?:[Rr]educing|[Rr]educed|[Dd]ecreas\w*)(?: the)?(?: dynamic)? loss scale (?:from \S+ )?"
+              r"to (?:1|1\.0+|0\.\d+|0)\b(?!\.\d*[1-9])|"
+              r"Attempted loss scale: \S+, reducing to (?:1|1\.0+|0\.\d+)\b(?!\.\d*[1-9])|"
+              r"Overflow occurs, the loss scale is adjusted to (?:1|1\.0+|0\.\d+)\b(?!\.\d*[1-9])",
+              "the fp16 loss scale fell to 1 or below (every step overflows)", _HINT_NAN,
+              ("reducing loss scale", "reducing to", "decrease", "Reducing dynamic loss scale", "Overflow occurs")),
+    # a scale "reduced" to the value it had: the scaler is clamped at its min_loss_scale and still overflows
+    Signature("fp16.loss_scale_floor", _N,
+              r"Attempted loss scale: (?P<attempted>\d+(?:\.\d+)?), reducing to (?P<to>\d+(?:\.\d+)?)\b",
+              "the fp16 loss scale is held at its minimum (min_loss_scale) and the step still overflows", _HINT_NAN,
+              ("reducing to",), holds=lambda m: float(m["attempted"]) == float(m["to"])),
     Signature("fp16.loss_scale_halving", _N,
-              r"(?:[Rr]educing|[Rr]educed|[Dd]ecreas\w*|setting) (?:the )?loss scale(?: from \S+)? to:? ?\d|"
-              r"[Aa]ttempted loss scale: \S+,? reducing to \d",
+              r"(?:[Rr]educing|[Rr]educed|[Dd]ecreas\w*|setting) (?:the )?(?:dynamic )?loss scale(?: from \S+)? to:? ?\d|"
+              r"[Aa]ttempted loss scale: \S+,? reducing to \d|Overflow occurs, the loss scale is adjusted to \d",
               "the fp16 loss scale was reduced (an overflow step; a collapse only when it halves at every step)", _HINT_NAN,
-              ("educing", "educed", "ecreas", "setting loss scale to"), role="generic"),
-    Signature("megatron.nan_grad", _N, r"found NaN in local grad norm|found (?:NaN|Inf) in (?:local )?grad",
-              "Megatron found NaN in the gradient norm", _HINT_NAN, ("found NaN", "found Inf")),
+              ("educing", "educed", "ecreas", "setting loss scale to", "Overflow occurs"), role="generic"),
+    # Megatron-LM's checks before the data-parallel reduction (https://github.com/NVIDIA/Megatron-LM/blob/
+    # d98e8a64ddf34856e74b24714e3bedb2f5a39553/megatron/core/distributed/param_and_grad_buffer.py#L358-L366: "found NaN in
+    # local grad norm for bucket #0 in backward pass before data-parallel communication collective", raised by
+    # rerun_state_machine.py#L528-L534 as "Rank 3, node n, device 3, iteration 1201: Unexpected result nan
+    # (message='...')"; before the rerun state machine an AssertionError "Rank 3: found NaN in local grad norm in backward
+    # pass before data-parallel communication collective. Device: 3, node: n", commit e39f9f697229969f4e02a7d6e7507d207b510649);
+    # Megatron-FSDP (.../megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py#L4773:
+    # "[Megatron-FSDP](check_for_nan_in_grad=True) Detected NaN or Inf in wgrad: ...")
+    Signature("megatron.nan_grad", _N,
+              r"found NaN in local grad norm|found (?:NaN|Inf) in (?:local )?grad|Detected NaN or Inf in wgrad",
+              "Megatron found NaN in the gradient norm", _HINT_NAN, ("found NaN", "found Inf", "Detected NaN")),
+    # ... and in the loss (pretrain_gpt.py#L264-L270 at the same commit: "found NaN in local forward loss calculation",
+    # as above; the assert of commit e39f9f697229969f4e02a7d6e7507d207b510649: "Rank 3: found NaN in local forward loss
+    # calculation. Device: 3, node: n"; the Inf check of megatron/elastification/pretrain_hybrid_flex.py#L304)
+    Signature("megatron.nan_loss", _N, r"found (?:NaN|Inf) in local forward loss",
+              "Megatron found NaN/Inf in this rank's loss before the data-parallel reduction", _HINT_NAN,
+              ("found NaN", "found Inf")),
     # Megatron's training_log prints each loss only when its average over the interval is > 0, between the batch size
     # and the loss scale: a line with nothing between them lost its loss to NaN (or to 0). An interval whose
     # iterations were all skipped (fp16 overflow) prints no loss either, so a line counting skipped ones is not this.
@@ -346,6 +550,22 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("loss.not_finite", _N, r"\b(?:loss|Loss) (?:is|became|has become) (?:NaN|nan|not finite|non-finite|infinite)|"
               r"Non-finite (?:loss|gradient)|non-finite loss",
               "the loss stopped being finite", _HINT_NAN, ("NaN", "is nan", "not finite", "non-finite", "infinite", "Non-finite")),
+    # fairseq (https://github.com/facebookresearch/fairseq/blob/3d262bb25690e4eb2e7d3c1309b1e9c406ca4b99/fairseq/trainer.py#L970:
+    # FloatingPointError("gradients are Nan/Inf"); its NanDetector, fairseq/nan_detector.py#L45 and #L73-L74, then
+    # reruns the step: "Detected nan/inf grad norm, dumping norms...", "NaN detected in output of <module>, shape: ...,
+    # forward" / "Inf detected in output of ...")
+    Signature("fairseq.nan", _N,
+              r"gradients are Nan/Inf|Detected nan/inf grad norm|\b(?:NaN|Inf) detected in output of \S+, shape:",
+              "fairseq found NaN/Inf in the gradients (its NanDetector names the first module whose output is not finite)",
+              _HINT_NAN, ("Nan/Inf", "nan/inf", "detected in output of")),
+    # PyTorch Lightning (https://github.com/Lightning-AI/pytorch-lightning/blob/7f0c3436cd3f6ad3753125672024fc415cbcb414/
+    # src/lightning/pytorch/loops/utilities.py#L47, Trainer(detect_anomaly=True): ValueError("The loss returned in
+    # `training_step` is nan."); src/lightning/pytorch/callbacks/early_stopping.py#L253-L254, EarlyStopping(check_finite=
+    # True): "Monitored metric val_loss = nan is not finite. Previous best value was 0.123. Signaling Trainer to stop.")
+    Signature("lightning.not_finite", _N, r"The loss returned in `training_step` is\b|"
+              r"Monitored metric \S+ = \S+ is not finite\. Previous best value was",
+              "Lightning stopped the run: the loss (or the monitored metric) is NaN or Inf", _HINT_NAN,
+              ("training_step` is", "is not finite")),
     Signature("mindspore.overflow_stop", _N, r"overflow is True, loss scale is (?:1|1\.0)\b|"
               r"(?:[Oo]verflow|NaN) (?:detected|occurred).{0,40}(?:[Ss]top|[Tt]erminat|[Aa]bort)",
               "MindSpore kept overflowing with the loss scale at its minimum", _HINT_NAN,
@@ -515,10 +735,39 @@ SIGNATURES: tuple[Signature, ...] = (
                "dump signal due to a collective timeout")),
     Signature("torch.dist_backend_error", _T, r"\bDistBackendError\b", "torch.distributed raised DistBackendError", _HINT_TIMEOUT,
               ("DistBackendError",)),
+    # gloo's own transport and store errors (https://github.com/facebookincubator/gloo/blob/
+    # cc441984208d0b54b4fc614301f41e82e951e5cd/gloo/transport/tcp/pair.cc#L314-L544: "Write timeout", "writev <peer>: <errno
+    # text>", "Read timeout", "Read error <peer>: <errno text>", "Connection closed by peer <peer>", #L201 "Socket
+    # unexpectedly closed", #L797 "Socket closed"; tcp/pair.h#L311 "Connect timeout"; tcp/buffer.cc#L72,#L113 and
+    # ibverbs/buffer.cc#L94-L172 "Read/Write/Send timeout"; tcp/helpers.h#L184-L208 and tcp/error.cc "timed out connecting:
+    # SO_ERROR: Connection refused, remote=[...]", "getsockopt: ..."; tcp/unbound_buffer.cc#L76-L81 "Application timeout
+    # caused pair closure", "Timed out waiting 1800000ms for recv operation to complete"; rendezvous/hash_store.cc#L55,
+    # file_store.cc#L152 "Wait timeout for key(s): [...]"), each behind GLOO_ERROR_MSG's "[<file>:<line>] " (common/error.h
+    # #L16-L17), the file as torch builds it ("../third_party/gloo/gloo/transport/tcp/pair.cc"); torch's ProcessGroupGloo
+    # wraps setup failures as "Gloo connectFullMesh failed with ...". A peer that closed or reset the connection, or a
+    # wait past the timeout: the collective broke. gloo's invariant checks ("[enforce fail at .../pair.cc:446]
+    # op.preamble.length <= op.nbytes") are a program's mismatch, not this row.
     Signature("gloo.timeout", _T, r"Gloo connectFullMesh failed|Timed out waiting \d+ms for (?:recv|send) operation|"
-              r"\[gloo\].*(?:Timed out|timeout)|gloo/transport/tcp/pair\.cc.*(?:Connection closed by peer|Connection reset|timed out)",
-              "a gloo collective or connection timed out", _HINT_TIMEOUT,
-              ("connectFullMesh", "Timed out waiting", "Connection closed by peer", "Connection reset")),
+              r"Application timeout caused pair closure|\[gloo\].*(?:Timed out|timeout)|"
+              r"gloo/(?:transport|rendezvous)/[\w/]+\.(?:cc|h):\d+\] (?:Connection closed by peer|Read error|Read timeout|"
+              r"Write timeout|Send timeout|Connect timeout|Socket closed|Socket unexpectedly closed|writev |timed out connecting|"
+              r"SO_ERROR|getsockopt|short read|short write|Wait timeout for key)|"
+              r"gloo/transport/tcp/pair\.cc.*(?:Connection closed by peer|Connection reset|timed out)",
+              "a gloo connection or collective failed: a peer closed or reset the connection, or it timed out", _HINT_TIMEOUT,
+              ("connectFullMesh", "Timed out waiting", "Application timeout", "gloo/transport/", "gloo/rendezvous/",
+               "Connection closed by peer", "Connection reset")),
+    # torch's store-based barrier (distributed_c10d._store_based_barrier) counts the processes that joined a group's key:
+    # more than the world size means processes of another job, or a world size the launch got wrong, share the store.
+    # Ahead of rendezvous.timeout: an overfull barrier can end in its timeout ("Timed out initializing process group in
+    # store based barrier on rank 0, for key: ... (world_size=8, num_workers_joined=16, ...)", distributed_c10d.py), and
+    # at the default log level that line is all a log shows of it
+    Signature("c10d.barrier_overfull", _L, r"store based barrier\b.*?\(world_size=(?P<world>\d+), "
+              r"(?:worker_count|num_workers_joined)=(?P<joined>\d+)",
+              "more processes joined the process group's store barrier than its world size: another job shares the "
+              "master address and port, or the launch's world size is wrong",
+              "check that no other job uses this MASTER_ADDR:MASTER_PORT, and that nnodes x nproc_per_node (or the "
+              "model-parallel sizes) match the world size", ("store based barrier",),
+              holds=lambda m: int(m["joined"]) > int(m["world"])),
     Signature("rendezvous.timeout", _T, r"RendezvousTimeoutError|[Rr]endezvous (?:timed out|timeout)|"
               r"Timed out initializing process group|DistStoreError: .*(?:[Tt]imeout|[Tt]imed out)|RendezvousClosedError|"
               r"TCPStore.*(?:timed out|Timed out)|socket timed out after|The client socket has timed out|"
@@ -533,6 +782,36 @@ SIGNATURES: tuple[Signature, ...] = (
               "ranks did not all join the rendezvous in time", _HINT_TIMEOUT,
               ("Rendezvous", "endezvous", "Timed out initializing", "DistStoreError", "socket timed out", "RendezvousClosedError",
                "socket has timed out", "retrieving ncclUniqueId", "retreiving ncclUniqueId", "likely a timeout")),
+    # c10d's store client could not reach the store (https://github.com/pytorch/pytorch/blob/
+    # 8cf1b8e3942565c8bdcc7ba98f02f626ebdda5d1/torch/csrc/distributed/c10d/socket.cpp, SocketConnectOp: "The client socket
+    # has failed to connect to any network address of (node01, 29500). The client socket has failed to connect to
+    # [node01]:29500 (errno: 113 - No route to host)." for an error it does not retry; a refused or reset connection is
+    # retried until "The client socket has timed out after ...", rendezvous.timeout's); torchelastic's c10d rendezvous
+    # backend (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py at
+    # 858f73b0f90bb8c540fbd8fadb2877ed07f22e00: RendezvousConnectionError("The connection to the C10d store has failed.
+    # See inner exception for details.")). No row took an unreachable master for a launch error: like a rendezvous that
+    # never completes, this is COMM_TIMEOUT (a store address in use stays port.in_use's LAUNCH). Not matched: the
+    # per-address warning before it ("[W socket.cpp:601] [c10d] The client socket has failed to connect to [localhost]:29500
+    # (errno: 99 - Cannot assign requested address)."), printed by healthy runs that then connect by another address, and
+    # the agent's keep-alive warning ("... due to an error of type RendezvousConnectionError."), which says only that the
+    # store's host went away.
+    Signature("c10d.store_unreachable", _T,
+              r"The client socket has failed to connect to any network address of \(|"
+              r"\bRendezvousConnectionError(?::|\s*$)|The connection to the C10d store has failed",
+              "this rank could not reach the c10d store (MASTER_ADDR:MASTER_PORT or the rendezvous endpoint): the host "
+              "that serves it is down, unreachable, or never started it",
+              "check that MASTER_ADDR resolves and is reachable from every node on MASTER_PORT (firewall, the interface's "
+              "address), and that the rank or agent hosting the store started; then look at the first error of that host",
+              ("ailed to connect to", "RendezvousConnectionError", "C10d store has failed")),
+    # ... or lost its connection to it: torch's tcputil (torch/csrc/distributed/c10d/Utils.hpp at
+    # edeed37857e025510b6a193a9cc1fe0dbc53303f, SYSCHECK, sendBytes/recvBytes) raises DistNetworkError with the socket
+    # error's text ("Connection reset by peer", "Broken pipe", "Socket Timeout"): the store's host (rank 0 or the agent)
+    # went away, or the network between them failed. A DistNetworkError that says more (a port in use, a connect
+    # timeout) is named by the rows above. torch before 2.1 raised the bare text as a RuntimeError ("RuntimeError:
+    # Connection reset by peer"), too bare for a row: extract.py takes it for the wait when a collective's traceback ends in it.
+    Signature("c10d.store_connection_lost", _T, r"\bDistNetworkError\b",
+              "this rank lost its connection to the c10d store (its host went away, or the network between them failed)",
+              _HINT_TIMEOUT, ("DistNetworkError",)),
     Signature("nccl.system_error", _T, r"unhandled system error|NCCL error.*remote process exited|ncclRemoteError|"
               r"unhandled cuda error|NCCL communicator was aborted",
               "NCCL lost a peer or hit a system error", _HINT_TIMEOUT,
@@ -614,23 +893,14 @@ SIGNATURES: tuple[Signature, ...] = (
               "the shell that ran the job reports it was killed (SIGKILL)",
               "the first rank to exit is not always the cause: check the others' first errors",
               ("Killed", "已杀死"), role="report"),
-    # srun could not start the step's tasks on a node (src/api/step_launch.c: "Task launch for %ps failed on node %s: %s"):
-    # the job never ran there (credential expired, munge, prolog, node state)
     # torch built without the backend the job asked for (distributed_c10d.py: "Distributed package doesn't have NCCL built
     # in"): NCCL on an NPU or CPU host, MPI on a wheel: the launch's backend setting, not the program's logic
     Signature("torch.backend_missing", _L, r"Distributed package doesn't have \w+ built in",
               "torch was built without the distributed backend the job asked for",
               "use the backend this device and build provide (hccl with torch_npu, gloo on CPU, nccl on CUDA) in the "
               "script or the launcher's config (DeepSpeed: dist_backend)", ("built in",)),
-    # torch's store-based barrier (distributed_c10d._store_based_barrier) counts the processes that joined a group's key:
-    # more than the world size means processes of another job, or a world size the launch got wrong, share the store
-    Signature("c10d.barrier_overfull", _L, r"store based barrier\b.*?\(world_size=(?P<world>\d+), "
-              r"(?:worker_count|num_workers_joined)=(?P<joined>\d+)",
-              "more processes joined the process group's store barrier than its world size: another job shares the "
-              "master address and port, or the launch's world size is wrong",
-              "check that no other job uses this MASTER_ADDR:MASTER_PORT, and that nnodes x nproc_per_node (or the "
-              "model-parallel sizes) match the world size", ("store based barrier",),
-              holds=lambda m: int(m["joined"]) > int(m["world"])),
+    # srun could not start the step's tasks on a node (src/api/step_launch.c: "Task launch for %ps failed on node %s: %s"):
+    # the job never ran there (credential expired, munge, prolog, node state)
     Signature("srun.task_launch_failed", _L, r"Task launch for \S+ failed on node (?P<host>[\w.-]+): ",
               "Slurm could not launch the job step's tasks on that node: the job never started there",
               "check the node's slurmd and munge (clock skew expires credentials), its prolog and `scontrol show node`",
