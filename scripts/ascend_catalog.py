@@ -85,6 +85,10 @@ SOURCES: dict[str, dict[str, str]] = {
                        "what": "ibv_event_type_str(): the text of each asynchronous event of an RDMA device"},
     "nccl-ibvwrap": {"url": f"{NCCL}/src/misc/ibvwrap.cc",
                      "what": "NCCL's verbs wrappers: `Call to <verb> failed ...` for each verb NCCL calls"},
+    "nccl-troubleshooting": {"url": f"{NCCL}/docs/userguide/source/troubleshooting/networking_troubleshooting.rst",
+                             "what": "NCCL's troubleshooting guide (\"Troubleshooting NCCL errors\"): `Call to ibv_create_qp "
+                                     "failed` and `Call to ibv_reg_mr failed` are commonly the locked-memory limit (pinned "
+                                     "memory), solved by `memlock unlimited` in limits.conf or the job launcher's limits"},
     "ge-error-registry": {
         "url": f"{GE}/base/common/error_registry/error_registry.cc",
         "what": "the Graph Engine's error-code catalog (the JSON its error registry registers with the ErrorManager): "
@@ -172,6 +176,15 @@ GROUPS: dict[str, dict[str, str]] = {
         "meaning": "the RDMA NIC raised a fatal asynchronous event (local catastrophic error, port error): ibverbs "
                    "event catalog",
         "hint": "drain the node; check the NIC with `ibv_devinfo` / `ibstat` (port state), its firmware and the cable"},
+    "ibv.pinned_memory": {
+        # NCCL's own guide: these two calls fail when the process may not pin enough memory (ulimit -l, a container's or
+        # Slurm's limits): a setting of the launch, the same on every rank of the node; ahead of ibv.setup_failed
+        "category": "LAUNCH", "role": "error", "kind": "", "form": "ibv_call", "place": "first",
+        "meaning": "NCCL could not register memory or create a queue pair on the RDMA NIC: most often the locked-memory "
+                   "limit (NCCL's troubleshooting guide)",
+        "hint": "raise the locked-memory limit where the ranks start (`ulimit -l` must say unlimited: `* soft/hard memlock "
+                "unlimited` in limits.conf, docker `--ulimit memlock=-1`, Slurm's PropagateResourceLimits); if it already "
+                "is, check the node's NIC (`ibv_devinfo`) and the peer-memory module (nvidia_peermem)"},
     "ibv.setup_failed": {
         # first in the table: NCCL's "Call to ibv_reg_mr failed with error Cannot allocate memory" is the NIC's
         # memory registration (locked-memory limit, peer-memory module), not the host running out of memory
@@ -393,6 +406,9 @@ EVENT_FATAL = {"IBV_EVENT_DEVICE_FATAL", "IBV_EVENT_PORT_ERR"}
 # The verbs that build the data path; a failed destroy/dealloc happens at teardown, after whatever failed first.
 SETUP_VERBS = {"ibv_open_device", "ibv_alloc_pd", "ibv_create_cq", "ibv_create_qp", "ibv_modify_qp", "ibv_reg_mr",
                "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_query_port", "ibv_query_gid"}
+# ... of which NCCL's troubleshooting guide (SOURCES["nccl-troubleshooting"]) names these two as failing for the
+# locked-memory limit: ibv.pinned_memory, not the NIC
+PINNED_MEMORY_VERBS = {"ibv_create_qp", "ibv_reg_mr"}
 
 
 def cann_entries(path: Path) -> list[dict[str, Any]]:
@@ -524,7 +540,8 @@ def nccl_entries(path: Path) -> list[dict[str, Any]]:
         sys.exit(f"{path}: NCCL's `Call to <verb> failed` message not found")
     verbs = sorted(set(re.findall(r"\"(ibv_\w+)\"", text)) & SETUP_VERBS)
     return [{"code": verb, "emitter": "NCCL (verbs wrapper)", "title": verb, "message": f"Call to {verb} failed",
-             "group": "ibv.setup_failed", "source": "nccl-ibvwrap"} for verb in verbs]
+             "group": "ibv.pinned_memory" if verb in PINNED_MEMORY_VERBS else "ibv.setup_failed",
+             "source": "nccl-troubleshooting" if verb in PINNED_MEMORY_VERBS else "nccl-ibvwrap"} for verb in verbs]
 
 
 def _py_enum(text: str, name: str) -> str:

@@ -149,8 +149,13 @@ def test_each_code_as_its_emitter_prints_it_gets_the_catalog_category(entry: dic
      "vendor err 129 (Recv)", Category.COMM_TIMEOUT),
     ("node03:1234:5678 [3] NCCL WARN NET/IB: Got completion from peer 10.0.0.2 with status=transport retry counter "
      "exceeded(12) opcode=RECV(128) vendor_err=129 hca mlx5_0", Category.COMM_TIMEOUT),
+    # ... but a queue pair or memory registration that fails is, by NCCL's own troubleshooting guide, most often the
+    # locked-memory limit: a launch setting (ibv.pinned_memory); opening the device or querying its port is the NIC's
     ("node03:1234:5678 [3] NCCL WARN Call to ibv_create_qp failed with error Cannot allocate memory errno 12",
-     Category.HARDWARE),
+     Category.LAUNCH),
+    ("hai-a100-3:3778851:3779883 [4] ibvwrap.c:130 NCCL WARN Call to ibv_reg_mr failed", Category.LAUNCH),
+    ("node03:1234:5678 [3] NCCL WARN Call to ibv_open_device failed", Category.HARDWARE),
+    ("node03:1234:5678 [3] NCCL WARN Call to ibv_query_port failed with error No such device", Category.HARDWARE),
     ("node03:1234:5678 [3] NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: port error(10)", Category.HARDWARE),
     ("[Mon Jan  1 11:59:00 2024] ice 0000:5e:00.0 ens1f0: NIC Link is Down", Category.HARDWARE),
 ])

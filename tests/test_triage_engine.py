@@ -643,3 +643,73 @@ def test_slurms_oom_kill_count_printed_as_the_step_ends_is_not_later_than_the_ex
         report = triage([folder])
         assert report.category == Category.OOM and report.first_failure is not None, report.reason
         assert report.first_failure.text.startswith("slurmstepd: error: Detected"), report.first_failure
+
+
+def test_slurms_oom_count_and_sruns_report_of_the_node_are_one_event_placed_on_that_node(tmp_path: Path) -> None:
+    """slurmstepd counts the OOM kill without a place; srun's own report (launch_slurm.c `_task_finish`) names the node."""
+    write(tmp_path / "slurm-440575.out", [
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=440575.0. Some of the step tasks have been OOM Killed.",
+        "srun: error: nid001277: tasks 1-3: Out Of Memory",
+        "srun: Terminating StepId=440575.0",
+        "slurmstepd: error: *** STEP 440575.0 ON nid001277 CANCELLED AT 2023-12-05T07:16:01 ***",
+    ])
+    report = triage([tmp_path])
+    assert report.category is Category.OOM and report.oom_kind == "host"
+    assert (report.culprit_node, report.culprit_rank) == ("nid001277", None)
+
+
+def test_mpiruns_first_process_to_exit_is_the_culprit_and_horovods_shutdown_is_a_victims_line(tmp_path: Path) -> None:
+    """Open MPI names the first process that exited non-zero on two lines; Horovod's SHUT_DOWN_ERROR on the other rank
+    says that rank was shut down by someone else's exception (horovod/common/common.h)."""
+    write(tmp_path / "mpirun.log", [
+        "[1,1]<stderr>:  File \"/opt/conda/lib/python3.6/site-packages/horovod/torch/mpi_ops.py\", line 436, in synchronize",
+        "[1,1]<stderr>:    mpi_lib.horovod_torch_wait_and_clear(handle)",
+        "[1,1]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks or an "
+        "attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution.",
+        "-" * 74,
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "the job to be terminated. The first process to do so was:",
+        "",
+        "  Process name: [[50371,1],0]",
+        "  Exit code:    1",
+        "-" * 74,
+    ])
+    report = triage([tmp_path])
+    assert report.rule == "bad_exit" and report.culprit_rank == 0, report.reason
+    assert report.first_failure is not None and report.first_failure.signature == "mpirun.first_exit"
+    assert {v.rank for v in report.victims} == {1}
+
+
+def test_a_traceback_through_deepspeeds_update_scale_is_the_loss_scale_at_its_minimum_even_cut_short(tmp_path: Path) -> None:
+    write(tmp_path / "train.log", [
+        "[2023-09-15 14:11:34,418] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
+        "Attempted loss scale: 65536, reducing to 32768",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.9/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", line 1717, in step',
+        "    self._update_scale(self.overflow)",
+        '  File "/usr/lib/python3.9/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", line 1968, in _update_scale',
+        "    self.loss_scaler.update_scale(has_overflow)",
+    ])
+    report = triage([tmp_path])
+    assert report.category is Category.NAN and report.first_failure is not None
+    assert report.first_failure.signature == "deepspeed.loss_scale_min_raised"
+
+
+def test_nccls_internal_error_and_its_cuda_failures_are_not_the_network(tmp_path: Path) -> None:
+    """ncclInternalError (3) and ncclUnhandledCudaError say NCCL itself or a CUDA call failed (NCCL's own result codes):
+    the node that printed them, EXCEPTION; a peer's connection lines around them are not a verdict of their own."""
+    write(tmp_path / "a" / "out.log", [
+        "1: node-2:4827:6900 [4] bootstrap.cc:77 NCCL WARN Message truncated : received 256 bytes instead of 4",
+        "1: node-2:4827:6900 [4] NCCL INFO bootstrap.cc:554 -> 3",
+        "1: node-2:4827:6900 [4] NCCL INFO transport.cc:204 -> 3",
+        "2: node-3:4871:7029 [2] NCCL INFO Channel 00/1 : 1[2] -> 0[2] [send] via NET/Socket/0",
+    ])
+    report = triage([tmp_path / "a"])
+    assert report.category is Category.EXCEPTION and report.culprit_node == "node-2"
+    write(tmp_path / "b" / "worker.log", [
+        "ERROR 03-28 21:38:23 ray_utils.py:44] torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/"
+        "c10d/ProcessGroupNCCL.cpp:1333, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1",
+        "ERROR 03-28 21:38:23 ray_utils.py:44] ncclUnhandledCudaError: Call to CUDA function failed.",
+        "ERROR 03-28 21:38:23 ray_utils.py:44] Cuda failure 'invalid argument'",
+    ])
+    assert triage([tmp_path / "b"]).category is Category.EXCEPTION

@@ -468,8 +468,11 @@ def rule_own_error(facts: Facts) -> RuleVerdict | None:
     same = [f for f in others if _same_moment(facts, first, f) and (f.signature == first.signature or
                                                                     f.category == first.category == Category.NAN)]
     if first.node is None and first.rank is None and first.local_rank is None:
-        # the same event told twice, once with its place (Ray: "killed ..." then "Memory on the node (IP: ...)")
-        placed = [f for f in same if f.category == first.category and (f.node or f.rank is not None)]
+        # the same event told twice, once with its place (Ray: "killed ..." then "Memory on the node (IP: ...)"; Slurm:
+        # slurmstepd's "Detected 1 oom_kill event" then srun's "nid001277: tasks 1-3: Out Of Memory"), by one emitter
+        # or two, at one moment
+        placed = [f for f in others if f.category == first.category and f.kind == first.kind and _same_moment(facts, first, f)
+                  and (f.node or f.rank is not None)]
         if placed:
             first = placed[0]
             actor = facts.of(first)

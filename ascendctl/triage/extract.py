@@ -108,6 +108,10 @@ BLOCK_LINES = 30
 _SPAWN_RX = re.compile(r"-- Process (\d+) terminated with the following error")
 SPAWN_LINES = 300
 CANN_TRACEBACK_LINES = 10  # lines under a CANN error heading that may still be its TraceBack (the layers below it)
+# mpirun/prterun: "mpirun detected that one or more processes exited with non-zero status ... The first process to do so
+# was:" then these two lines (Open MPI's help-errmgr-base.txt; PRRTE's help-prted.txt)
+_MPI_PROCESS_RX = re.compile(r"^\s*Process name:\s*\[.*,(\d+)\]\s*$")
+_MPI_EXIT_RX = re.compile(r"^\s*Exit code:\s*(-?\d+)\s*$")
 _TORCHRUN_FIELD_RX = re.compile(r"^\s*(time|host|rank|exitcode|traceback|error_file)\s*: (.*)$")
 _FILE_RANK_RX = re.compile(r"(?:^|[^a-z])(?:rank|worker|default)[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
 _FILE_DEVICE_RX = re.compile(r"(?:^|[^a-z])(?:device|dev|npu)[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
@@ -320,7 +324,7 @@ class Extraction:
         stamp, text = split_stamp(raw)
         prefixes = strip_prefixes(text)
         body = prefixes.body
-        if self._torchrun_line(src, number, body, stamp):
+        if self._torchrun_line(src, number, body, stamp) or self._mpi_first_line(src, number, body, stamp):
             return
         local = prefixes.local
         m = _CONTEXT_RX.search(text)
@@ -401,7 +405,7 @@ class Extraction:
             device = device if device is not None else int(nccl["dev"])
         if "host" in named and groups["host"] and sig.id not in ("srun.task_exit", "mpirun.exit"):
             node = node or groups["host"]
-        if sig.id == "srun.task_exit":
+        if sig.id in ("srun.task_exit", "srun.oom"):
             node = node or groups["host"]
             task = groups["task"]
             rank = int(task) if task.isdigit() else None
@@ -608,6 +612,27 @@ class Extraction:
         src.torchrun[key] = value
         if stamp and "stamp" not in src.torchrun:
             src.torchrun["stamp"] = stamp
+        return True
+
+    def _mpi_first_line(self, src: Source, number: int, text: str, stamp: str | None) -> bool:
+        """mpirun's (and prterun's) report of the first process that exited non-zero, its name and its code on two lines:
+        "Process name: [[50371,1],0]" (Open MPI's [[job,step],rank]; PRRTE's [prterun-host-1234@1,0]), "Exit code: 1"."""
+        m = _MPI_PROCESS_RX.match(text)
+        if m is not None:
+            src.mpi_first = (number, int(m.group(1)))
+            return True
+        if src.mpi_first is None:
+            return False
+        at, rank = src.mpi_first
+        code = _MPI_EXIT_RX.match(text)
+        if code is None or number - at > 2:
+            src.mpi_first = None if number - at > 2 else src.mpi_first
+            return False
+        src.mpi_first = None
+        exit_code = int(code.group(1))
+        self.add(Finding(Category.UNKNOWN, "mpirun.first_exit", src.node, rank, None, stamp, src.file, at,
+                         f"mpirun: the first process to exit non-zero was rank {rank} (exit code {exit_code})", role="report",
+                         exit_code=exit_code, signal=signal_of(exit_code), time_source="stamp" if stamp else "none"))
         return True
 
     def flush_torchrun(self, src: Source) -> None:

@@ -275,6 +275,7 @@ class Source:
     torchrun_at: int = 0
     order: int = 0  # the order in which files were read
     block: tuple[int, int | None, int | None, int | None, int] | None = None  # (line, rank, device, pid, lines it covers)
+    mpi_first: tuple[int, int] | None = None  # mpirun's "The first process to do so was:": (line, rank) until its exit code
 
 
 

@@ -136,6 +136,10 @@ TRIGGERS: tuple[str, ...] = (
     # scale and NaN detector, Lightning's loss check, gloo's transport errors ("[.../gloo/transport/tcp/pair.cc:544] ...")
     "loss scale reached", "Nan/Inf", "nan/inf", "detected in output of", "training_step` is", "gloo/transport/",
     "gloo/rendezvous/",
+    # srun's OOM report, a loopback peer, Horovod's shutdown, ACL's op compiler, Paddle's errors, DeepSpeed's scaler frame
+    "Out Of Memory", r"127\.0\.1\.1", "Horovod has been shut down", "init env failed", "AclSetCompileopt", "Out of memory error on",
+    r"\[Hint: ", "meets grpc error", r"loss_scaler\.update_scale\(", "Process name:", "Exit code:", r" -> 3\b",
+    "internal error - please report", "ncclUnhandledCudaError",
     # the runtime's aclError numbers as the catalog rows read them ("runtime result = 107020", "ret[207001]")
     "runtime result", r"(result|ret) ?(= ?|\[)[125]07\d{3}", "ErrCode=",
     # Python tracebacks (issue #26): every frame line, the header, and the source lines that call a barrier, a
@@ -486,6 +490,13 @@ SIGNATURES: tuple[Signature, ...] = (
     # naive_amp/grad_scaler/dynamic_grad_scaler.py#L90): "Overflow occurs, the loss scale is adjusted to 32768.0" (clamped
     # at min_scale, 1 by default); its growth message ("No overflow for consecutive 1000 steps, the loss scale is adjusted
     # to ...") is no reduction.
+    # DeepSpeed's DynamicLossScaler.update_scale raises nothing but "Current loss scale already at minimum" (microsoft/
+    # DeepSpeed at 38327e07f6cd: deepspeed/runtime/fp16/loss_scaler.py#L170-L176); ZeRO's _update_scale calls it
+    # (stage_1_and_2.py#L2077, stage3.py#L2464): a traceback through that call is the scale at its minimum, even when the
+    # exception's own line was cut off
+    Signature("deepspeed.loss_scale_min_raised", _N, r"^\s+self\.loss_scaler\.update_scale\(has_overflow\)\s*$",
+              "DeepSpeed's loss scaler raised from update_scale: the fp16 loss scale was already at its minimum", _HINT_NAN,
+              ("loss_scaler.update_scale(",)),
     Signature("deepspeed.loss_scale_min", _N, r"Current loss scale already at minimum|loss scale (?:is )?already at (?:its )?minimum",
               "the fp16 loss scale collapsed to its minimum", _HINT_NAN, ("already at minimum", "already at its minimum")),
     # fairseq (https://github.com/facebookresearch/fairseq/blob/3d262bb25690e4eb2e7d3c1309b1e9c406ca4b99/fairseq/optim/
@@ -718,6 +729,11 @@ SIGNATURES: tuple[Signature, ...] = (
               ("monitoredBarrier", "waiting for send/recv", "failed to pass", "did not call")),
     # Horovod's stall inspector (horovod/common/stall_inspector.cc, operations.cc before 0.20): a collective waited past
     # HOROVOD_STALL_CHECK_TIME_SECONDS for ranks that never submitted their tensor, and names them
+    # Horovod's SHUT_DOWN_ERROR (horovod/common/common.h): what every other rank raises once one rank's exception (or
+    # exit) has shut Horovod down; the rank that raised first is elsewhere in the log, or is the process mpirun names
+    Signature("horovod.shut_down", _T, r"Horovod has been shut down\. This was caused by an exception on one of the ranks",
+              "Horovod was shut down under this rank by another rank's exception or exit (this rank is a victim)",
+              _HINT_TIMEOUT, ("Horovod has been shut down",)),
     Signature("horovod.stall", _T, r"\[missing ranks: \d+(?:\s*,\s*\d+)*\]|submitted to be reduced, gathered or broadcasted by "
               r"subset of ranks|^\W*\d+: \[[^\]]*\b" + HOROVOD_OPS,
               "Horovod's stall inspector: a collective waited for ranks that never submitted their tensor; it names them",
@@ -733,6 +749,23 @@ SIGNATURES: tuple[Signature, ...] = (
               "a NCCL collective hit the torch watchdog timeout", _HINT_TIMEOUT,
               ("Watchdog caught", "before timing out", "watchdog got stuck", "failed or timed out", "detected by watchdog",
                "dump signal due to a collective timeout")),
+    # NCCL's own result code ncclUnhandledCudaError (NVIDIA/nccl at 5067397c: src/init.cc ncclGetErrorString, "unhandled
+    # cuda error (run with NCCL_DEBUG=INFO for details)"; src/include/checks.h CUDACHECK: "Cuda failure '%s'") is a CUDA
+    # call inside NCCL that failed: the device or the program (an earlier kernel's illegal access, an invalid argument,
+    # memory), not the network; the CUDA error's own text says which (nccl.cuda_oom, device rows), so this one is generic
+    Signature("nccl.cuda_error", _E, r"unhandled cuda error|\bncclUnhandledCudaError\b",
+              "a CUDA call inside NCCL failed (NCCL's ncclUnhandledCudaError): the device or the program, not the network",
+              "read the CUDA error NCCL names (`Cuda failure '...'`, NCCL_DEBUG=INFO) and the rank's first error; an "
+              "illegal memory access or an Xid in the kernel log points at the program or the GPU",
+              ("unhandled cuda error", "ncclUnhandledCudaError"), role="generic"),
+    # NCCL's error propagation (NVIDIA/nccl at 5067397c: src/include/checks.h NCCLCHECK, `INFO_LOC(NCCL_ALL, "-> %d", RES)`:
+    # "NCCL INFO bootstrap.cc:554 -> 3") prints the ncclResult_t each caller returns; 3 is ncclInternalError ("internal
+    # error - please report this issue to the NCCL developers", src/init.cc ncclGetErrorString): NCCL's own defect or a
+    # protocol mismatch (a bootstrap message of the wrong size: NCCL versions that differ between nodes), not the network
+    Signature("nccl.internal_error", _E, r"NCCL INFO \S+:\d+ -> 3(?:\s|$)|internal error - please report this issue to the NCCL",
+              "NCCL returned an internal error (ncclInternalError): a defect of the NCCL version, or nodes whose NCCL "
+              "versions differ", "compare the NCCL version every node loads (NCCL_DEBUG=VERSION); try the NCCL release the "
+              "framework was built with, or a newer one", (" -> 3", "internal error - please report"), role="generic"),
     Signature("torch.dist_backend_error", _T, r"\bDistBackendError\b", "torch.distributed raised DistBackendError", _HINT_TIMEOUT,
               ("DistBackendError",)),
     # gloo's own transport and store errors (https://github.com/facebookincubator/gloo/blob/
@@ -747,6 +780,18 @@ SIGNATURES: tuple[Signature, ...] = (
     # wraps setup failures as "Gloo connectFullMesh failed with ...". A peer that closed or reset the connection, or a
     # wait past the timeout: the collective broke. gloo's invariant checks ("[enforce fail at .../pair.cc:446]
     # op.preamble.length <= op.nbytes") are a program's mismatch, not this row.
+    # 127.0.1.1 is the address Debian and Ubuntu give the machine's own hostname in /etc/hosts: a rank that connects to it
+    # (or is reached at it) resolved a peer's or its own hostname to loopback, so no other node can ever reach it. The
+    # launch's network setting (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME / HCCL_SOCKET_IFNAME, MASTER_ADDR, /etc/hosts),
+    # the same on every rank of the node, not a fault of the running job
+    Signature("net.loopback_hostname", _L,
+              r"(?:connect|Connection refused|Connection reset|failed to connect|Connection closed|connectFullMesh)"
+              r"[^\n]{0,120}\b127\.0\.1\.1\b|\b127\.0\.1\.1\b[^\n]{0,120}(?:Connection refused|Connection reset|timed out)",
+              "a rank connected to 127.0.1.1, the loopback address a hostname gets in /etc/hosts: the job's nodes were named "
+              "by addresses no other node can reach",
+              "set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME (HCCL_SOCKET_IFNAME, HCCL_IF_IP on Ascend) to the cluster NIC, give "
+              "MASTER_ADDR as that NIC's address, or make each node's hostname resolve to it (not 127.0.1.1) in /etc/hosts",
+              ("127.0.1.1",), node_wide=True),
     Signature("gloo.timeout", _T, r"Gloo connectFullMesh failed|Timed out waiting \d+ms for (?:recv|send) operation|"
               r"Application timeout caused pair closure|\[gloo\].*(?:Timed out|timeout)|"
               r"gloo/(?:transport|rendezvous)/[\w/]+\.(?:cc|h):\d+\] (?:Connection closed by peer|Read error|Read timeout|"
@@ -813,9 +858,9 @@ SIGNATURES: tuple[Signature, ...] = (
               "this rank lost its connection to the c10d store (its host went away, or the network between them failed)",
               _HINT_TIMEOUT, ("DistNetworkError",)),
     Signature("nccl.system_error", _T, r"unhandled system error|NCCL error.*remote process exited|ncclRemoteError|"
-              r"unhandled cuda error|NCCL communicator was aborted",
+              r"NCCL communicator was aborted",
               "NCCL lost a peer or hit a system error", _HINT_TIMEOUT,
-              ("unhandled system error", "NCCL error", "ncclRemoteError", "unhandled cuda error", "was aborted")),
+              ("unhandled system error", "NCCL error", "ncclRemoteError", "was aborted")),
     Signature("msrun.node_timeout", _T,
               r"[Tt]he node:? (?P<culprit>\d+) is timed? ?out|[Nn]ode (?P<culprit2>\S+) is timed out|timed out node|"
               r"Failed to connect to the (?:meta server|scheduler)|Cluster is not ready|[Tt]opology build timed out|"
@@ -905,6 +950,11 @@ SIGNATURES: tuple[Signature, ...] = (
               "Slurm could not launch the job step's tasks on that node: the job never started there",
               "check the node's slurmd and munge (clock skew expires credentials), its prolog and `scontrol show node`",
               ("Task launch for",)),
+    # srun's own report of tasks the kernel OOM-killed (SchedMD/slurm src/plugins/launch/slurm/launch_slurm.c, _task_finish:
+    # `error("%s: %s %s: Out Of Memory", hosts, task_str, tasks)` when a task's status is SIG_OOM): host memory on that node
+    Signature("srun.oom", _O, r"srun: error: (?P<host>[\w.-]+): tasks? (?P<task>[\d,-]+): Out Of Memory\b",
+              "Slurm reports tasks of the step on that node killed for memory (the cgroup's or the node's limit)",
+              _HINT_HOST_OOM, ("Out Of Memory",), kind="host"),
     Signature("srun.task_exit", _U, r"srun: error: (?P<host>[\w.-]+): tasks? (?P<task>[\d,-]+): (?:Exited with exit code (?P<code>\d+)|"
               r"(?P<signal_word>Killed|Terminated|Aborted|Segmentation fault))",
               "Slurm saw a task end badly", "the first task to end is not always the cause: check the others' first errors",
@@ -981,6 +1031,16 @@ SIGNATURES: tuple[Signature, ...] = (
               "a serving/training framework reports that a worker raised (the traceback follows)",
               "read the traceback after this line", ("hit an exception", "method failed", "encountered a", "encountered an",
                                                      "hit a fatal"), role="generic"),
+    # ACL's operator compiler never initialised: OpCompileProcessor::Init failed (its SetOption: the SoC name or the native
+    # compile strategy, i.e. the CANN install and the Python packages its compiler imports), and every later call refuses
+    # with ACL_ERROR_FAILURE (500001) and "[Init][Env]init env failed!" (hicann/ge at ffdcbc9f7496c17a98c1d12762c61ed608ef3503:
+    # api/acl/acl_op_compiler/single_op/compile/op_compile_processor.cpp; aclSetCompileopt, op_compiler.cpp, fails only
+    # there with 500001): torch_npu's set_device/init reports it as "AclSetCompileopt(...), error code is 500001"
+    Signature("acl.op_compile_env", _L, r"\[Init\]\[Env\]init env failed|\bAclSetCompileopt\([^)]*\)\S*,? error code is 500001\b",
+              "CANN's operator compiler could not initialise on this node (ACL_ERROR_FAILURE from its op-compile setup)",
+              "check the CANN install this node's job sees (set_env.sh sourced, the toolkit matching the driver and torch_npu) "
+              "and the Python packages CANN's compiler needs in the job's environment (numpy < 2 for CANN 8.x, decorator, "
+              "sympy, cffi, protobuf, attrs, pyyaml, psutil, scipy)", ("init env failed", "AclSetCompileopt"), node_wide=True),
     # torch_npu names the C++ function whose check failed before the file: "Initialize:" is the device's start-up
     # (NpuSysCtrl::Initialize, reached through _npu_init), so the process never had a working NPU
     Signature("torch_npu.init_failed", _L, r"\bInitialize:\S+ NPU function error\b",
@@ -1001,6 +1061,20 @@ SIGNATURES: tuple[Signature, ...] = (
               "an exception raised because something timed out waiting for a peer or a store", _HINT_TIMEOUT,
               ("Error: ", "Exception: ", "TimeoutError")),
     # ---------------------------------------------------------------- generic (last: every specific row wins)
+    # PaddlePaddle's own errors (PaddlePaddle/Paddle, paddle/phi/core/memory/allocation/*_allocator.cc,
+    # custom_allocator.cc: ResourceExhausted("Out of memory error on %s %d. ...") for GPU, XPU and custom devices such as
+    # the NPU; its enforce messages end in a hint line with Paddle's own source location, "[Hint: Expected ..., but
+    # received ...] (at /paddle/paddle/phi/...)", under the "Error Message Summary:" of an EnforceNotMet)
+    Signature("paddle.oom", _O, r"\bOut of memory error on (?:GPU|XPU|[A-Za-z_]+) \d+\b",
+              "PaddlePaddle could not allocate device memory", _HINT_OOM, ("Out of memory error on",), kind="device"),
+    Signature("paddle.enforce", _E, r"^\s*\[Hint: .*\]\s*\(?at \(?\S*/paddle/(?:fluid|phi|common)/\S+:\d+\)",
+              "a PaddlePaddle operator or runtime check failed (its error summary names the check)",
+              "read the error summary above this hint (the failing operator and its inputs)", ("[Hint: ",)),
+    # Paddle's parameter-server RPC client (paddle/fluid/operators/distributed/grpc/grpc_client.cc: "... meets grpc error,
+    # error_code:4 error_message:Deadline Exceeded"): the server did not answer in time
+    Signature("paddle.grpc_error", _T, r"\bmeets grpc error, error_code:\d+",
+              "a PaddlePaddle RPC to a parameter server (or trainer) failed: the peer did not answer", _HINT_TIMEOUT,
+              ("meets grpc error",)),
     Signature("python.exception", _E,
               r"^(?:\[(?:rank|default|trainer|worker)\d+\]:\s*)*(?:[A-Za-z_]\w*\.)*"
               r"(?!SignalException\b|ChildFailedError\b|CalledProcessError\b)[A-Z]\w*(?:Error|Exception)(?:: \S|\s*$)",
