@@ -139,7 +139,7 @@ TRIGGERS: tuple[str, ...] = (
     # srun's OOM report, a loopback peer, Horovod's shutdown, ACL's op compiler, Paddle's errors, DeepSpeed's scaler frame
     "Out Of Memory", r"127\.0\.1\.1", "Horovod has been shut down", "init env failed", "AclSetCompileopt", "Out of memory error on",
     r"\[Hint: ", "meets grpc error", r"loss_scaler\.update_scale\(", "Process name:", "Exit code:", r" -> 3\b",
-    "internal error - please report", "ncclUnhandledCudaError",
+    "internal error - please report", "ncclUnhandledCudaError", "failed to extend /dev/shm", "shared memory segment",
     # the runtime's aclError numbers as the catalog rows read them ("runtime result = 107020", "ret[207001]")
     "runtime result", r"(result|ret) ?(= ?|\[)[125]07\d{3}", "ErrCode=",
     # Python tracebacks (issue #26): every frame line, the header, and the source lines that call a barrier, a
@@ -753,6 +753,14 @@ SIGNATURES: tuple[Signature, ...] = (
     # cuda error (run with NCCL_DEBUG=INFO for details)"; src/include/checks.h CUDACHECK: "Cuda failure '%s'") is a CUDA
     # call inside NCCL that failed: the device or the program (an earlier kernel's illegal access, an invalid argument,
     # memory), not the network; the CUDA error's own text says which (nccl.cuda_oom, device rows), so this one is generic
+    # NCCL's shared-memory segments (NVIDIA/nccl at 5067397c: src/os/linux.cc, "Error: failed to extend %s to %ld bytes",
+    # "Error while creating shared memory segment %s (size %ld)"): its runtime guide says /dev/shm is too small (a
+    # container's 64 MB default: docker --shm-size): a setting of where the ranks run, every rank of the node alike
+    Signature("nccl.shm_exhausted", _L, r"failed to extend /dev/shm/\S+ to \d+ bytes|Error while (?:creating|attaching to) "
+              r"shared memory segment /dev/shm/",
+              "NCCL could not create its shared-memory segment in /dev/shm (too small, e.g. a container's 64 MB default)",
+              "give the job more /dev/shm (docker --shm-size=1g or more, a Kubernetes emptyDir medium Memory), and check "
+              "that nothing else fills it", ("failed to extend /dev/shm", "shared memory segment"), node_wide=True),
     Signature("nccl.cuda_error", _E, r"unhandled cuda error|\bncclUnhandledCudaError\b",
               "a CUDA call inside NCCL failed (NCCL's ncclUnhandledCudaError): the device or the program, not the network",
               "read the CUDA error NCCL names (`Cuda failure '...'`, NCCL_DEBUG=INFO) and the rank's first error; an "
