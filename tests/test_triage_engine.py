@@ -713,3 +713,22 @@ def test_nccls_internal_error_and_its_cuda_failures_are_not_the_network(tmp_path
         "ERROR 03-28 21:38:23 ray_utils.py:44] Cuda failure 'invalid argument'",
     ])
     assert triage([tmp_path / "b"]).category is Category.EXCEPTION
+
+
+@pytest.mark.parametrize("func,category", [("_parse_args", Category.LAUNCH), ("parse_args_into_dataclasses", Category.LAUNCH),
+                                           ("_load_dataset", Category.EXCEPTION)])
+def test_an_exception_the_programs_argument_parsing_raised_is_the_launch_not_one_rank(
+        tmp_path: Path, func: str, category: Category) -> None:
+    """The innermost frame is where it was raised: in argument parsing, the job's arguments (every rank has them, so no
+    rank is named); anywhere else, the rank's own exception."""
+    write(tmp_path / "train.log", [
+        "[rank4]: Traceback (most recent call last):",
+        '[rank4]:   File "/opt/app/train.py", line 12, in <module>',
+        "[rank4]:     main()",
+        f'[rank4]:   File "/opt/app/swift/llm/base.py", line 36, in {func}',
+        "[rank4]:     raise ValueError(f'remaining_argv: {remaining_argv}')",
+        "[rank4]: ValueError: remaining_argv: ['--use_fused_rmsnorm', '--use_fused_swiglu']",
+    ])
+    report = triage([tmp_path])
+    assert report.category is category
+    assert report.culprit_rank == (None if category is Category.LAUNCH else 4)

@@ -130,6 +130,8 @@ _LOSS_SCALE_RX = re.compile(r"(?:reducing|Reducing|reduced|Reduced|decreas\w*|se
 _NCCL_PREFIX_RX = re.compile(r"(?:^|[\s:>\]])(?P<host>[\w.-]*[\w-]):(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] (?:\S+ )?NCCL ")
 HALVINGS_TO_COLLAPSE = 8  # a loss scale halved this many times in a row, every step, is a collapse
 # Python tracebacks (issue #26), read frame by frame per (file, rank prefix): a frame line, the header, a source line
+# the program's own argument parsing: argparse, transformers' HfArgumentParser, a framework's `_parse_args`
+_PARSE_FUNC_RX = re.compile(r"_?parse_(?:known_)?args(?:_into_dataclasses|_dict|_yaml_file|_json_file)?$|parse_args_into_dataclasses$")
 _FRAME_RX = re.compile(r'^\s*File "(?P<path>[^"]*)", line (?P<line>\d+),? in (?P<func>\S+)')
 TRACEBACK_HEADER = "Traceback (most recent call last)"
 # the source line of a frame that calls a collective or a barrier: the rank was inside that call when the traceback was
@@ -557,6 +559,10 @@ class Extraction:
         """A traceback ends (its exception line `body` matched `sig`, or it was cut). A rank whose innermost frames wait
         in a collective gets a communication finding, unless what it raised there is its own error."""
         trace = self.traces.pop(key, None)
+        if trace is not None and sig is not None and sig.id == "python.exception" and _PARSE_FUNC_RX.match(trace.prev_func):
+            # raised by the program's own argument parsing (its innermost frame): the job's arguments, not its work
+            self._traced(src, trace, Category.LAUNCH, "args.rejected", number, body.strip(), stamp, said=body.strip())
+            return True
         if trace is None or not trace.waiting:
             return False
         consumed = False
@@ -571,19 +577,24 @@ class Extraction:
             return False  # a real exception raised in the call (bad arguments, a device error): the rank's own
         said = body.strip() if consumed else ""
         text = f"waiting in {trace.wait_text}" + (f": {said}" if said else "")
+        signature = trace.main or "torch.collective_wait"
+        self._traced(src, trace, Category.COMM_TIMEOUT, signature, number if consumed or not trace.wait_line else trace.wait_line,
+                     text, stamp if consumed else None, said=said, peer_rank=0 if signature == "main_first.wait" else None)
+        return consumed
+
+    def _traced(self, src: Source, trace: _Trace, category: Category, signature: str, number: int, text: str,
+                stamp: str | None, *, said: str = "", peer_rank: int | None = None) -> None:
+        """A finding a whole traceback says (where it waits, what raised it), for the rank its prefix or pid names."""
         rank, local, pid = trace.rank, trace.local if trace.local is not None else src.local_rank, trace.pid or src.pid
         node = src.node or trace.host
         if rank is None and local is not None:
             rank = self.local_ranks.get((node, local))
         if rank is None and pid is not None and (node, pid) in self.pid_ranks:
             rank = self.pid_ranks[(node, pid)][0]
-        signature = trace.main or "torch.collective_wait"
-        time = (parse_time(said) or stamp) if consumed else None
-        self.add(Finding(Category.COMM_TIMEOUT, signature, node, rank if rank is not None else src.rank, src.device,
-                         time, src.file, number if consumed or not trace.wait_line else trace.wait_line, text[:MAX_TEXT],
-                         pid=pid, role="error", local_rank=local, peer_rank=0 if signature == "main_first.wait" else None,
+        time = (parse_time(said or text) or stamp) if stamp is not None or said else None
+        self.add(Finding(category, signature, node, rank if rank is not None else src.rank, src.device, time, src.file,
+                         number, text[:MAX_TEXT], pid=pid, role="error", local_rank=local, peer_rank=peer_rank,
                          time_source="line" if time else "none"))
-        return consumed
 
     def flush_traces(self, src: Source) -> None:
         """The end of a file: its open tracebacks were cut there."""

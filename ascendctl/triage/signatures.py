@@ -140,6 +140,7 @@ TRIGGERS: tuple[str, ...] = (
     "Out Of Memory", r"127\.0\.1\.1", "Horovod has been shut down", "init env failed", "AclSetCompileopt", "Out of memory error on",
     r"\[Hint: ", "meets grpc error", r"loss_scaler\.update_scale\(", "Process name:", "Exit code:", r" -> 3\b",
     "internal error - please report", "ncclUnhandledCudaError", "failed to extend /dev/shm", "shared memory segment",
+    "Some specified arguments are not used",
     # the runtime's aclError numbers as the catalog rows read them ("runtime result = 107020", "ret[207001]")
     "runtime result", r"(result|ret) ?(= ?|\[)[125]07\d{3}", "ErrCode=",
     # Python tracebacks (issue #26): every frame line, the header, and the source lines that call a barrier, a
@@ -696,6 +697,14 @@ SIGNATURES: tuple[Signature, ...] = (
               r"error: argument \S+: invalid",
               "the job was started with wrong arguments", "check the launch command line",
               ("error: unrecognized", "error: the following", "error: argument")),
+    # An exception the program's own argument parsing raised (extract.py names it so when a traceback's innermost frame is
+    # argparse's or transformers' parse_args, parse_args_into_dataclasses, a framework's _parse_args); transformers'
+    # HfArgumentParser says it itself (src/transformers/hf_argparser.py: "Some specified arguments are not used by the
+    # HfArgumentParser: [...]"): the job's arguments, the same on every rank, never a fault of one
+    Signature("args.rejected", _L, r"Some specified arguments are not used by the HfArgumentParser",
+              "the program rejected the arguments it was started with (its argument parsing raised)",
+              "check the arguments the launch passes to the script: names, values, options the installed version does "
+              "not know", ("Some specified arguments are not used",), node_wide=True),
     Signature("exec.not_found", _L, r": command not found$|: not found$|No such file or directory: '[^']*python|"
               r"can't open file '[^']*': \[Errno 2\]|\[Errno 2\] No such file or directory: '[^']*\.py'",
               "the launcher could not find the program", "check the script path and the interpreter on every node",
