@@ -732,3 +732,14 @@ def test_an_exception_the_programs_argument_parsing_raised_is_the_launch_not_one
     report = triage([tmp_path])
     assert report.category is category
     assert report.culprit_rank == (None if category is Category.LAUNCH else 4)
+
+
+def test_a_rank_table_error_is_the_jobs_setting_not_the_rank_that_read_it_first(tmp_path: Path) -> None:
+    """Every rank reads the same rank table: the rank that reported it first is not where it started."""
+    write(tmp_path / "node_0" / "rank_0.log", [
+        "[ERROR] 2025-05-21-11:57:54 (PID:927000, Device:0, RankID:0) ERR02200 DIST call hccl api failed.",
+        "EI0014: 2025-05-21-11:57:54.000.000 The ranktable information check failed, Reason:[devices have same "
+        "superDeviceId[0x3000000] in superPod[super_pod_id_0]].",
+    ])
+    report = triage([tmp_path])
+    assert report.category is Category.LAUNCH and report.culprit_rank is None

@@ -140,7 +140,7 @@ TRIGGERS: tuple[str, ...] = (
     "Out Of Memory", r"127\.0\.1\.1", "Horovod has been shut down", "init env failed", "AclSetCompileopt", "Out of memory error on",
     r"\[Hint: ", "meets grpc error", r"loss_scaler\.update_scale\(", "Process name:", "Exit code:", r" -> 3\b",
     "internal error - please report", "ncclUnhandledCudaError", "failed to extend /dev/shm", "shared memory segment",
-    "Some specified arguments are not used",
+    "Some specified arguments are not used", "Recv unmatched ack", "is/are busy or unavailable",
     # the runtime's aclError numbers as the catalog rows read them ("runtime result = 107020", "ret[207001]")
     "runtime result", r"(result|ret) ?(= ?|\[)[125]07\d{3}", "ErrCode=",
     # Python tracebacks (issue #26): every frame line, the header, and the source lines that call a barrier, a
@@ -692,7 +692,23 @@ SIGNATURES: tuple[Signature, ...] = (
               + _code("EI0001|EI0003|EI0004|EI0008|EI0010|EI0014|EJ0003"),
               "the rank table or the HCCL configuration is invalid", _HINT_RANKTABLE,
               ("Ranktable", "rank_table", "ranktable", "RANK_TABLE", "EI0001", "EI0003", "EI0004", "EI0008", "EI0010", "EI0014",
-               "EJ0003")),
+               "EJ0003"), node_wide=True),  # the rank table and HCCL's settings are the job's (or the node's), not a rank's
+    # HCCL's op-retry connection (HCCL_OP_RETRY_ENABLE): its own error text ("2. Somebody may have already listen on those
+    # ports, so we connect to wrong server and we will meet 'Recv unmatched ack' error", OpRetryConnection::Init) and the
+    # HCCL user guide's page on the feature: HCCL's default ports (60000-60015) are taken by another process
+    Signature("hccl.opretry_port_taken", _L, r"\[OpRetryConnection\]\[RecvAckTag\] Recv unmatched ack",
+              "HCCL's op-retry connection reached a wrong server: its default ports (60000-60015) are used by another process",
+              "reserve HCCL's ports (`sysctl -w net.ipv4.ip_local_reserved_ports=60000-60015`) or move them with "
+              "HCCL_IF_BASE_PORT (and reserve those)", ("Recv unmatched ack",), node_wide=True),
+    # CUDA's cudaErrorDevicesUnavailable (46), its text from cudaGetErrorString: every device the process may use is busy
+    # or unavailable (CUDA runtime API reference: exclusive-process or prohibited compute mode, or another process holding
+    # it): ranks that share a GPU, or one that is taken
+    Signature("cuda.devices_unavailable", _L, r"CUDA-capable device\(s\) is/are busy or unavailable",
+              "the GPU this rank asked for is busy or unavailable (exclusive-process compute mode, another process on it, "
+              "or several ranks on one device)",
+              "give each rank its own device (LOCAL_RANK / SLURM_LOCALID -> cuda:N, map_location in torch.load) and check "
+              "`nvidia-smi` for the compute mode and processes already on the GPU", ("is/are busy or unavailable",),
+              node_wide=True),
     Signature("args.invalid", _L, r"error: unrecognized arguments:|error: the following arguments are required:|"
               r"error: argument \S+: invalid",
               "the job was started with wrong arguments", "check the launch command line",
