@@ -743,3 +743,14 @@ def test_a_rank_table_error_is_the_jobs_setting_not_the_rank_that_read_it_first(
     ])
     report = triage([tmp_path])
     assert report.category is Category.LAUNCH and report.culprit_rank is None
+
+
+def test_a_node_the_launcher_could_not_reach_over_ssh_is_where_the_launch_failed(tmp_path: Path) -> None:
+    """pdsh (DeepSpeed's multi-node runner) reports the node OpenSSH could not reach; no rank ever ran there."""
+    write(tmp_path / "deepspeed.log", [
+        "[2023-05-02 10:00:00,000] [INFO] [runner.py:540:main] cmd = pdsh -S -f 1024 -w node-0011,node-0012 ...",
+        "node-0012: ssh: connect to host node-0012 port 22: No route to host",
+        "pdsh@node-0011: node-0012: ssh exited with exit code 255",
+    ])
+    report = triage([tmp_path])
+    assert report.category is Category.LAUNCH and (report.culprit_node, report.culprit_rank) == ("node-0012", None)

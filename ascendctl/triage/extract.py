@@ -405,8 +405,9 @@ class Extraction:
             node = node or nccl["host"]
             pid = pid if pid is not None and pid != src.pid else int(nccl["pid"])
             device = device if device is not None else int(nccl["dev"])
-        if "host" in named and groups["host"] and sig.id not in ("srun.task_exit", "mpirun.exit"):
-            node = node or groups["host"]
+        named_host = next((groups[g] for g in ("host", "host2", "host3") if g in named and groups[g]), None)
+        if named_host and sig.id not in ("srun.task_exit", "mpirun.exit"):
+            node = node or named_host
         if sig.id in ("srun.task_exit", "srun.oom"):
             node = node or groups["host"]
             task = groups["task"]

@@ -141,6 +141,8 @@ TRIGGERS: tuple[str, ...] = (
     r"\[Hint: ", "meets grpc error", r"loss_scaler\.update_scale\(", "Process name:", "Exit code:", r" -> 3\b",
     "internal error - please report", "ncclUnhandledCudaError", "failed to extend /dev/shm", "shared memory segment",
     "Some specified arguments are not used", "Recv unmatched ack", "is/are busy or unavailable",
+    "during the SDMA transfer", "ECC error", "RAS alarm handling", "ssh: connect to host", "ssh: Could not resolve",
+    "ssh exited with exit code 255",
     # the runtime's aclError numbers as the catalog rows read them ("runtime result = 107020", "ret[207001]")
     "runtime result", r"(result|ret) ?(= ?|\[)[125]07\d{3}", "ErrCode=",
     # Python tracebacks (issue #26): every frame line, the header, and the source lines that call a barrier, a
@@ -596,12 +598,18 @@ SIGNATURES: tuple[Signature, ...] = (
               "the firmware reported a hardware error", _HINT_HW, ("[Hardware Error]",)),
     Signature("ascend.device_fault", _H,
               r"receive ts exception msg|device (?:heartbeat|heart beat) (?:lost|timeout)|DEVICE_DOWN|"
-              r"there is a sdma error|ProcessSdmaErrorInfo|hbm (?:multi-bit|ecc)|"
+              r"there is a (?:fftsplus )?sdma error|ProcessSdmaErrorInfo|hbm (?:multi-bit|ecc)|"
+              # the runtime's own tables (hicann/runtime at 681ef76: src/runtime/core/src/device/device_error_proc.cc
+              # cqeErrorMapInfo_, the SDMA completion statuses it files as memory faults, 0x7-0xA; device_error_core_proc.cc,
+              # the AI Core error registers' errorStr, whose ECC entries say "See the RAS alarm handling")
+              r"a (?:DDRC|COMPERR|COMPDATAERR) error occurs during the SDMA transfer|an ECC error occurs during the SDMA transfer|"
+              r"errorStr: [^.]*\b(?:multi-bit|\d-bit) ECC error|See the RAS alarm handling|"
               r"Device\[\d+\] lost heartbeat|reason=lost heartbeat|GPU is lost|"
               r"Unable to determine the device handle for GPU|fallen off the bus",
               "the NPU reported a device-level fault", _HINT_HW,
               ("ts exception", "heartbeat lost", "heartbeat timeout", "heart beat", "DEVICE_DOWN", "sdma error", "SdmaErrorInfo",
-               "hbm ", "lost heartbeat", "GPU is lost", "device handle for GPU", "fallen off the bus")),
+               "hbm ", "lost heartbeat", "GPU is lost", "device handle for GPU", "fallen off the bus", "during the SDMA transfer",
+               "ECC error", "RAS alarm handling")),
     Signature("nccl.ib_async_event", _H,
               r"NET/IB ?: (?:\S+ )?Got async (?:error )?event ?: (?:port error|local catastrophic error|device fatal)",
               "the node's InfiniBand/RoCE NIC raised a fatal event (port error, catastrophic error)", _HINT_FABRIC,
@@ -721,6 +729,17 @@ SIGNATURES: tuple[Signature, ...] = (
               "the program rejected the arguments it was started with (its argument parsing raised)",
               "check the arguments the launch passes to the script: names, values, options the installed version does "
               "not know", ("Some specified arguments are not used",), node_wide=True),
+    # The launcher could not start the job on a node over ssh (mpirun/prterun, pdsh under DeepSpeed's runner, clush):
+    # OpenSSH's own message (sshconnect.c: "ssh: connect to host %s port %s: %s"; ssh.c: "ssh: Could not resolve hostname
+    # %s: %s") and pdsh's report of it ("pdsh@%s: %s: ssh exited with exit code 255"): the node named never ran a rank
+    Signature("launch.ssh_unreachable", _L,
+              r"ssh: connect to host (?:(?P<host>[\w.-]+)|\S+) port \d+: (?:Connection refused|No route to host|"
+              r"Connection timed out|Network is unreachable)|ssh: Could not resolve hostname (?P<host2>[\w.-]+)|"
+              r"pdsh@[\w.-]+: (?P<host3>[\w.-]+): ssh exited with exit code 255",
+              "the launcher could not reach a node over ssh to start the job there",
+              "check that sshd runs and accepts the launching user's key on that node (port, firewall, host name "
+              "resolution): `ssh <node> true` from the launching host, or `ascendctl preflight --only ssh`",
+              ("ssh: connect to host", "ssh: Could not resolve", "ssh exited with exit code 255"), node_wide=True),
     Signature("exec.not_found", _L, r": command not found$|: not found$|No such file or directory: '[^']*python|"
               r"can't open file '[^']*': \[Errno 2\]|\[Errno 2\] No such file or directory: '[^']*\.py'",
               "the launcher could not find the program", "check the script path and the interpreter on every node",
