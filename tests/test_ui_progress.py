@@ -17,14 +17,16 @@ FLAG = "release"
 def run_on_pty(tmp_path: Path, *args: str, env: dict[str, str]) -> str:
     """Run `ascendctl exec` on three local nodes (the first to start waits for a flag file) with stderr on a pty; its stderr text.
 
-    The flag is created once the line shows two nodes done and names the slowest one, or once the stream has been quiet for
-    a while (then there is no line to wait for)."""
+    The flag is created once the line shows two nodes done and names the slowest one, or once the two quick nodes have
+    ended and the stream has been quiet for a while since (then there is no line to wait for): on a loaded machine the
+    command may take seconds to start, so quiet before the quick nodes end says nothing."""
     inventory = tmp_path / "inv.yaml"
     inventory.write_text("defaults: {transport: local}\nnodes:\n  - {host: 'n[1-3]'}\n")
     flag = tmp_path / FLAG
     # every node runs here (LocalTransport): the first to start waits for the flag, the others end at once
     script = tmp_path / "work.sh"
-    script.write_text(f"#!/bin/sh\nif mkdir {tmp_path}/first 2>/dev/null; then while [ ! -e {flag} ]; do sleep 0.05; done; fi\n")
+    script.write_text(f"#!/bin/sh\nif mkdir {tmp_path}/first 2>/dev/null; then while [ ! -e {flag} ]; do sleep 0.05; done; "
+                      f"else touch {tmp_path}/quick.$$; fi\n")
     script.chmod(0o755)
     leader, follower = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "ascendctl", "exec", "-i", str(inventory), "--fanout", "3", *args, "--",
@@ -32,7 +34,7 @@ def run_on_pty(tmp_path: Path, *args: str, env: dict[str, str]) -> str:
                             env={**env, "COLUMNS": "120", "TERM": "xterm"})
     os.close(follower)
     seen = b""
-    quiet_rounds = 0
+    quiet_since = time.monotonic()
     give_up = time.monotonic() + 120
     while True:
         ready = select.select([leader], [], [], 1.0)[0]
@@ -44,11 +46,15 @@ def run_on_pty(tmp_path: Path, *args: str, env: dict[str, str]) -> str:
             if not chunk:
                 break
             seen += chunk
-            quiet_rounds = 0
-        else:
-            quiet_rounds += 1
-        # the line shows the two quick nodes done and the waiting one as the slowest; no line: quiet; never a hang
-        if (b"2/3" in seen and b"slowest" in seen) or quiet_rounds >= 3 or time.monotonic() > give_up:
+            quiet_since = time.monotonic()
+        quick_ended = len(list(tmp_path.glob("quick.*"))) >= 2
+        if quick_ended and not any(tmp_path.glob("quick-seen")):
+            (tmp_path / "quick-seen").touch()
+            quiet_since = max(quiet_since, time.monotonic())
+        # the line shows the two quick nodes done and the waiting one as the slowest; no line: quiet for 3 s after the
+        # quick nodes ended; never a hang
+        quiet = quick_ended and time.monotonic() - quiet_since >= 3
+        if (b"2/3" in seen and b"slowest" in seen) or quiet or time.monotonic() > give_up:
             flag.touch()
         if proc.poll() is not None and not ready:
             break
