@@ -115,8 +115,9 @@ def launch(
         if policy_for(whole.restart, restarts=restarts, backoff=restart_backoff, spares=spares, allow_shrink=allow_shrink,
                       no_progress=no_progress_attempts, checkpoint_dir=checkpoint_dir) is not None:
             raise UsageError("restarts run inside a Slurm allocation, not in submit mode (asked by "
-                             f"{restarts_asked_by(whole.restart, restarts)}; the submitting launch follows one job id)", hint="salloc -N K ascendctl launch --restarts N ..., or --restarts 0 to submit "
-                             "without restarts (the inventory's restart.restarts is then off)")
+                             f"{restarts_asked_by(whole.restart, restarts)}; the submitting launch follows one job id)",
+                             hint="salloc -N K ascendctl launch --restarts N ..., or --restarts 0 to submit without "
+                             "restarts (the inventory's restart.restarts is then off)")
         # submit mode: -w/--nodes is how many nodes to ask sbatch for (else the inventory's slurm.nodes); the
         # quarantined nodes (of the Slurm cluster, of the inventory) are sbatch --exclude, said once
         held = () if cluster.include_quarantined else tuple(submit_exclusions(whole))

@@ -282,9 +282,9 @@ def build_facts(ex: Extraction) -> Facts:
     addresses = {**ex.addresses, **job_addresses}
     table_pairs, table_homes = _rank_table_places(ex.rank_places, addresses,
                                                   {f.node for f in joined if f.node is not None} | {n for n, _ in local_map})
-    device_ranks = {key: set(ranks) for key, ranks in ex.device_ranks.items()}
+    device_ranks = dict(ex.device_ranks)
     for key, ranks in table_pairs.items():
-        device_ranks.setdefault(key, set()).update(ranks)
+        device_ranks[key] = device_ranks.get(key, set()) | ranks
     joined = _ranks_from_devices(joined, device_ranks)
     if not universe and ex.rank_places:  # no job record: the rank table says how many ranks the job had
         universe = {p.rank for p in ex.rank_places}
@@ -352,9 +352,11 @@ def _rank_table_places(places: list[RankPlace], addresses: Mapping[str, str],
     node places nothing: a plog's device on an unknown server is not guessed."""
     pairs: dict[tuple[tuple[str, str], int], set[int]] = {}
     homes: dict[int, set[str]] = {}
+    def node_of(key: str | None) -> str | None:
+        return None if key is None else addresses.get(key) or (key if key in nodes else None)
+
     for place in places:
-        node = next((addresses.get(key) or (key if key in nodes else None) for key in (place.server, place.host_ip)
-                     if key is not None and (key in addresses or key in nodes)), None)
+        node = node_of(place.server) or node_of(place.host_ip)
         if node is None:
             continue
         homes.setdefault(place.rank, set()).add(node)

@@ -131,7 +131,7 @@ _NCCL_PREFIX_RX = re.compile(r"(?:^|[\s:>\]])(?P<host>[\w.-]*[\w-]):(?P<pid>\d+)
 HALVINGS_TO_COLLAPSE = 8  # a loss scale halved this many times in a row, every step, is a collapse
 # Python tracebacks (issue #26), read frame by frame per (file, rank prefix): a frame line, the header, a source line
 # the program's own argument parsing: argparse, transformers' HfArgumentParser, a framework's `_parse_args`
-_PARSE_FUNC_RX = re.compile(r"_?parse_(?:known_)?args(?:_into_dataclasses|_dict|_yaml_file|_json_file)?$|parse_args_into_dataclasses$")
+_PARSE_FUNC_RX = re.compile(r"_?parse_(?:known_)?args(?:_into_dataclasses|_dict|_yaml_file|_json_file)?$")
 _FRAME_RX = re.compile(r'^\s*File "(?P<path>[^"]*)", line (?P<line>\d+),? in (?P<func>\S+)')
 TRACEBACK_HEADER = "Traceback (most recent call last)"
 # the source line of a frame that calls a collective or a barrier: the rank was inside that call when the traceback was
@@ -405,15 +405,12 @@ class Extraction:
             node = node or nccl["host"]
             pid = pid if pid is not None and pid != src.pid else int(nccl["pid"])
             device = device if device is not None else int(nccl["dev"])
-        named_host = next((groups[g] for g in ("host", "host2", "host3") if g in named and groups[g]), None)
-        if named_host and sig.id not in ("srun.task_exit", "mpirun.exit"):
-            node = node or named_host
-        if sig.id in ("srun.task_exit", "srun.oom"):
-            node = node or groups["host"]
+        node = node or next((groups[g] for g in ("host", "host2", "host3") if g in named and groups[g]), None)
+        if sig.id in ("srun.task_exit", "srun.oom"):  # srun's task ids are the ranks (SLURM_PROCID)
             task = groups["task"]
             rank = int(task) if task.isdigit() else None
         if sig.id == "mpirun.exit" and groups["rank"]:
-            rank, node = int(groups["rank"]), node or groups["host"]
+            rank = int(groups["rank"])
         if sig.id in ("torchrun.child_failed", "msrun.worker_exit", "deepspeed.exit") and sig_pid is not None:
             # these lines name a process of the launcher, not the rank of the line's prefix
             rank = None
@@ -636,9 +633,11 @@ class Extraction:
         if src.mpi_first is None:
             return False
         at, rank = src.mpi_first
+        if number - at > 2:  # the exit code never came: a cut report
+            src.mpi_first = None
+            return False
         code = _MPI_EXIT_RX.match(text)
-        if code is None or number - at > 2:
-            src.mpi_first = None if number - at > 2 else src.mpi_first
+        if code is None:
             return False
         src.mpi_first = None
         exit_code = int(code.group(1))

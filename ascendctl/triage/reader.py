@@ -394,7 +394,8 @@ class Reader:
         return True
 
     def _record(self, rel: PurePosixPath, opener: Callable[[], IO[bytes] | None], *, top: bool) -> bool:
-        """collect's records feed the facts: job.json (exits, addresses), facts.json (addresses), summary.json (notes)."""
+        """collect's records feed the facts: job.json (exits, addresses), facts.json (addresses), summary.json (notes), a rank
+        table (where each rank ran)."""
         name = rel.name
         if name == MANIFEST or (name.endswith(CSV_SUFFIX) and MSPROF_OUTPUT in rel.parts):
             return True
@@ -407,11 +408,8 @@ class Reader:
                 self.ex.stack_files.append((node or "-", member[0], member[1],
                                             data[:STACK_FILE_BYTES].decode("utf-8", "replace"), len(data), str(rel)))
             return True
-        if NAME_RX.search(name):  # a rank table (the job's RANK_TABLE_FILE): where each rank ran, never log text
-            return self._rank_table(rel, opener)
-        if name not in (JOB, FACTS, *SUMMARY_NAMES):
-            return False
-        if name in SUMMARY_NAMES and not top:
+        table = NAME_RX.search(name) is not None  # a rank table (the job's RANK_TABLE_FILE): where each rank ran, no log
+        if not table and (name not in (JOB, FACTS, *SUMMARY_NAMES) or name in SUMMARY_NAMES and not top):
             return False
         fileobj = opener()
         if fileobj is None:
@@ -421,32 +419,22 @@ class Reader:
         try:
             doc = parse_json(data)
         except ValueError:
+            doc = None
+        if table:
+            places = rank_places(doc)
+            if places:
+                self.ex.rank_places.extend(places)
+            else:
+                self.ex.notes.append(f"{rel}: named like a rank table, but no rank table was read from it")
+        elif doc is None:
             self.ex.notes.append(f"{rel}: unreadable JSON")
-            return True
-        if not isinstance(doc, dict):
-            return True
-        if name == JOB and isinstance(doc.get("nodes"), list):
-            self.ex.job = doc
-        elif name == FACTS:
-            _facts_addresses(self.ex, doc, rel.parts[0] if len(rel.parts) > 1 else None)
-        elif name in SUMMARY_NAMES:
-            self.ex.notes.extend(summary_notes(doc))
-        return True
-
-    def _rank_table(self, rel: PurePosixPath, opener: Callable[[], IO[bytes] | None]) -> bool:
-        fileobj = opener()
-        if fileobj is None:
-            return True
-        with fileobj:
-            data = fileobj.read(META_MAX_BYTES + 1)
-        try:
-            places = rank_places(parse_json(data)) if len(data) <= META_MAX_BYTES else []
-        except ValueError:
-            places = []
-        if places:
-            self.ex.rank_places.extend(places)
-        else:
-            self.ex.notes.append(f"{rel}: named like a rank table, but no rank table was read from it")
+        elif isinstance(doc, dict):
+            if name == JOB and isinstance(doc.get("nodes"), list):
+                self.ex.job = doc
+            elif name == FACTS:
+                _facts_addresses(self.ex, doc, rel.parts[0] if len(rel.parts) > 1 else None)
+            elif name in SUMMARY_NAMES:
+                self.ex.notes.extend(summary_notes(doc))
         return True
 
     # ------------------------------------------------------------------------------ files

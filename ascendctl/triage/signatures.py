@@ -91,6 +91,7 @@ _HINT_TIMEOUT = ("a collective or connection timed out: look first at the rank t
 _HINT_OOM = "device memory ran out: enable recompute, lower micro_batch_num or the batch size, or shard more (ZeRO/TP)"
 _HINT_HOST_OOM = "the kernel OOM killer ended the process: lower dataloader workers / host memory use, or raise the memory limit"
 _HINT_NAN = "loss or gradients went NaN/Inf: check the mixed-precision config (bf16 vs fp16), the loss scale, and the learning rate"
+_HINT_EXIT_REPORT = "the first rank to exit is not always the cause: check the others' first errors"
 _HINT_HW = "hardware fault: drain the node, check `npu-smi info -t health` / `hccn_tool -link -g` (or nvidia-smi -q), and RMA"
 # a NIC, link or RDMA transport fault (kind "fabric"): the next step is the link, not the program or the timeouts
 _HINT_FABRIC = ("a NIC or link fault: check the port's link state and error counters (`hccn_tool -i DEVICE -link -g`, "
@@ -979,16 +980,16 @@ SIGNATURES: tuple[Signature, ...] = (
               ("exit with exception",), role="report"),
     Signature("torchrun.child_failed", _U, r"\bChildFailedError\b|\bfailed \(exitcode: (?P<code>-?\d+)\) local_rank(?:: "
               r"(?P<local_rank>\d+) \(pid: (?P<pid>\d+)\))?",
-              "torchrun saw a worker fail", "the first rank to exit is not always the cause: check the others' first errors",
+              "torchrun saw a worker fail", _HINT_EXIT_REPORT,
               ("ChildFailedError", "exitcode: "), role="report"),
     Signature("deepspeed.exit", _U, r"exits with return code = (?P<code>-?\d+)|Killing subprocess (?P<pid>\d+)",
-              "the DeepSpeed launcher saw a worker exit", "the first rank to exit is not always the cause: check the others' first errors",
+              "the DeepSpeed launcher saw a worker exit", _HINT_EXIT_REPORT,
               ("exits with return code", "Killing subprocess"), role="report"),
     # a shell running the job reports a child the kernel killed (bash's job report, in English or a translation):
     # "run.sh: line 30: 23195 Killed   python train.py", "run.sh: 行 30: 23195 已杀死"
     Signature("shell.killed", _U, r"(?:\bline|行) \d+: +(?P<pid>\d+) +(?P<signal_word>Killed|已杀死)(?:\s|$)",
               "the shell that ran the job reports it was killed (SIGKILL)",
-              "the first rank to exit is not always the cause: check the others' first errors",
+              _HINT_EXIT_REPORT,
               ("Killed", "已杀死"), role="report"),
     # torch built without the backend the job asked for (distributed_c10d.py: "Distributed package doesn't have NCCL built
     # in"): NCCL on an NPU or CPU host, MPI on a wheel: the launch's backend setting, not the program's logic
