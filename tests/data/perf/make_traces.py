@@ -61,7 +61,7 @@ def profiled(out: Path, steps: int, step: Callable[[], None]) -> None:
     dist.destroy_process_group()
 
 
-def worker(out: Path, slow_rank: int | None) -> None:
+def worker(out: Path, slow_rank: int | None, extra: float = EXTRA) -> None:
     import torch
     import torch.distributed as dist
     from torch.profiler import record_function
@@ -78,7 +78,7 @@ def worker(out: Path, slow_rank: int | None) -> None:
             b = a @ a
             grad = b.flatten()[:4096].clone()
             if rank == slow_rank:
-                time.sleep(EXTRA)
+                time.sleep(extra)
         dist.all_reduce(grad)
 
     profiled(out, STEPS, step)
@@ -134,20 +134,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("name")
     parser.add_argument("--slow-rank", type=int, default=None)
+    parser.add_argument("--extra", type=float, default=EXTRA, help="seconds the slow rank spends before each all_reduce")
     parser.add_argument("--links", action="store_true", help="the link job (p2p rounds) instead of the straggler job")
     parser.add_argument("--out", type=Path, default=None, help="where the traces go (default: beside this script)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     out = args.out or Path(__file__).resolve().parent / args.name
     if args.worker:
-        link_worker(out) if args.links else worker(out, args.slow_rank)
+        link_worker(out) if args.links else worker(out, args.slow_rank, args.extra)
         return
     venv = Path(sys.executable).parent
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
     cmd = [str(venv / "torchrun"), "--nproc-per-node", "4", "--master-addr", "127.0.0.1", "--master-port", "29517",
            "--local-addr", "127.0.0.1", __file__, args.name, "--worker"]
     if args.slow_rank is not None:
-        cmd += ["--slow-rank", str(args.slow_rank)]
+        cmd += ["--slow-rank", str(args.slow_rank), "--extra", str(args.extra)]
     cmd += ["--links"] * args.links + (["--out", str(out)] if args.out else [])
     subprocess.run(cmd, check=True, env=env)
 
