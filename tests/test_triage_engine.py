@@ -734,6 +734,24 @@ def test_an_exception_the_programs_argument_parsing_raised_is_the_launch_not_one
     assert report.culprit_rank == (None if category is Category.LAUNCH else 4)
 
 
+def test_a_setup_error_every_rank_reports_is_one_cause_however_far_apart_the_reports(tmp_path: Path) -> None:
+    """Six ranks on three nodes reject the same arguments as each starts, over 1.75 s (a loaded machine): not the node
+    whose ranks spoke first, the job's arguments (a node-wide signature is not grouped by a one-second window)."""
+    for n in range(3):
+        lines = []
+        for i in range(2):
+            rank = 2 * n + i
+            at = (1.2, 0.0, 1.75)[n] + i / 10  # h02 first, h01 1.2 s later, h03 last
+            lines += [stamp(at, f"[default{i}]:[rank{rank}]: Traceback (most recent call last):"),
+                      stamp(at, f'[default{i}]:[rank{rank}]:   File "/opt/app/train.py", line 20, in parse_args'),
+                      stamp(at, f"[default{i}]:[rank{rank}]:     raise ValueError(f\"remaining_argv: {{unknown}}\")"),
+                      stamp(at, f"[default{i}]:[rank{rank}]: ValueError: remaining_argv: ['--use_fused_rmsnorm']")]
+        write(tmp_path / f"h{n + 1:02d}" / "launcher.log", lines)
+    report = triage([tmp_path])
+    assert report.category is Category.LAUNCH
+    assert (report.culprit_node, report.culprit_rank) == (None, None), report.reason
+
+
 def test_a_rank_table_error_is_the_jobs_setting_not_the_rank_that_read_it_first(tmp_path: Path) -> None:
     """Every rank reads the same rank table: the rank that reported it first is not where it started."""
     write(tmp_path / "node_0" / "rank_0.log", [

@@ -466,9 +466,11 @@ def rule_own_error(facts: Facts) -> RuleVerdict | None:
     others = [f for f in candidates if f is not first]
     # Ranks that cannot be told apart: the same error at the same step or moment. NaN everywhere is a diverged
     # model; any other error everywhere is a shared cause (configuration, environment, data), unless every such
-    # rank is on one node, which is then the place it started.
-    same = [f for f in others if _same_moment(facts, first, f) and (f.signature == first.signature or
-                                                                    f.category == first.category == Category.NAN)]
+    # rank is on one node, which is then the place it started. A setup error (node-wide signature) is one cause
+    # however far apart its reports are: ranks read the same arguments or settings at whatever moment they start.
+    same = [f for f in others if f.signature == first.signature and is_node_wide(f.signature)
+            or _same_moment(facts, first, f) and (f.signature == first.signature or
+                                                  f.category == first.category == Category.NAN)]
     if first.node is None and first.rank is None and first.local_rank is None:
         # the same event told twice, once with its place (Ray: "killed ..." then "Memory on the node (IP: ...)"; Slurm:
         # slurmstepd's "Detected 1 oom_kill event" then srun's "nid001277: tasks 1-3: Out Of Memory"), by one emitter

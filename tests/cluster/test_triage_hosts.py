@@ -326,6 +326,16 @@ def test_module_missing_on_one_node_is_a_launch_failure_there(cluster_factory: A
     agree(case)
 
 
+def test_arguments_the_script_rejects_on_every_rank_are_the_launch_not_a_rank(cluster_factory: Any, tmp_path: Path) -> None:
+    """Every rank's own argument parsing raises (a ValueError in parse_args, not argparse's usage error): the job's
+    arguments, no rank or node went first."""
+    case = run_case(cluster_factory(hosts()), tmp_path, "faults_torch.py",
+                    {"JOB_TIMEOUT": "20", "JOB_FAULT": "args", "JOB_ARGS": "--steps=5 --use_fused_rmsnorm"})
+    assert verdict(case) == ("LAUNCH", None, None), case.brief()
+    assert "remaining_argv" in str(case.doc["findings"]), case.brief()
+    agree(case)
+
+
 # ---------------------------------------------------------------------------------------------- msrun
 
 

@@ -10,6 +10,7 @@ progress stopped. JOB_FAULT picks what goes wrong, on rank JOB_FAULT_RANK at ste
   kill    the rank is killed by SIGKILL (sent to itself: no message, no traceback, as the OOM killer or an operator)
   nan     every rank's loss becomes NaN at that step (a diverged model): each logs it and exits 1
   import  (at start) `import asct_dep`, a module only some hosts have on their PYTHONPATH
+  args    (at start, every rank) the script's own argument parsing rejects JOB_ARGS (a ValueError raised in parse_args)
 JOB_TIMEOUT: the gloo timeout in seconds (default 60). JOB_NUMEL: floats all-reduced per step
 (default 4; a large value makes every step cross the network in full-size frames). JOB_MONITORED=1: every step first
 passes `dist.monitored_barrier` (rank 0 then names the ranks that did not arrive).
@@ -27,6 +28,19 @@ if fault == "import":
 
 import torch
 import torch.distributed as dist
+
+
+def parse_args(argv: list[str]) -> dict[str, str]:
+    """The script's own options (`--name=value`); one it does not know is the job's arguments' fault."""
+    known = {"--steps", "--lr"}
+    unknown = [a for a in argv if a.split("=", 1)[0] not in known]
+    if unknown:
+        raise ValueError(f"remaining_argv: {unknown}")
+    return dict(a.split("=", 1) for a in argv)
+
+
+if fault == "args":
+    parse_args(os.environ.get("JOB_ARGS", "").split())
 
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=int(os.environ.get("JOB_TIMEOUT", "60"))))
 rank, world = dist.get_rank(), dist.get_world_size()
