@@ -7,7 +7,7 @@ a source URL), runs `ascendctl.triage.triage` on `<case>/logs`, and compares:
                   with neither (the log cannot tell): the verdict names no rank or node;
                   no single culprit: the verdict names none either
 Run from the repository root:
-  .venv/bin/python bench/triage_accuracy.py [--split tuned|dev3|test3|dev4|test4|dev5|test5|dev6|test6|dev7|test7|dev8|test8|dev9|test9|dev10|test10|dev11|test11|all]
+  .venv/bin/python bench/triage_accuracy.py [--split tuned|dev3|test3|dev4|test4|dev5|test5|dev6|test6|dev7|test7|dev8|test8|dev9|test9|dev10|test10|dev11|test11|dev12|test12|all]
       [--misses] [--json]
 Targets (issue 11): >= 95% category and >= 90% first failing.
 """
@@ -36,9 +36,10 @@ TUNED = ("dev", "holdout", "holdout2")
 # on; test3 is frozen (never tuned on; a miss there that shows a defect is fixed in the general rule, and a similar
 # new case goes to dev3). dev4/test4: the f- set, gathered and split the same way, blind (see INDEX.md); dev5/test5: the
 # g- set, likewise; dev6/test6: the h- set, likewise; dev7/test7: the i- set, likewise;
-# dev8/test8: the j- set, likewise; dev9/test9: the k- set, likewise; dev10/test10: the l- set, likewise; dev11/test11: the m- set, likewise.
+# dev8/test8: the j- set, likewise; dev9/test9: the k- set, likewise; dev10/test10: the l- set, likewise; dev11/test11: the m- set, likewise;
+# dev12/test12: the n- set, likewise.
 UNSEEN = ("dev3", "test3", "dev4", "test4", "dev5", "test5", "dev6", "test6", "dev7", "test7", "dev8", "test8", "dev9", "test9",
-          "dev10", "test10", "dev11", "test11")
+          "dev10", "test10", "dev11", "test11", "dev12", "test12")
 SPLITS = TUNED + UNSEEN
 # Words of a case's `stack` that make it an Ascend case.
 ASCEND = frozenset({"hccl", "hccp", "cann", "torch_npu", "mindspore", "msrun", "mindspeed", "mindformers", "vllm-ascend", "ascend",
@@ -119,7 +120,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", default="tuned", help="dev, holdout, holdout2, tuned (those three), dev3, test3, dev4, "
                         "test4, dev5, test5, dev6, test6, dev7, test7, dev8, test8, dev9, test9, dev10, test10, "
-                        "dev11, test11 (test3 to test11: the frozen test splits of issue #26), or all")
+                        "dev11, test11, dev12, test12 (test3 to test12: the frozen test splits of issue #26), or all")
     parser.add_argument("--misses", action="store_true", help="print every miss with the verdict's reason")
     parser.add_argument("--json", action="store_true", help="one JSON document instead of the table")
     args = parser.parse_args()

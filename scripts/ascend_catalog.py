@@ -11,7 +11,8 @@ each group into one signature row at import time.
         --verbs-enum-strs rdma-core/libibverbs/enum_strs.c --nccl-ibvwrap nccl/src/misc/ibvwrap.cc \\
         --ge-error-codes ge/base/common/error_registry/error_registry.cc \\
         --torch-npu-error-codes pytorch/torch_npu/utils/_error_code.py \\
-        --acl-base-codes runtime/include/external/acl/acl_base_rt.h --acl-error-doc runtime/docs/zh/api_ref/25-01_aclError.md
+        --acl-base-codes runtime/include/external/acl/acl_base_rt.h --acl-error-doc runtime/docs/zh/api_ref/25-01_aclError.md \\
+        --mindcluster-kg mind-cluster/component/ascend-faultdiag/src/ascend_fd/configuration/kg-config.json
     .venv/bin/python scripts/ascend_catalog.py --index-only     # rewrite INDEX.md from the JSON
 
 Which code goes to which group (and so which triage Category) is decided here, in GROUP_OF: a code the
@@ -23,7 +24,9 @@ by its prefix and the error class the catalog itself gives it (errTitle), never 
 entry per code its helpers can print, mapped by the error type's documented meaning (TORCH_NPU_GROUP_OF). AscendCL's
 own return codes (ACL_ERROR_* of acl_base.h, declared in acl_base_rt.h: 1000xx/1480xx, 2000xx, 300000, 5000xx) are
 mapped one by one by the cause CANN's aclError reference gives each (ACL_BASE_GROUP_OF); a new code stops the script
-until it is mapped. The upstream commits are recorded in SOURCES; bump them with the files.
+until it is mapped. The NPU's health-management fault events (their 0x8xxxxxxx ids in the device's event log) come from
+MindCluster's fault knowledge base (Ascend/mind-cluster's ascend-faultdiag kg-config.json), mapped by the class and module
+it gives each (npu_event_group). The upstream commits are recorded in SOURCES; bump them with the files.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ RDMA = "https://github.com/linux-rdma/rdma-core/blob/691953d8d502f54088f776c5ba2
 NCCL = "https://github.com/NVIDIA/nccl/blob/5067397c2676d5aed50042fc39e5c8ee96eb0027"
 GE = "https://github.com/hicann/ge/blob/ffdcbc9f7496c17a98c1d12762c61ed608ef3503"
 TORCH_NPU = "https://github.com/Ascend/pytorch/blob/9e73e708ab9350d203475609f36f8a43f6a0c2ab"
+MIND_CLUSTER = "https://github.com/Ascend/mind-cluster/blob/22bb3d987bc0208c3eb7395e222b661276133c58"
 
 SOURCES: dict[str, dict[str, str]] = {
     "cann-error-codes": {
@@ -94,6 +98,13 @@ SOURCES: dict[str, dict[str, str]] = {
         "what": "the Graph Engine's error-code catalog (the JSON its error registry registers with the ErrorManager): "
                 "E1xxxx GE/ATC codes (arguments and options, model files, operators, E19999 inner error); explained "
                 f"one page a code under {GE}/docs/en/user_guides/error_codes"},
+    "mindcluster-kg": {
+        "url": f"{MIND_CLUSTER}/component/ascend-faultdiag/src/ascend_fd/configuration/kg-config.json",
+        "what": "MindCluster's fault knowledge base (ascend-faultdiag's kg-config.json): the NPU's health-management "
+                "fault events (their 0x8xxxxxxx ids as the device's event log prints them, `Event id=0x...`, "
+                "`event_id=0x...`), each with the class Huawei gives it (Hardware, Network, Software, User), its module "
+                "and its cause; the CANN troubleshooting guide sends an AI Core error's reader to these ids first "
+                "(slog/dev-os-N/run/event/event_*.log)"},
     "torch-npu-error-codes": {
         "url": f"{TORCH_NPU}/torch_npu/utils/_error_code.py",
         "what": "torch_npu's error codes: its submodules (_SubModuleID: PTA 0, OPS 1, DIST 2, GRAPH 3, PROF 4, UNKNOWN 99), "
@@ -255,6 +266,23 @@ GROUPS: dict[str, dict[str, str]] = {
                    "profiling), an unsupported feature or a storage limit: says little by itself (aclError catalog)",
         "hint": "read the lines around it: CANN's own code (EExxxx, EIxxxx, a runtime result) or the call before it "
                 "says what failed"},
+    # the NPU's health-management fault events (MindCluster's fault knowledge base): the device's own report of a fault in
+    # one of its modules; placed first: an event id is the device speaking, whatever else the line holds
+    "npu.event.hardware": {
+        "category": "HARDWARE", "role": "error", "kind": "", "form": "npu_event", "place": "first",
+        "meaning": "the NPU's health management reported a fault of the device (ECC/HBM, a bus, a module, its power, "
+                   "temperature or a device-side process): MindCluster's fault knowledge base",
+        "hint": _HINT_HW},
+    "npu.event.fabric": {
+        "category": "HARDWARE", "role": "error", "kind": "fabric", "form": "npu_event", "place": "first",
+        "meaning": "the NPU's health management reported a fault of its network port, NIC, RoCE engine or chip-to-chip "
+                   "link (HCCS): MindCluster's fault knowledge base",
+        "hint": "@fabric"},
+    "npu.event.program": {
+        "category": "EXCEPTION", "role": "error", "kind": "", "form": "npu_event", "place": "first",
+        "meaning": "the NPU's health management reported an input error an AI Core or vector core detected (what the "
+                   "program gave the operator): MindCluster's fault knowledge base",
+        "hint": "rerun that rank with ASCEND_LAUNCH_BLOCKING=1 to find the failing operator and check its inputs"},
 }
 
 # CANN codes -> group. A code not listed here is not in the catalog (profiling, dump, compiler codes).
@@ -578,10 +606,50 @@ def torch_npu_entries(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+# MindCluster's fault events: where the device's event log comes from (the knowledge base's `source_file`), which modules
+# are the NPU's network side, and the classes that name the program rather than the device
+NPU_EVENT_SOURCES = frozenset({"NPU_OS", "NPU_Host", "NPU_History", "NPU_Device", "OS"})
+NPU_FABRIC_MODULES = frozenset({"PORT", "NIC", "NIC_DISP", "ROCE", "HCCS", "HCCS_PORT", "UB", "UB_PORT", "RoH", "RoH_PORT"})
+_EVENT_ID_RX = re.compile(r"0x[0-9A-Fa-f]{8}")
+
+
+def npu_event_group(cls: str, module: str) -> str | None:
+    """The group of a fault event by the class and module the knowledge base gives it (None: left out).
+
+    Hardware, Network and Software/Hardware events are the device's (a device-side process or firmware module that
+    lost its heartbeat is the device too: the operator resets or drains it); User alone is the program's input; a
+    class that names the user beside the software (a memory threshold on the device's OS) says neither."""
+    if "Hardware" in cls or cls in ("Network", "Software"):
+        return "npu.event.fabric" if module in NPU_FABRIC_MODULES else "npu.event.hardware"
+    if cls == "User":
+        return "npu.event.program"
+    return None
+
+
+def npu_event_entries(path: Path) -> list[dict[str, Any]]:
+    """MindCluster's fault knowledge base: every NPU fault event the device's event log names by its id."""
+    kb = json.loads(path.read_text(encoding="utf-8"))["knowledge-repository"]
+    out = []
+    for code, entity in kb.items():
+        if not _EVENT_ID_RX.fullmatch(code) or entity.get("source_file") not in NPU_EVENT_SOURCES:
+            continue
+        keywords = json.dumps(entity.get("regex", {}).get("in", [])).lower()
+        if f"=0x{code[2:].lower()}" not in keywords:  # an event the log names otherwise (the host kernel's words)
+            continue
+        attribute = entity["attribute"]
+        group = npu_event_group(attribute.get("class", ""), attribute.get("module", ""))
+        if group is None:
+            continue
+        out.append({"code": code.upper().replace("0X", "0x"), "emitter": f"NPU health management ({attribute['module']})",
+                    "title": attribute["cause_en"].strip(), "message": attribute["description_en"].strip(), "group": group,
+                    "source": "mindcluster-kg"})
+    return out
+
+
 def write_index(catalog: dict[str, Any], path: Path) -> None:
     lines = ["# Error-code catalog: sources", "",
              "Generated by `scripts/ascend_catalog.py` with `ascend_codes.json`; do not edit by hand. Every signature "
-             "of the `cann.catalog.*`, `acl.rt.*`, `ibv.*` and `torch_npu.catalog.*` rows of "
+             "of the `cann.catalog.*`, `acl.rt.*`, `acl.base.*`, `ibv.*`, `npu.event.*` and `torch_npu.catalog.*` rows of "
              "`ascendctl/triage/signatures.py` comes from a row below, and every row from the emitter's own catalog "
              "(never from a log).", "", "## Sources", ""]
     for key, src in catalog["sources"].items():
@@ -619,6 +687,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torch-npu-error-codes", type=Path, help="Ascend/pytorch torch_npu/utils/_error_code.py")
     ap.add_argument("--acl-base-codes", type=Path, help="hicann/runtime include/external/acl/acl_base_rt.h (acl_base.h's codes)")
     ap.add_argument("--acl-error-doc", type=Path, help="hicann/runtime docs/zh/api_ref/25-01_aclError.md (each code's meaning)")
+    ap.add_argument("--mindcluster-kg", type=Path, help="Ascend/mind-cluster component/ascend-faultdiag/src/ascend_fd/"
+                    "configuration/kg-config.json (the NPU's fault events)")
     ap.add_argument("--out", type=Path, default=OUT, help=f"output folder (default {OUT.relative_to(REPO)})")
     ap.add_argument("--index-only", action="store_true", help="rewrite INDEX.md from the existing JSON")
     args = ap.parse_args(argv)
@@ -627,13 +697,13 @@ def main(argv: list[str] | None = None) -> int:
         write_index(json.loads(target.read_text(encoding="utf-8")), args.out / "INDEX.md")
         return 0
     inputs = (args.cann_error_codes, args.rt_error_codes, args.rt_errcode_manage, args.verbs_enum_strs, args.nccl_ibvwrap,
-              args.ge_error_codes, args.torch_npu_error_codes, args.acl_base_codes, args.acl_error_doc)
+              args.ge_error_codes, args.torch_npu_error_codes, args.acl_base_codes, args.acl_error_doc, args.mindcluster_kg)
     if not all(inputs):
         ap.error("give every upstream file (or --index-only)")
     acl = [*acl_entries(args.rt_error_codes), *reason_entries(args.rt_errcode_manage)]
     taken = {e["code"] for e in acl} | {e["title"] for e in acl}
     entries = [*cann_entries(args.cann_error_codes), *acl, *acl_base_entries(args.acl_base_codes, args.acl_error_doc, taken),
-               *verbs_entries(args.verbs_enum_strs), *nccl_entries(args.nccl_ibvwrap),
+               *verbs_entries(args.verbs_enum_strs), *nccl_entries(args.nccl_ibvwrap), *npu_event_entries(args.mindcluster_kg),
                *ge_entries(args.ge_error_codes, args.cann_error_codes), *torch_npu_entries(args.torch_npu_error_codes)]
     catalog = build(entries)
     args.out.mkdir(parents=True, exist_ok=True)

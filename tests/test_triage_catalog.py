@@ -102,6 +102,9 @@ def _lines(e: dict[str, Any]) -> list[str]:
         return [f"[ERROR] 2025-12-01-10:00:00 (PID:4242, Device:0, RankID:3) {code} {e['submodule']} {message}",
                 f"[rank3]: [ERROR] 2025-12-01-10:00:00 (PID:4242, Device:3, RankID:-1) {code} {e['submodule']} {message}.",
                 f"[rank3]: {code}"]
+    if form == "npu_event":  # the device's event log, in the three forms MindCluster's knowledge base reads
+        return [f"[EVENT] TDT(4717,tsdaemon):2023-10-31-16:41:39.406.087 [tsdaemon.cpp:1811][RunSpecialProcess][tid:4717] "
+                f"[TsdEVENT] Event id={code.lower()}.", f"event_id=0x{code[2:]}", f"event_id:  [{code.lower()}]"]
     raise AssertionError(form)
 
 
@@ -556,3 +559,71 @@ def test_an_acl_failure_wrapper_code_yields_to_a_more_specific_line(tmp_path: Pa
     assert report.category is Category.COMM_TIMEOUT
     wrapper = [f for f in report.findings if "500001" in f.text]
     assert wrapper and all(f.role == "generic" and f.signature == "acl.base.generic" for f in wrapper)
+
+
+def _npu_event(e: dict[str, Any]) -> bool:
+    return e["source"] == "mindcluster-kg"
+
+
+def _kb_entity(e: dict[str, Any], cls: str, source: str = "NPU_OS") -> dict[str, Any]:
+    """A fault event as MindCluster's kg-config.json holds it (its own patterns for the event's id)."""
+    module = e["emitter"].removeprefix("NPU health management (").removesuffix(")")
+    low = e["code"][2:].lower()
+    return {"attribute": {"class": cls, "component": "NPU", "module": module, "cause_en": e["title"],
+                          "description_en": e["message"], "suggestion_en": ["..."]},
+            "rule": [], "source_file": source,
+            "regex": {"in": [["Node Type=0x70;", "Sensor Type=0xc;", "event_state=1)"], [f"Event id=0x{low}"],
+                             [f"event_id:  [0x{low}]"], [f"event_id=0x{low}"]]}}
+
+
+def test_the_committed_json_is_what_the_generator_writes_from_mindclusters_fault_events(tmp_path: Path) -> None:
+    # MindCluster's kg-config.json rebuilt from the committed rows, with entities the script must leave out: a BMC's
+    # event (not a log triage reads), an event the host kernel names in words, a class that names the user beside the
+    # software, a knowledge-base entry that is no event id
+    gen = _generator()
+    events = [e for e in ENTRIES if _npu_event(e)]
+    assert len(events) >= 150 and all(re.fullmatch(r"0x[0-9A-F]{8}", e["code"]) for e in events)
+    kb = {e["code"]: _kb_entity(e, {"npu.event.program": "User"}.get(e["group"], "Hardware")) for e in events}
+    some = events[0]
+    kb["0x82000001"] = _kb_entity({**some, "code": "0x82000001"}, "Hardware", "NodeDLog | BMCLogDumpLog")
+    kb["0x40F84E00"] = {**_kb_entity({**some, "code": "0x40F84E00"}, "Hardware", "OS"),
+                        "regex": {"in": [["[ERROR] [drv_soft_fault]", "Heartbeat lost", "(device="]]}}
+    kb["0x8C2FA001"] = _kb_entity({**some, "code": "0x8C2FA001"}, "Software/User")
+    kb["AISW_CANN_HCCL_004"] = {**_kb_entity(some, "Software"), "regex": {"in": ["topo exchange server get socket timeout"]}}
+    (tmp_path / "kg-config.json").write_text(json.dumps({"knowledge-repository": kb}), encoding="utf-8")
+    got = gen.npu_event_entries(tmp_path / "kg-config.json")
+    assert got == events
+    rest = [e for e in ENTRIES if not _npu_event(e)]
+    at = next(i for i, e in enumerate(ENTRIES) if _npu_event(e))
+    assert gen.render(gen.build(rest[:at] + got + rest[at:])) == CATALOG_PATH.read_text(encoding="utf-8")
+
+
+def test_npu_fault_events_follow_the_class_and_module_the_knowledge_base_gives_them() -> None:
+    gen = _generator()
+    assert gen.npu_event_group("Hardware", "HBM") == "npu.event.hardware"
+    assert gen.npu_event_group("Software/Hardware", "TS") == "npu.event.hardware"  # the TS firmware's heartbeat
+    assert gen.npu_event_group("Software", "PROCESS") == "npu.event.hardware"  # a device-side daemon: the device's
+    assert gen.npu_event_group("Hardware", "PORT") == "npu.event.fabric"  # a RoCE port's link went down
+    assert gen.npu_event_group("Software/Hardware", "HCCS") == "npu.event.fabric"
+    assert gen.npu_event_group("User", "AIC") == "npu.event.program"  # the AI Core saw bad input
+    assert gen.npu_event_group("Software/User", "OS") is None
+    by_code = {e["code"]: e["group"] for e in ENTRIES if _npu_event(e)}
+    assert by_code["0x80E01801"] == "npu.event.hardware"  # HBM multi-bit ECC
+    assert by_code["0x81078603"] == "npu.event.fabric"  # network port link Up -> Down
+    assert "0x40F84E00" not in by_code  # named in words by the host's kernel: the device_fault row reads it
+
+
+def test_a_fault_event_in_one_nodes_device_log_names_that_node_not_the_ranks_that_timed_out(tmp_path: Path) -> None:
+    # node n2's device event log reports its HBM's multi-bit ECC error; every rank then timed out in a collective
+    for node, rank in (("n1", 0), ("n2", 1)):
+        (tmp_path / node).mkdir()
+        (tmp_path / node / "rank.log").write_text(
+            f"[ERROR] HCCL(4242,python):2025-03-01-10:05:00.000.{rank:03d} [task_exception_handler.cc:100][4242]"
+            f"[TaskExceptionHandler][Callback]Task run failed, base information is streamID:[2], taskID[7], "
+            f"taskType[Notify Wait], tag[AllReduce], rank[{rank}]\n", encoding="utf-8")
+    (tmp_path / "n2" / "event_0.log").write_text(
+        "[EVENT] DRV(1234,dmp_daemon):2025-03-01-10:01:10.000.000 [ras.c:88] event_id=0x80E01801 HBM multi-bit ECC\n",
+        encoding="utf-8")
+    report = triage([str(tmp_path)])
+    assert report.category is Category.HARDWARE and report.culprit_node == "n2", report.reason
+    assert report.first_failure is not None and report.first_failure.signature == "npu.event.hardware"

@@ -2,8 +2,9 @@
 
 Signatures are data. `ascendctl.triage` owns the reading, the facts and the verdict; this module
 owns only the table and the literal triggers used to prefilter lines before any regex runs. Part of the
-table is generated: the `cann.catalog.*`, `acl.rt.*`, `ibv.*` and `torch_npu.catalog.*` rows are built at import from
-data/ascend_codes.json, which scripts/ascend_catalog.py makes from the emitters' own error catalogs.
+table is generated: the `cann.catalog.*`, `acl.rt.*`, `acl.base.*`, `ibv.*`, `npu.event.*` and `torch_npu.catalog.*` rows
+are built at import from data/ascend_codes.json, which scripts/ascend_catalog.py makes from the emitters' own error
+catalogs (and the NPU's fault events from MindCluster's fault knowledge base).
 Pure; must not import typer or rich.
 
 Roles say what a matched line is evidence of:
@@ -146,6 +147,8 @@ TRIGGERS: tuple[str, ...] = (
     "ssh exited with exit code 255",
     # the runtime's aclError numbers as the catalog rows read them ("runtime result = 107020", "ret[207001]")
     "runtime result", r"(result|ret) ?(= ?|\[)[125]07\d{3}", "ErrCode=",
+    # the NPU's health-management fault events as its event log prints them ("Event id=0x80e01801", "event_id=0x...")
+    r"[Ee]vent[ _]id *[:=] *\[?0x",
     # Python tracebacks (issue #26): every frame line, the header, and the source lines that call a barrier, a
     # collective or main_process_first, so extract.py can tell which call a rank was in when its traceback ends there
     'File "', r"Traceback \(most recent call last\)", r"main_process_first\(",
@@ -172,7 +175,8 @@ def _code(codes: str) -> str:
 # both match) and before the crash and generic rows; a group's `place` may put it first (ahead of every hand-written row)
 # or late (torch_npu's codes: after the rows that read the call a code wraps, before the wrapper and exception rows).
 CATALOG_PATH = Path(__file__).resolve().parent / "data" / "ascend_codes.json"
-_CATALOG_HINTS = {"@timeout": _HINT_TIMEOUT, "@hardware": _HINT_HW, "@oom": _HINT_OOM, "@host_oom": _HINT_HOST_OOM}
+_CATALOG_HINTS = {"@timeout": _HINT_TIMEOUT, "@hardware": _HINT_HW, "@oom": _HINT_OOM, "@host_oom": _HINT_HOST_OOM,
+                  "@fabric": _HINT_FABRIC}
 _CATALOG_TEXT_MIN = 30  # a catalog message is matched as text only from this long (shorter ones say too little)
 _TRIGGER_RX = re.compile(trigger_pattern())
 
@@ -230,6 +234,10 @@ def _catalog_pattern(form: str, entries: list[dict[str, Any]],
         # submodule's name; torch_npu's first release printed the code alone, at the end of the message ("...\nERR02011")
         named = "|".join(sorted(f"{re.escape(e['code'])} {re.escape(e['submodule'])}" for e in entries))
         return rf"\b(?:{named})\b|\b(?:{alt})\s*$", tuple(sorted({e["code"][:5] for e in entries}))
+    if form == "npu_event":  # the device's event log: "[TsdEVENT] Event id=0x8c17a005.", "event_id=0x80e01801",
+        # "event_id:  [0x80e01801]" (MindCluster's own patterns for each event)
+        ids = "|".join(sorted(re.escape(e["code"][2:].lower()) for e in entries))
+        return rf"\b[Ee]vent[ _]id *[:=] *\[?0x(?i:{ids})\b", ("Event id=0x", "event_id=0x", "event_id:  [0x")
     raise ValueError(f"unknown catalog form {form!r}")
 
 
@@ -606,11 +614,14 @@ SIGNATURES: tuple[Signature, ...] = (
               r"a (?:DDRC|COMPERR|COMPDATAERR) error occurs during the SDMA transfer|an ECC error occurs during the SDMA transfer|"
               r"errorStr: [^.]*\b(?:multi-bit|\d-bit) ECC error|See the RAS alarm handling|"
               r"Device\[\d+\] lost heartbeat|reason=lost heartbeat|GPU is lost|"
+              # the driver on the host, in the kernel log (MindCluster's fault knowledge base, event 0x40F84E00: the
+              # inter-board heartbeat, class Hardware): "[drv_soft_fault] ... Heartbeat lost! (device=1; ..."
+              r"\[drv_soft_fault\].*\bHeartbeat lost! \(device=|"
               r"Unable to determine the device handle for GPU|fallen off the bus",
               "the NPU reported a device-level fault", _HINT_HW,
               ("ts exception", "heartbeat lost", "heartbeat timeout", "heart beat", "DEVICE_DOWN", "sdma error", "SdmaErrorInfo",
                "hbm ", "lost heartbeat", "GPU is lost", "device handle for GPU", "fallen off the bus", "during the SDMA transfer",
-               "ECC error", "RAS alarm handling")),
+               "ECC error", "RAS alarm handling", "Heartbeat lost!")),
     Signature("nccl.ib_async_event", _H,
               r"NET/IB ?: (?:\S+ )?Got async (?:error )?event ?: (?:port error|local catastrophic error|device fatal)",
               "the node's InfiniBand/RoCE NIC raised a fatal event (port error, catastrophic error)", _HINT_FABRIC,
@@ -752,6 +763,13 @@ SIGNATURES: tuple[Signature, ...] = (
               r"\[TaskExecStage\]\[Timeout\]|Task run failed.*NOTIFY WAIT",
               "an HCCL collective waited past HCCL_EXEC_TIMEOUT", _HINT_TIMEOUT,
               ("EI0002", "notify wait timeout", "fftsplus task timeout", "[Timeout]", "NOTIFY WAIT")),
+    # the runtime's own report of a device-side wait that timed out (hicann/runtime at 681ef76,
+    # src/runtime/core/src/device/device_error_proc.cc, ProcessStarsWaitTimeoutErrorInfo: "notify wait timeout occurred
+    # during task execution" is read by the row above; "event wait timeout occurred during task execution")
+    Signature("runtime.event_wait_timeout", _T, r"\bevent wait timeout occurred during task execution",
+              "a stream on the device waited on an event past its timeout (the runtime's report; in a distributed job "
+              "the event a collective or another rank's work records)", _HINT_TIMEOUT,
+              ("event wait timeout occurred",)),
     Signature("hccl.inconsistent_args", _E, _code(r"EI0005") + r"|inconsistent between ranks|\[ParameterConflict\]",
               "ranks called a collective with different arguments (a program bug the others then wait on)",
               "compare the collective calls (op, count, dtype, group) of the ranks named in the line",
