@@ -772,3 +772,47 @@ def test_a_node_the_launcher_could_not_reach_over_ssh_is_where_the_launch_failed
     ])
     report = triage([tmp_path])
     assert report.category is Category.LAUNCH and (report.culprit_node, report.culprit_rank) == ("node-0012", None)
+
+
+# HCCL's fault guide (hicann/hccl docs, cluster_info_nego.md: tests/data/samples/ascend/hccl_log_lines_...txt): rank 3
+# entered the communicator init at 11:59:56, the other three at 11:56:36; theirs is a 120 s connect timeout
+HCCL_DOC = Path(__file__).resolve().parent / "data/samples/ascend/hccl_log_lines_hicann-hccl-fault-diagnosis-docs.txt"
+
+
+def _init_entry(rank: int) -> str:
+    return next(line for line in HCCL_DOC.read_text(encoding="utf-8").splitlines()
+                if "[op_base.cc:1293]" in line and f"Entry-HcclCommInitRootInfoInner:ranks[4], rank[{rank}]," in line)
+
+
+def _agent_timeout(pid: str, when: str) -> str:  # the agent's own line, as the same page shows it (another run's time)
+    return (f"[ERROR] HCCL({pid},all_reduce_test):2025-11-20-{when}.000.000 [topoinfo_exchange_agent.cc:190] [{pid}]"
+            "[InitGroupStage][RanktableDetect]topo exchange agent get socket timeout! timeout[120] ")
+
+
+@pytest.mark.parametrize("timeouts", [True, False])
+def test_the_rank_that_entered_hccl_init_after_the_others_timed_out_is_the_one_they_waited_for(
+        tmp_path: Path, timeouts: bool) -> None:
+    """Every rank that came on time reports the init's socket timeout; the late rank's own entry says when it came."""
+    for rank in range(4):
+        entry = _init_entry(rank)
+        pid = entry.split("HCCL(", 1)[1].split(",", 1)[0]
+        lines = [entry]
+        if timeouts and rank != 3:
+            lines.append(_agent_timeout(pid, "11:58:36"))
+        if not timeouts:  # every rank's error came later, untimed (a wrapper's message)
+            lines.append("RuntimeError: The HCCL execution has encountered an exception: topo exchange agent get socket "
+                         "timeout")
+        write(tmp_path / "node0" / f"plog-{pid}_20251120115636.log", lines)
+    report = triage([tmp_path])
+    assert report.category is Category.COMM_TIMEOUT and report.rule == "late_to_init", report.reason
+    assert (report.culprit_node, report.culprit_rank) == ("node0", 3), report.reason
+    assert "11:59:56" in report.reason
+
+
+def test_ranks_that_entered_hccl_init_together_name_no_late_rank(tmp_path: Path) -> None:
+    for rank in range(4):
+        entry = _init_entry(rank).replace("11:59:56", "11:56:36")
+        pid = entry.split("HCCL(", 1)[1].split(",", 1)[0]
+        write(tmp_path / "node0" / f"plog-{pid}_20251120115636.log", [entry, _agent_timeout(pid, "11:58:36")])
+    report = triage([tmp_path])
+    assert report.category is Category.COMM_TIMEOUT and report.rule != "late_to_init", report.reason

@@ -24,7 +24,7 @@ from ascendctl.bundle.layout import JOB as JOB_FILE
 if TYPE_CHECKING:
     from ascendctl.ranktable import RankPlace
     from ascendctl.stacks.incident import CaptureJudgement
-    from ascendctl.triage.extract import Extraction, Progress
+    from ascendctl.triage.extract import Extraction, InitEntry, Progress
 
 # Which categories win when two own errors cannot be ordered: causes before their usual consequences.
 PRIORITY = (Category.HARDWARE, Category.OOM, Category.LAUNCH, Category.NAN, Category.EXCEPTION, Category.UNKNOWN,
@@ -137,6 +137,7 @@ class Facts:
     order: dict[str, int] = field(default_factory=dict)  # file -> read order
     capture: CaptureJudgement | None = None  # the newest `stacks` capture: every rank's stack while the job hung
     homes: dict[int, set[str]] = field(default_factory=dict)  # rank -> nodes the job record, launchers or findings put it on
+    init_entries: dict[tuple[str | None, int], InitEntry] = field(default_factory=dict)  # (node, rank) -> its HCCL init entry
 
     def actor(self, node: str | None, rank: int | None, local: int | None = None) -> Actor:
         key = (node, rank, local if rank is None else None)
@@ -299,7 +300,7 @@ def build_facts(ex: Extraction) -> Facts:
         nodes_of.setdefault(rank, set()).update(homes)
     joined = [replace(f, node=next(iter(nodes_of[f.rank]))) if f.node is None and f.rank is not None
               and len(nodes_of.get(f.rank, ())) == 1 else f for f in joined]
-    facts = Facts({}, set(universe), addresses, joined, teardown_time, homes=nodes_of)
+    facts = Facts({}, set(universe), addresses, joined, teardown_time, homes=nodes_of, init_entries=dict(ex.init_entries))
     facts.order = {}
     for f in joined:
         facts.order.setdefault(f.file, len(facts.order))
@@ -338,7 +339,7 @@ def build_facts(ex: Extraction) -> Facts:
         # no job record: the ranks seen, and every rank below the highest (ranks are numbered from 0: a rank that never
         # said anything still existed; a silent rank 0, busy tokenizing or saving while the others time out, is the
         # classic absentee)
-        seen = {a.rank for a in facts.ranked() if a.rank is not None}
+        seen = {a.rank for a in facts.ranked() if a.rank is not None} | {rank for _, rank in facts.init_entries}
         facts.universe = seen | set(range(max(seen) + 1)) if seen else set()
     _loss_scale_collapse(ex, facts)
     _join_unattributed(facts)
@@ -800,6 +801,45 @@ def rule_absent_named(facts: Facts) -> RuleVerdict | None:
                         "collective, or a stuck device",))
 
 
+LATE_INIT_GAP = 60.0  # seconds after every other rank that make a rank late to init when no one's timeout is timed
+
+
+def rule_late_to_init(facts: Facts) -> RuleVerdict | None:
+    """HCCL's fault guide for a communicator init that timed out: compare when each rank entered the init
+    (`Entry-HcclCommInitRootInfo`); the rank that entered after the others had already timed out waiting (or minutes
+    after them) is the one they waited for, busy elsewhere before it (loading, compiling, an earlier failure)."""
+    entered = {rank: (t, node, e) for (node, rank), e in facts.init_entries.items()
+               if e.time and (t := seconds(e.time)) is not None}
+    if len(entered) < 3 or not any(a.comm for a in facts.ranked()):
+        return None
+    gave_up = [t for a in facts.ranked() if a.comm and a.comm[0].time and (t := seconds(a.comm[0].time)) is not None]
+    times = sorted(t for t, _, _ in entered.values())
+    if gave_up:
+        late = sorted((r for r, (t, _, _) in entered.items() if t > min(gave_up)), key=lambda r: entered[r][0])
+    else:
+        median = times[len(times) // 2]
+        late = sorted((r for r, (t, _, _) in entered.items() if t - median >= LATE_INIT_GAP), key=lambda r: entered[r][0])
+    if not late or len(late) == len(entered):
+        return None
+    nodes = {entered[r][1] for r in late}
+    universe = facts.universe | set(entered)
+    if len(late) > max(1, len(universe) // 4) and (len(nodes) != 1 or None in nodes):
+        return None  # many ranks of many nodes late: a slow start everywhere, not one rank
+    t_late, node, entry = entered[late[0]]
+    on_time = max(t for r, (t, _, _) in entered.items() if r not in late)
+    one_node = len(late) > 1
+    culprit = Finding(Category.COMM_TIMEOUT, "hccl.late_init", node, None if one_node else late[0], None, entry.time,
+                      entry.file, entry.line, entry.text, role="report", time_source="line")
+    actor = facts.actor(node, None if one_node else late[0])
+    who = f"node {node} (ranks {', '.join(map(str, late))})" if one_node else actor.label()
+    after = "after the others had already timed out waiting" if gave_up else f"{t_late - on_time:.0f}s after the others"
+    return RuleVerdict("late_to_init", Category.COMM_TIMEOUT, culprit,
+                       f"{who} entered HCCL's communicator init at {entry.time}, {t_late - on_time:.0f}s after the last "
+                       f"of the others and {after}: the others' init timeouts are its victims", "medium", actor,
+                       ("look at what that rank (or node) did before the communicator init: loading data or a checkpoint, "
+                        "compiling, an earlier step of the script; if it is only slow to start, raise HCCL_CONNECT_TIMEOUT",))
+
+
 MAIN_FIRST_WAITS = ("main_first.wait", "main_first.local_wait")
 
 
@@ -1006,6 +1046,8 @@ RULES: tuple[tuple[str, Rule, str], ...] = (
     ("main_first", rule_main_first, "ranks waiting in main_process_first's barrier on entering it: the main process "
                                     "(rank 0; local rank 0 of each node by default, so only where one node is known or "
                                     "none is named) did not arrive"),
+    ("late_to_init", rule_late_to_init, "a communicator init that timed out: the rank (or one node's ranks) that entered "
+                                        "HCCL's init after the others had timed out waiting (HCCL's fault guide)"),
     ("hang", rule_hang_progress, "a hang: the rank whose progress (training step) stopped before the others', while they "
                                  "timed out"),
     ("peer_votes", rule_peer_votes, "the rank or node that other ranks' communication errors name, by a clear majority"),

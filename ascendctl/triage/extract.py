@@ -253,6 +253,17 @@ class Progress:
     line_text: str
 
 
+@dataclass(frozen=True, slots=True)
+class InitEntry:
+    """A rank's entry into HCCL's communicator init (INFO-level plog: `Entry-HcclCommInitRootInfoInner:ranks[4], rank[3]`):
+    HCCL's fault guide compares these times to find the rank that came late while the others timed out waiting."""
+
+    time: str | None
+    file: str
+    line: int
+    text: str
+
+
 @dataclass(slots=True)
 class Extraction:
     """Mutable accumulator of one triage run (private; the result is a frozen TriageReport)."""
@@ -266,6 +277,8 @@ class Extraction:
     local_ranks: dict[tuple[str | None, int], int] = field(default_factory=dict)  # (node, local rank) -> global rank
     rank_homes: dict[int, set[str]] = field(default_factory=dict)  # global rank -> the nodes a launcher said it started it on
     progress: dict[tuple[str | None, int | None, int | None], Progress] = field(default_factory=dict)  # (node, rank, local)
+    # when each rank entered HCCL's communicator init (its first Entry-HcclCommInitRootInfo* line), per (node, rank)
+    init_entries: dict[tuple[str | None, int], InitEntry] = field(default_factory=dict)
     scales: dict[tuple[str | None, int | None, str], list[tuple[float, Finding]]] = field(default_factory=dict)
     files: int = 0
     bytes_read: int = 0
@@ -332,6 +345,9 @@ class Extraction:
         m = _CONTEXT_RX.search(text)
         if m is not None:
             self._context(src, text, m, local)
+            if m["r3"] is not None:
+                self.init_entries.setdefault((src.node, int(m["r3"])),
+                                             InitEntry(parse_time(text) or stamp, src.file, number, text.strip()[:MAX_TEXT]))
             return
         start = MSRUN.read_line(text)
         if start is not None:  # msrun: "Start worker process with rank id:3": that rank runs on this node
