@@ -477,6 +477,16 @@ SIGNATURES: tuple[Signature, ...] = (
               "the Linux OOM killer picked a process", _HINT_HOST_OOM, ("oom-kill:",), kind="host"),
     Signature("kernel.oom_reaper", _O, r"oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>[^)]*)\)",
               "the Linux OOM reaper freed a killed process", _HINT_HOST_OOM, ("oom_reaper:",), kind="host"),
+    # torch's DataLoader on a worker's SIGBUS (torch/csrc/DataLoader.cpp: "ERROR: Unexpected bus error encountered in
+    # worker. This might be caused by insufficient shared memory (shm)."; "DataLoader worker (pid N) is killed by signal:
+    # Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory
+    # limit."): /dev/shm of where the ranks run is too small (a container's 64 MB default), every rank of the node alike
+    Signature("dataloader.shm", _L, r"Unexpected bus error encountered in worker|"
+              r"DataLoader worker \(pids?\(?s?\)? ?[\d, ]+\) is killed by signal: Bus error|"
+              r"dataloader's workers are out of shared memory",
+              "a DataLoader worker died of SIGBUS: its shared memory (/dev/shm) ran out", "give the job more /dev/shm "
+              "(docker --shm-size=8g or --ipc=host, a Kubernetes emptyDir medium Memory) or use fewer DataLoader workers",
+              ("bus error encountered", "is killed by signal", "out of shared memory"), node_wide=True),
     Signature("dataloader.killed", _O, r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
               "a DataLoader worker was SIGKILLed (on Linux almost always the kernel OOM killer: host memory)", _HINT_HOST_OOM,
               ("is killed by signal",), kind="host"),
