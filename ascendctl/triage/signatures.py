@@ -146,7 +146,7 @@ TRIGGERS: tuple[str, ...] = (
     "during the SDMA transfer", "ECC error", "RAS alarm handling", "ssh: connect to host", "ssh: Could not resolve",
     "ssh exited with exit code 255",
     # the runtime's aclError numbers as the catalog rows read them ("runtime result = 107020", "ret[207001]")
-    "runtime result", r"(result|ret) ?(= ?|\[)[125]07\d{3}", "ErrCode=",
+    "runtime result", r"(result|ret) ?(= ?|\[)[125]07\d{3}", "ErrCode=", "cpu_thread_cnt", "OOM when allocating",
     # the NPU's health-management fault events as its event log prints them ("Event id=0x80e01801", "event_id=0x...")
     r"[Ee]vent[ _]id *[:=] *\[?0x",
     # Python tracebacks (issue #26): every frame line, the header, and the source lines that call a barrier, a
@@ -464,6 +464,20 @@ SIGNATURES: tuple[Signature, ...] = (
               "the CANN \"hccl\" Python package MindSpore needs for distributed training on Ascend is missing",
               "install CANN's hccl wheel (it ships with the toolkit) into the job's Python, and source set_env.sh",
               ("Error: \"hccl\" wheel",), node_wide=True),
+    # ms@a05ce58: mindspore/ccsrc/minddata/dataset/engine/ir/datasetops/dataset_node.cc:665 (DatasetNode::ValidateParams):
+    # a dataset's workers must number at most the machine's CPU threads
+    Signature("mindspore.dataset_workers", _L,
+              r"'s num_workers=\d+, this value is not within the required range of \[1, cpu_thread_cnt=\d+\]",
+              "a MindSpore dataset asks for more parallel workers than the node has CPU threads",
+              "lower num_parallel_workers (ds.config.set_num_parallel_workers, a dataset's num_workers) to at most the "
+              "node's CPU threads", ("cpu_thread_cnt",), node_wide=True),
+    # TensorFlow's allocators (tensorflow/core/framework/op_kernel.cc, bfc_allocator.cc): "OOM when allocating tensor with
+    # shape[2,1023,50257] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"; on the
+    # host's allocator ("device:CPU:0 by allocator cpu") it is host memory
+    Signature("tensorflow.host_oom", _O, r"\bOOM when allocating tensor\b.*\bdevice:CPU:\d+ by allocator (?:cpu|mklcpu)\b",
+              "TensorFlow could not allocate a tensor in host memory", _HINT_HOST_OOM, ("OOM when allocating",), kind="host"),
+    Signature("tensorflow.oom", _O, r"\bOOM when allocating tensor\b",
+              "TensorFlow could not allocate a tensor on the device", _HINT_OOM, ("OOM when allocating",), kind="device"),
     Signature("kernel.oom_kill", _O,
               r"(?:Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)",
               "the Linux OOM killer killed a process", _HINT_HOST_OOM, ("out of memory: Kill", "Out of memory: Kill"), kind="host"),
@@ -818,10 +832,13 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("nccl.watchdog_timeout", _T, r"Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out|"
               r"ProcessGroupNCCL's watchdog got stuck|Some NCCL operations have failed or timed out|"
               r"failure detected by watchdog|\(either an error or timeout\) detected by watchdog|"
-              r"[Rr]eceived a dump signal due to a collective timeout",
+              r"[Rr]eceived a dump signal due to a collective timeout|"
+              # ProcessGroupNCCL's watchdog, after the timeout: "Timeout at NCCL work: 19, last enqueued NCCL work: 19,
+              # last completed NCCL work: 18." (a rank whose other timeout lines were cut still says it timed out)
+              r"\bTimeout at NCCL work: \d+",
               "a NCCL collective hit the torch watchdog timeout", _HINT_TIMEOUT,
               ("Watchdog caught", "before timing out", "watchdog got stuck", "failed or timed out", "detected by watchdog",
-               "dump signal due to a collective timeout")),
+               "dump signal due to a collective timeout", "Timeout at NCCL work")),
     # NCCL's own result code ncclUnhandledCudaError (NVIDIA/nccl at 5067397c: src/init.cc ncclGetErrorString, "unhandled
     # cuda error (run with NCCL_DEBUG=INFO for details)"; src/include/checks.h CUDACHECK: "Cuda failure '%s'") is a CUDA
     # call inside NCCL that failed: the device or the program (an earlier kernel's illegal access, an invalid argument,
@@ -1158,7 +1175,7 @@ SIGNATURES: tuple[Signature, ...] = (
               ("meets grpc error",)),
     Signature("python.exception", _E,
               r"^(?:\[(?:rank|default|trainer|worker)\d+\]:\s*)*(?:[A-Za-z_]\w*\.)*"
-              r"(?!SignalException\b|ChildFailedError\b|CalledProcessError\b)[A-Z]\w*(?:Error|Exception)(?:: \S|\s*$)",
+              r"(?!SignalException\b|ChildFailedError\b|CalledProcessError\b)[A-Z]\w*(?:Error|Exception)(?::\s+\S|\s*$)",
               "a rank raised a Python exception (the last line of its traceback)",
               "read this rank's traceback: it raised before the other ranks timed out or were stopped",
               ("Error: ", "Exception: ")),
