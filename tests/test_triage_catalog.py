@@ -627,3 +627,4 @@ def test_a_fault_event_in_one_nodes_device_log_names_that_node_not_the_ranks_tha
     report = triage([str(tmp_path)])
     assert report.category is Category.HARDWARE and report.culprit_node == "n2", report.reason
     assert report.first_failure is not None and report.first_failure.signature == "npu.event.hardware"
+    assert "0x80E01801: Multi-bit ECC errors when accessing the HBM" in report.reason  # the knowledge base's cause

@@ -502,14 +502,14 @@ def rule_own_error(facts: Facts) -> RuleVerdict | None:
                        f"{listed} failed with the same error at the same moment: a shared cause (configuration, environment "
                        "or data), not one rank", "medium")
     if first.signature in DISAGREEMENTS:
-        what = meaning_of(first.signature)
+        what = meaning_of(first.signature, first.text)
         return RuleVerdict("ranks_disagree", first.category, None,
                        f"{actor.label()} reported a conflict between ranks ({what}): every rank involved took part, "
                        f"the error names both sides: {first.text[:160]}", "medium")
     if is_node_wide(first.signature):
         # a package, a device setting or a variable the whole node's (or job's) setup lacks: whichever rank said it
         # first only printed first; the node is where it started when the log knows it, never one of its ranks
-        what = meaning_of(first.signature)
+        what = meaning_of(first.signature, first.text)
         where = f"node {first.node}" if first.node else "the job"
         return RuleVerdict("own_error", first.category, replace(first, rank=None, local_rank=None, device=None),
                            f"{actor.label()} could not start ({what}): a setup every rank of {where} shares, so no single "
@@ -520,7 +520,7 @@ def rule_own_error(facts: Facts) -> RuleVerdict | None:
     confidence = "high"
     if earlier_comm or ambiguous or first.time is None and len(facts.order) > 1:
         confidence = "medium"
-    what = meaning_of(first.signature)
+    what = meaning_of(first.signature, first.text)
     reason = f"{actor.label()} failed on its own first ({what})"
     if comm_firsts:
         reason += "; the communication errors of other ranks are its victims"

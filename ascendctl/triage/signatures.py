@@ -1209,10 +1209,23 @@ def by_id(signature_id: str) -> Signature:
     return _BY_ID[signature_id]
 
 
-def meaning_of(signature_id: str) -> str:
-    """What a finding's signature means, in words; a finding the engine made itself (no table row) keeps its id."""
+# the NPU's fault events by id (lowercase hex, no 0x): the cause MindCluster's knowledge base gives each, for the verdict
+NPU_EVENT_CAUSES: dict[str, str] = {e["code"][2:].lower(): f"{e['code']}: {e['title']}" for e in _CATALOG["entries"]
+                                    if _CATALOG["groups"][e["group"]]["form"] == "npu_event"}
+_NPU_EVENT_ID_RX = re.compile(r"[Ee]vent[ _]id *[:=] *\[?0x([0-9A-Fa-f]{8})\b")
+
+
+def meaning_of(signature_id: str, text: str = "") -> str:
+    """What a finding's signature means, in words (with its line's `text`: an NPU fault event's own cause too); a
+    finding the engine made itself (no table row) keeps its id."""
     sig = _BY_ID.get(signature_id)
-    return sig.meaning if sig is not None else signature_id
+    if sig is None:
+        return signature_id
+    if signature_id.startswith("npu.event.") and (m := _NPU_EVENT_ID_RX.search(text)) is not None:
+        cause = NPU_EVENT_CAUSES.get(m.group(1).lower())
+        if cause is not None:
+            return f"{sig.meaning}; {cause}"
+    return sig.meaning
 
 
 def hint_of(signature_id: str) -> str | None:
