@@ -106,6 +106,9 @@ _HINT_RANKTABLE = "the rank table does not match the machines: regenerate it wit
 
 _NAN_ANCHORS = (": nan", "=nan", "is nan", "NaN", "NAN", ": inf", "=inf", ": Inf", "=Inf", ": -inf", "is inf", "loss nan")
 
+# how the device's event log names an NPU fault event before its id ("Event id=0x80e01801", "event_id:  [0x...")
+NPU_EVENT_PREFIX = r"[Ee]vent[ _]id *[:=] *\[?0x"
+
 # The prefilter: a line is looked at only if one of these (regex fragments, case-sensitive) occurs in it.
 # Every signature pattern and every context line must contain one; tests/test_triage_signatures.py checks it.
 TRIGGERS: tuple[str, ...] = (
@@ -148,7 +151,7 @@ TRIGGERS: tuple[str, ...] = (
     # the runtime's aclError numbers as the catalog rows read them ("runtime result = 107020", "ret[207001]")
     "runtime result", r"(result|ret) ?(= ?|\[)[125]07\d{3}", "ErrCode=", "cpu_thread_cnt", "OOM when allocating",
     # the NPU's health-management fault events as its event log prints them ("Event id=0x80e01801", "event_id=0x...")
-    r"[Ee]vent[ _]id *[:=] *\[?0x",
+    NPU_EVENT_PREFIX,
     # Python tracebacks (issue #26): every frame line, the header, and the source lines that call a barrier, a
     # collective or main_process_first, so extract.py can tell which call a rank was in when its traceback ends there
     'File "', r"Traceback \(most recent call last\)", r"main_process_first\(",
@@ -237,7 +240,7 @@ def _catalog_pattern(form: str, entries: list[dict[str, Any]],
     if form == "npu_event":  # the device's event log: "[TsdEVENT] Event id=0x8c17a005.", "event_id=0x80e01801",
         # "event_id:  [0x80e01801]" (MindCluster's own patterns for each event)
         ids = "|".join(sorted(re.escape(e["code"][2:].lower()) for e in entries))
-        return rf"\b[Ee]vent[ _]id *[:=] *\[?0x(?i:{ids})\b", ("Event id=0x", "event_id=0x", "event_id:  [0x")
+        return rf"\b{NPU_EVENT_PREFIX}(?i:{ids})\b", ("Event id=0x", "event_id=0x", "event_id:  [0x")
     raise ValueError(f"unknown catalog form {form!r}")
 
 
@@ -1212,7 +1215,7 @@ def by_id(signature_id: str) -> Signature:
 # the NPU's fault events by id (lowercase hex, no 0x): the cause MindCluster's knowledge base gives each, for the verdict
 NPU_EVENT_CAUSES: dict[str, str] = {e["code"][2:].lower(): f"{e['code']}: {e['title']}" for e in _CATALOG["entries"]
                                     if _CATALOG["groups"][e["group"]]["form"] == "npu_event"}
-_NPU_EVENT_ID_RX = re.compile(r"[Ee]vent[ _]id *[:=] *\[?0x([0-9A-Fa-f]{8})\b")
+_NPU_EVENT_ID_RX = re.compile(NPU_EVENT_PREFIX + r"([0-9A-Fa-f]{8})\b")
 
 
 def meaning_of(signature_id: str, text: str = "") -> str:
