@@ -336,6 +336,19 @@ def test_arguments_the_script_rejects_on_every_rank_are_the_launch_not_a_rank(cl
     agree(case)
 
 
+def test_an_npu_fault_event_in_one_nodes_device_log_is_named_from_the_bundle(cluster_factory: Any, tmp_path: Path) -> None:
+    """Rank 3's device reports an HBM multi-bit ECC error in h02's device log and the rank dies without a word: launch
+    sees only its exit; collect brings the node's device log and triage names that node's hardware, with the cause
+    MindCluster's knowledge base gives the event."""
+    event_log = "/var/log/npu/slog/dev-os-1/run/event/event_0.log"  # every host's own (rank 3 is h02's device 1)
+    case = run_case(cluster_factory(hosts(files={event_log: ""})), tmp_path, "faults_torch.py",
+                    {"JOB_TIMEOUT": "20", "JOB_FAULT": "npu_event", "JOB_FAULT_RANK": "3", "JOB_EVENT_LOG": event_log})
+    assert launch_verdict(case) == ("EXCEPTION", "h02", 3), case.brief()
+    assert verdict(case)[:2] == ("HARDWARE", "h02"), case.brief()
+    assert case.doc["first_failure"]["signature"] == "npu.event.hardware" and in_bundle(case, tmp_path, "h02"), case.brief()
+    assert "Multi-bit ECC errors when accessing the HBM" in case.doc["reason"], case.brief()
+
+
 # ---------------------------------------------------------------------------------------------- msrun
 
 

@@ -11,6 +11,9 @@ progress stopped. JOB_FAULT picks what goes wrong, on rank JOB_FAULT_RANK at ste
   nan     every rank's loss becomes NaN at that step (a diverged model): each logs it and exits 1
   import  (at start) `import asct_dep`, a module only some hosts have on their PYTHONPATH
   args    (at start, every rank) the script's own argument parsing rejects JOB_ARGS (a ValueError raised in parse_args)
+  npu_event  the rank's NPU reports an HBM multi-bit ECC error in the node's device event log JOB_EVENT_LOG (CANN's
+          slog/dev-os-N/run/event/event_*.log; `Event id=0x80e01801`, the id form of MindCluster's fault knowledge
+          base), then the rank exits 7 without a word (its device is gone)
 JOB_TIMEOUT: the gloo timeout in seconds (default 60). JOB_NUMEL: floats all-reduced per step
 (default 4; a large value makes every step cross the network in full-size frames). JOB_MONITORED=1: every step first
 passes `dist.monitored_barrier` (rank 0 then names the ranks that did not arrive).
@@ -53,6 +56,13 @@ weight = torch.zeros(4, requires_grad=True)
 x, y = torch.randn(64, 4), torch.randn(64)
 for step in range(1, 6):
     if step == fault_step and target:
+        if fault == "npu_event":
+            now = datetime.datetime.now()
+            stamp = now.strftime("%Y-%m-%d-%H:%M:%S.") + f"{now.microsecond // 1000:03d}.{now.microsecond % 1000:03d}"
+            with open(os.environ["JOB_EVENT_LOG"], "a") as log:
+                log.write(f"[EVENT] TDT(4717,tsdaemon):{stamp} [tsdaemon.cpp:1811][RunSpecialProcess][tid:4717] "
+                          "[TsdEVENT] Event id=0x80e01801.\n")
+            fault = "exit"
         if fault == "exit":
             sys.stdout.flush()
             sys.stderr.flush()
