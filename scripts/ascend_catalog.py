@@ -618,7 +618,8 @@ def npu_event_group(cls: str, module: str) -> str | None:
 
     Hardware, Network and Software/Hardware events are the device's (a device-side process or firmware module that
     lost its heartbeat is the device too: the operator resets or drains it); User alone is the program's input; a
-    class that names the user beside the software (a memory threshold on the device's OS) says neither."""
+    class that names the user beside the software (a memory threshold on the device's OS) says neither. An event whose
+    first suggested step is "No operation is required" is left out (npu_event_entries)."""
     if "Hardware" in cls or cls in ("Network", "Software"):
         return "npu.event.fabric" if module in NPU_FABRIC_MODULES else "npu.event.hardware"
     if cls == "User":
@@ -638,11 +639,12 @@ def npu_event_entries(path: Path) -> list[dict[str, Any]]:
             continue
         attribute = entity["attribute"]
         group = npu_event_group(attribute.get("class", ""), attribute.get("module", ""))
-        if group is None:
-            continue
+        first_step = re.sub(r"^\s*1\.\s*", "", (attribute.get("suggestion_en") or [""])[0])
+        if group is None or first_step.lower().startswith("no operation is required"):
+            continue  # an event the knowledge base itself says needs nothing done (a finished reset, a bus notice)
         out.append({"code": code.upper().replace("0X", "0x"), "emitter": f"NPU health management ({attribute['module']})",
-                    "title": attribute["cause_en"].strip(), "message": attribute["description_en"].strip(), "group": group,
-                    "source": "mindcluster-kg"})
+                    "title": " ".join(attribute["cause_en"].split()), "message": " ".join(attribute["description_en"].split()),
+                    "group": group, "source": "mindcluster-kg"})
     return out
 
 

@@ -590,6 +590,8 @@ def test_the_committed_json_is_what_the_generator_writes_from_mindclusters_fault
                         "regex": {"in": [["[ERROR] [drv_soft_fault]", "Heartbeat lost", "(device="]]}}
     kb["0x8C2FA001"] = _kb_entity({**some, "code": "0x8C2FA001"}, "Software/User")
     kb["AISW_CANN_HCCL_004"] = {**_kb_entity(some, "Software"), "regex": {"in": ["topo exchange server get socket timeout"]}}
+    kb["0x8C2FA009"] = _kb_entity({**some, "code": "0x8C2FA009"}, "Hardware")  # a finished reset: nothing to do
+    kb["0x8C2FA009"]["attribute"]["suggestion_en"] = ["1. No operation is required."]
     (tmp_path / "kg-config.json").write_text(json.dumps({"knowledge-repository": kb}), encoding="utf-8")
     got = gen.npu_event_entries(tmp_path / "kg-config.json")
     assert got == events
@@ -611,6 +613,7 @@ def test_npu_fault_events_follow_the_class_and_module_the_knowledge_base_gives_t
     assert by_code["0x80E01801"] == "npu.event.hardware"  # HBM multi-bit ECC
     assert by_code["0x81078603"] == "npu.event.fabric"  # network port link Up -> Down
     assert "0x40F84E00" not in by_code  # named in words by the host's kernel: the device_fault row reads it
+    assert "0x8C2FA009" not in by_code  # "Chip initialization startup completed": the knowledge base says do nothing
 
 
 def test_a_fault_event_in_one_nodes_device_log_names_that_node_not_the_ranks_that_timed_out(tmp_path: Path) -> None:
