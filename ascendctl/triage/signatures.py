@@ -630,8 +630,11 @@ SIGNATURES: tuple[Signature, ...] = (
               "an ECC memory error was reported", _HINT_HW, ("ECC", "ecc error", "HBM")),
     Signature("pcie.aer", _H, r"AER: (?:Uncorrected|Corrected|Multiple Uncorrected) \(?(?:Fatal|Non-Fatal)?|PCIe Bus Error",
               "a PCIe AER error was reported", _HINT_HW, ("AER: ", "PCIe Bus Error")),
-    Signature("apei.hardware_error", _H, r"\[Hardware Error\]: (?:Hardware error from|event severity: (?:fatal|recoverable))",
-              "the firmware reported a hardware error", _HINT_HW, ("[Hardware Error]",)),
+    Signature("apei.hardware_error", _H, r"\[Hardware Error\]: (?:Hardware error from|event severity: (?:fatal|recoverable))|"
+              # the kernel's EDAC driver on an uncorrected memory error (MindCluster's fault knowledge base, Comp_OS_HW_Mem_03:
+              # "EDAC MC0: 1 UE memory scrubbing error"); corrected (CE) ones are not failures
+              r"\bEDAC MC\d*: \d+ UE\b",
+              "the firmware or the kernel reported a hardware error", _HINT_HW, ("[Hardware Error]", " UE memory")),
     Signature("ascend.device_fault", _H,
               r"receive ts exception msg|device (?:heartbeat|heart beat) (?:lost|timeout)|DEVICE_DOWN|"
               r"there is a (?:fftsplus )?sdma error|ProcessSdmaErrorInfo|hbm (?:multi-bit|ecc)|"
@@ -736,6 +739,9 @@ SIGNATURES: tuple[Signature, ...] = (
               "and relaunch", ("HCCP process", "last training process", "tsd client wait", "occupied by")),
     Signature("ranktable.invalid", _L, r"\[RanktableCheck\]|\[RanktableConfig\]|rank_?table.{0,40}(?:invalid|not a valid|error|fail)|"
               r"in the ranktable is inconsistent|RANK_TABLE_FILE.{0,40}(?:invalid|not exist|error)|"
+              # MindCluster's fault knowledge base (AISW_CANN_HCCL_007, _009): HCCL could not find or parse the rank table (the
+              # prefilter sees the second through the file's name, rank_table*.json)
+              r"\[HcomLoadRanktableFile\]get file\[.*\] real path error|\] to json fail\. please check json file|"
               + _code("EI0001|EI0003|EI0004|EI0008|EI0010|EI0014|EJ0003"),
               "the rank table or the HCCL configuration is invalid", _HINT_RANKTABLE,
               ("Ranktable", "rank_table", "ranktable", "RANK_TABLE", "EI0001", "EI0003", "EI0004", "EI0008", "EI0010", "EI0014",
@@ -809,10 +815,12 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("hccl.link_timeout", _T,
               r"wait socket establish timeout|connected p2p timeout|topo exchange (?:server|agent) get socket timeout|"
               r"LinksEstablishCompleted\] is failed|Transport init error|CONNECT TIMEOUT DETECT|dispatch timeout|"
-              r"\|\s*\S+\(\d+\)\s*\|.*\|\s*(?:time out|no connect)\s*\|",
+              r"\|\s*\S+\(\d+\)\s*\|.*\|\s*(?:time out|no connect)\s*\||"
+              # MindCluster's fault knowledge base (AISW_CANN_ERRMSG_Custom_05): HCCL's wait for the peer's P2P enable
+              r"Wait timeout for get P2P status",
               "HCCL could not finish link setup with a peer", _HINT_TIMEOUT,
               ("establish timeout", "p2p timeout", "get socket timeout", "LinksEstablishCompleted", "Transport init error",
-               "CONNECT TIMEOUT", "dispatch timeout", "time out |", "no connect |")),
+               "CONNECT TIMEOUT", "dispatch timeout", "time out |", "no connect |", "Wait timeout for get P2P")),
     Signature("torch.monitored_barrier", _T, r"failed to pass monitoredBarrier|received errors while waiting for send/recv from "
               r"rank \d+|[Rr]ank \d+ (?:failed to pass|did not call) (?:monitored)?[Bb]arrier",
               "a rank waited at a (monitored) barrier for a peer that never arrived; the line names it", _HINT_TIMEOUT,
